@@ -1,0 +1,709 @@
+package main
+
+import (
+	"container/list"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+)
+
+// Sentinels that tool handlers map to replies. Everything a tool reports as a
+// tool error wraps errInvalid, errUnknownJob, errNotRunning or
+// errAlreadyClosed; errCancelled becomes JSON-RPC error -32800.
+var (
+	errCancelled     = errors.New("request cancelled")
+	errInvalid       = errors.New("invalid argument")
+	errUnknownJob    = errors.New("unknown job_id")
+	errNotRunning    = errors.New("no longer running")
+	errAlreadyClosed = errors.New("stdin already closed")
+)
+
+// Job states as they appear on the wire.
+const (
+	stateRunning = "running"
+	stateSuccess = "success"
+	stateError   = "error"
+)
+
+const (
+	// settleMaxDuration bounds how long a finished job waits for its pipes to
+	// hand over what the direct child wrote, when an orphan keeps them busy.
+	settleMaxDuration = 500 * time.Millisecond
+	// teardownGraceDuration is how long TERM gets before KILL when the server
+	// tears a job down (cancelled execute, shutdown).
+	teardownGraceDuration = 2 * time.Second
+	// readBufferBytes is the size of one pipe read.
+	readBufferBytes = 64 << 10
+	// pipeBufferBytes is the pipe capacity asked for on Linux.
+	pipeBufferBytes = 1 << 20
+)
+
+// outcome is how a job ended; it is fixed before job.done is closed.
+type outcome struct {
+	state      string
+	exitCode   int
+	signal     syscall.Signal
+	startError string
+}
+
+// job is one command run as its own process group.
+type job struct {
+	id     string
+	pid    int // also the process group id
+	policy capturePolicy
+
+	stdout, stderr      *window
+	stdoutPump, errPump *pump
+	stdin               *stdinPipe
+	started             time.Time
+
+	done  chan struct{} // closed once final is set; never reopened
+	final outcome       // written once, before done is closed
+
+	elem *list.Element // place in registry.order; guarded by registry.mu
+}
+
+// terminal reports whether the job has finished.
+func (j *job) terminal() bool {
+	select {
+	case <-j.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// outcome returns the job's state; for a running job only state is set.
+func (j *job) outcome() outcome {
+	if j.terminal() {
+		return j.final
+	}
+	return outcome{state: stateRunning}
+}
+
+// startRequest is what execute asks for.
+type startRequest struct {
+	command    string
+	dir        string
+	env        map[string]string
+	stdin      string
+	closeStdin bool
+	policy     capturePolicy
+}
+
+// registry holds the jobs of one client session. Jobs of different sessions
+// never see each other; only the reaper is shared.
+type registry struct {
+	cfg *config
+
+	mu      sync.Mutex      // guards every field below, and job.elem
+	jobs    map[string]*job // waitable jobs: running, or finished and not delivered
+	order   *list.List      // the same jobs, oldest first
+	nextID  uint64
+	changed chan struct{} // closed (and replaced) whenever a job finishes
+}
+
+// newRegistry returns an empty registry for one session.
+func newRegistry(cfg *config) *registry {
+	return &registry{cfg: cfg, jobs: map[string]*job{}, order: list.New(), changed: make(chan struct{})}
+}
+
+// start launches req as a new job. A job that could not start comes back
+// already finished, with start_error set, and is never registered.
+func (r *registry) start(req startRequest) *job {
+	r.mu.Lock()
+	r.nextID++
+	id := strconv.FormatUint(r.nextID, 10)
+	r.mu.Unlock()
+
+	j := &job{id: id, policy: req.policy, done: make(chan struct{}), started: time.Now(),
+		stdout: newWindow(r.cfg.maxOutputBytes), stderr: newWindow(r.cfg.maxOutputBytes)}
+	exited, err := j.launch(r.cfg, req)
+	if err != nil {
+		j.final = outcome{state: stateError, exitCode: -1, startError: err.Error()}
+		close(j.done)
+		return j
+	}
+	r.mu.Lock()
+	r.jobs[id] = j
+	j.elem = r.order.PushBack(j)
+	r.mu.Unlock()
+	if req.stdin != "" || req.closeStdin {
+		j.stdin.feed(req.stdin, req.closeStdin, j.done)
+	}
+	go r.supervise(j, exited)
+	return j
+}
+
+// launch creates the job's pipes and starts `$SHELL -c command` with them.
+func (j *job) launch(cfg *config, req startRequest) (<-chan exitStatus, error) {
+	if req.dir != "" {
+		if err := checkDir(req.dir); err != nil {
+			return nil, err
+		}
+	}
+	var ends [6]*os.File // stdin r,w; stdout r,w; stderr r,w
+	for i := 0; i < 6; i += 2 {
+		r, w, err := os.Pipe()
+		if err != nil {
+			closeAll(ends[:i])
+			return nil, fmt.Errorf("create pipe: %w", err)
+		}
+		ends[i], ends[i+1] = r, w
+	}
+	childEnds := []*os.File{ends[0], ends[3], ends[5]}
+	enlargePipe(ends[3].Fd(), pipeBufferBytes)
+	enlargePipe(ends[5].Fd(), pipeBufferBytes)
+	pid, exited, err := spawn(spawnSpec{
+		path:  cfg.shell,
+		argv:  []string{cfg.shell, "-c", req.command},
+		dir:   req.dir,
+		env:   mergeEnv(cfg.baseEnv, req.env),
+		files: []uintptr{ends[0].Fd(), ends[3].Fd(), ends[5].Fd()},
+	})
+	closeAll(childEnds) // the child has its copies; ours would hide EOF
+	if err != nil {
+		closeAll([]*os.File{ends[1], ends[2], ends[4]})
+		return nil, fmt.Errorf("start %s: %w", cfg.shell, err)
+	}
+	j.pid = pid
+	j.stdin = newStdinPipe(ends[1])
+	j.stdoutPump = startPump(ends[2], j.stdout)
+	j.errPump = startPump(ends[4], j.stderr)
+	return exited, nil
+}
+
+// checkDir explains a working directory that cannot be used.
+func checkDir(dir string) error {
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return fmt.Errorf("cwd %q: %w", dir, errors.Unwrap(err))
+	}
+	if !fi.IsDir() {
+		return fmt.Errorf("cwd %q: not a directory", dir)
+	}
+	return nil
+}
+
+// closeAll closes every non-nil file.
+func closeAll(files []*os.File) {
+	for _, f := range files {
+		if f != nil {
+			_ = f.Close() // best effort: nothing useful to do on failure
+		}
+	}
+}
+
+// mergeEnv layers overlay on base; later keys replace earlier ones.
+func mergeEnv(base []string, overlay map[string]string) []string {
+	if len(overlay) == 0 {
+		return base
+	}
+	env := make([]string, 0, len(base)+len(overlay))
+	for _, kv := range base {
+		k := kv
+		if i := indexByte(kv, '='); i >= 0 {
+			k = kv[:i]
+		}
+		if _, replaced := overlay[k]; !replaced {
+			env = append(env, kv)
+		}
+	}
+	for k, v := range overlay {
+		env = append(env, k+"="+v)
+	}
+	return env
+}
+
+func indexByte(s string, c byte) int {
+	for i := 0; i < len(s); i++ {
+		if s[i] == c {
+			return i
+		}
+	}
+	return -1
+}
+
+// supervise waits for the job's direct child to exit, lets the pumps catch up
+// with what it wrote, publishes the outcome and wakes every waiter.
+func (r *registry) supervise(j *job, exited <-chan exitStatus) {
+	st := <-exited
+	settleBy := time.Now().Add(settleMaxDuration)
+	j.stdoutPump.settle(settleBy)
+	j.errPump.settle(settleBy)
+	j.final = outcome{state: stateSuccess, exitCode: st.code, signal: st.signal}
+	if st.code != 0 || st.signal != 0 {
+		j.final.state = stateError
+	}
+	close(j.done)
+	j.stdin.shut()
+	r.mu.Lock()
+	close(r.changed)
+	r.changed = make(chan struct{})
+	r.mu.Unlock()
+}
+
+// lookup finds a waitable job.
+func (r *registry) lookup(id string) (*job, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if j, ok := r.jobs[id]; ok {
+		return j, nil
+	}
+	return nil, fmt.Errorf("%w: %s", errUnknownJob, id)
+}
+
+// claim delivers a finished job: it leaves the registry, and only the caller
+// that claimed it may report its result. It reports false when someone else
+// claimed it first or it is still running.
+func (r *registry) claim(j *job) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.claimLocked(j)
+}
+
+// claimLocked is claim for a caller that holds r.mu.
+func (r *registry) claimLocked(j *job) bool {
+	if !j.terminal() || r.jobs[j.id] != j {
+		return false
+	}
+	delete(r.jobs, j.id)
+	r.order.Remove(j.elem)
+	j.release()
+	return true
+}
+
+// release stops keeping the output of a delivered job. Pumps still held open
+// by orphans keep draining their pipes, so those processes never get SIGPIPE
+// just because the result was collected.
+func (j *job) release() {
+	if j.stdoutPump != nil {
+		j.stdoutPump.sink.Store(nil)
+		j.errPump.sink.Store(nil)
+	}
+}
+
+// forget drops a job that nobody will ever collect (its execute was
+// cancelled before the caller learned its id).
+func (r *registry) forget(j *job) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.jobs[j.id] == j {
+		delete(r.jobs, j.id)
+		r.order.Remove(j.elem)
+	}
+	j.release()
+}
+
+// list returns the waitable jobs, oldest first.
+func (r *registry) list() []*job {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	jobs := make([]*job, 0, r.order.Len())
+	for e := r.order.Front(); e != nil; e = e.Next() {
+		jobs = append(jobs, e.Value.(*job))
+	}
+	return jobs
+}
+
+// waitAny blocks until at least one of ids has finished, the deadline passes
+// (zero deadline: never) or the call is cancelled. It claims every finished
+// job among ids and returns them by id; unknown ids fail the whole call.
+func (r *registry) waitAny(w *waiter, ids []string, deadline time.Time, poll bool) (map[string]*job, error) {
+	for {
+		claimed, changed, err := r.claimAmong(ids)
+		if err != nil || len(claimed) > 0 || poll {
+			return claimed, err
+		}
+		if !deadline.IsZero() && !time.Now().Before(deadline) {
+			return claimed, nil
+		}
+		if err := w.sleep(changed, deadline, func() string { return r.describeWait(ids) }); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// claimAmong claims the finished jobs among ids in one locked pass and returns
+// the channel that announces the next change.
+func (r *registry) claimAmong(ids []string) (map[string]*job, <-chan struct{}, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var claimed map[string]*job
+	for _, id := range ids {
+		j, ok := r.jobs[id]
+		if !ok {
+			if _, dup := claimed[id]; dup {
+				continue
+			}
+			return nil, nil, fmt.Errorf("%w: %s", errUnknownJob, id)
+		}
+		if r.claimLocked(j) {
+			if claimed == nil {
+				claimed = map[string]*job{}
+			}
+			claimed[id] = j
+		}
+	}
+	return claimed, r.changed, nil
+}
+
+// describeWait says what a blocked wait is waiting for, for progress.
+func (r *registry) describeWait(ids []string) string {
+	if len(ids) == 1 {
+		if j, err := r.lookup(ids[0]); err == nil {
+			return fmt.Sprintf("job %s running for %.0fs, %d bytes of output", j.id,
+				time.Since(j.started).Seconds(), j.outputBytes())
+		}
+	}
+	return fmt.Sprintf("waiting for any of %d jobs to finish", len(ids))
+}
+
+// outputBytes is how much the job has written to stdout and stderr.
+func (j *job) outputBytes() int64 {
+	_, out := j.stdout.stats()
+	_, errb := j.stderr.stats()
+	return out + errb
+}
+
+// killPlan is the signal sequence kill sends.
+type killPlan struct {
+	signals []syscall.Signal // sent in order while the tree survives
+	wait    time.Duration    // how long each signal gets; 0 = do not wait
+}
+
+// killOutcome is what kill observed.
+type killOutcome struct {
+	terminated        bool
+	alreadyTerminated bool
+	sent              syscall.Signal
+	escalated         bool
+	survivors         string // what was left alive, when terminated is false
+}
+
+// kill signals job id's process group per plan and waits for observed death:
+// the direct child reaped and no process left in the group. A job whose
+// tree died is claimed; the caller reports its result.
+func (r *registry) kill(w *waiter, id string, plan killPlan) (*job, killOutcome, error) {
+	j, err := r.lookup(id)
+	if err != nil {
+		return nil, killOutcome{}, err
+	}
+	var out killOutcome
+	if j.terminal() && !groupAlive(j.pid) {
+		out.terminated, out.alreadyTerminated = true, true
+	} else {
+		for i, sig := range plan.signals {
+			out.sent, out.escalated = sig, i > 0
+			if err := j.signal(sig); err != nil {
+				return nil, killOutcome{}, err
+			}
+			if plan.wait <= 0 {
+				out.terminated = j.terminal() && !groupAlive(j.pid)
+				break
+			}
+			dead, err := j.awaitDeath(w, time.Now().Add(plan.wait))
+			if err != nil {
+				return nil, killOutcome{}, err
+			}
+			if out.terminated = dead; dead {
+				break
+			}
+		}
+	}
+	if !out.terminated {
+		out.survivors = describeSurvivors(j)
+		return j, out, nil
+	}
+	if !r.claim(j) {
+		return nil, killOutcome{}, fmt.Errorf("%w: %s (its result was delivered to another request)", errUnknownJob, id)
+	}
+	return j, out, nil
+}
+
+// signal sends sig to the job's process group. A stopped process keeps a TERM
+// pending until it runs again, so TERM is followed by CONT.
+func (j *job) signal(sig syscall.Signal) error {
+	err := signalGroup(j.pid, sig)
+	if errors.Is(err, errGroupGone) {
+		return nil // already gone: death is observed below
+	}
+	if err == nil && sig == syscall.SIGTERM {
+		_ = signalGroup(j.pid, syscall.SIGCONT) // best effort: the group may have just died
+	}
+	return err
+}
+
+// awaitDeath waits until the job's direct child has been reaped and its
+// process group has no members left, or deadline. It reports whether both
+// happened.
+func (j *job) awaitDeath(w *waiter, deadline time.Time) (bool, error) {
+	describe := func() string { return fmt.Sprintf("waiting for job %s's process group to exit", j.id) }
+	for !j.terminal() {
+		if !time.Now().Before(deadline) {
+			return false, nil
+		}
+		if err := w.sleep(j.done, deadline, describe); err != nil {
+			return false, err
+		}
+	}
+	gone := awaitGroupGone(j.pid, deadline, w.ctx.Done())
+	if !gone && w.ctx.Err() != nil {
+		return false, errCancelled
+	}
+	return gone, nil
+}
+
+// describeSurvivors names what is left of a job's tree and what to do next.
+func describeSurvivors(j *job) string {
+	members := groupMembers(j.pid)
+	what := "the shell has not exited"
+	if j.terminal() {
+		what = "the shell exited but its process group still has members"
+	}
+	if len(members) > 0 {
+		what = fmt.Sprintf("%d process(es) in group %d survived:", len(members), j.pid)
+		for _, m := range members {
+			what += fmt.Sprintf(" %d (%s, state %s)", m.pid, m.comm, m.state)
+			if m.state == "D" {
+				what += " [uninterruptible sleep: even KILL waits until it unblocks]"
+			}
+		}
+	}
+	return what + "; send signal KILL, use ASSURED, or call kill again with a longer timeout"
+}
+
+// teardown terminates the job's tree: TERM, then KILL after grace, and waits
+// for the group to be gone (bounded). Used when nobody will collect the job.
+func (j *job) teardown(grace time.Duration) {
+	w := &waiter{ctx: context.Background()}
+	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGKILL} {
+		_ = j.signal(sig) // best effort: errors mean the group is gone
+		if dead, _ := j.awaitDeath(w, time.Now().Add(grace)); dead {
+			return
+		}
+	}
+}
+
+// input writes data to the job's stdin and closes it when asked.
+func (r *registry) input(w *waiter, id, data string, closeAfter bool) (*job, error) {
+	j, err := r.lookup(id)
+	if err != nil {
+		return nil, err
+	}
+	if err := j.stdin.write(w.ctx, data, closeAfter, j.done); err != nil {
+		return nil, fmt.Errorf("job %s: %w", id, err)
+	}
+	return j, nil
+}
+
+// stdinPipe is the server's end of a job's stdin.
+type stdinPipe struct {
+	f *os.File
+	// token is 1-buffered and holds one value while nobody writes: taking it
+	// is the right to write to or close f. Writers select on it, so a wait
+	// for the pipe can be cancelled.
+	token  chan struct{}
+	closed bool // guarded by holding token
+}
+
+func newStdinPipe(f *os.File) *stdinPipe {
+	s := &stdinPipe{f: f, token: make(chan struct{}, 1)}
+	s.token <- struct{}{}
+	return s
+}
+
+// pastDeadline aborts a pending pipe write at once.
+var pastDeadline = time.Unix(1, 0)
+
+// feed writes execute's stdin argument in the background. It takes the token
+// before returning, so later input calls queue behind it.
+func (s *stdinPipe) feed(data string, closeAfter bool, done <-chan struct{}) {
+	<-s.token
+	go func() {
+		defer func() { s.token <- struct{}{} }()
+		_ = s.writeHeld(context.Background(), data, closeAfter, done) // nobody to tell: errors surface as a closed or dead pipe later
+	}()
+}
+
+// write waits for its turn, then writes data and closes the pipe if asked.
+// A cancelled ctx aborts the wait or the write; done closing means the job
+// finished and nothing more can be written.
+func (s *stdinPipe) write(ctx context.Context, data string, closeAfter bool, done <-chan struct{}) error {
+	select {
+	case <-s.token:
+	case <-ctx.Done():
+		return errCancelled
+	case <-done:
+		return errNotRunning
+	}
+	defer func() { s.token <- struct{}{} }()
+	return s.writeHeld(ctx, data, closeAfter, done)
+}
+
+// writeHeld is write for a caller that holds the token.
+func (s *stdinPipe) writeHeld(ctx context.Context, data string, closeAfter bool, done <-chan struct{}) error {
+	select {
+	case <-done:
+		return errNotRunning
+	default:
+	}
+	if s.closed {
+		return errAlreadyClosed
+	}
+	if data != "" {
+		if err := s.writeCancellable(ctx, data); err != nil {
+			select {
+			case <-done:
+				return errNotRunning
+			default:
+			}
+			if ctx.Err() != nil {
+				return errCancelled
+			}
+			if errors.Is(err, syscall.EPIPE) {
+				return fmt.Errorf("%w: the process closed its stdin", errNotRunning)
+			}
+			return fmt.Errorf("write stdin: %w", err)
+		}
+	}
+	if closeAfter {
+		s.closed = true
+		_ = s.f.Close() // best effort: the reader may be gone already
+	}
+	return nil
+}
+
+// writeCancellable writes data, aborting through a past write deadline when
+// ctx ends; the deadline is reset afterwards so the pipe stays usable.
+func (s *stdinPipe) writeCancellable(ctx context.Context, data string) error {
+	aborted := make(chan struct{})
+	stop := context.AfterFunc(ctx, func() {
+		_ = s.f.SetWriteDeadline(pastDeadline) // best effort: the file may be closed
+		close(aborted)
+	})
+	_, err := io.WriteString(s.f, data)
+	if !stop() {
+		<-aborted
+		_ = s.f.SetWriteDeadline(time.Time{}) // best effort, as above
+	}
+	return err
+}
+
+// shut closes stdin once the job has finished: a pending write is aborted
+// first so the token comes back.
+func (s *stdinPipe) shut() {
+	_ = s.f.SetWriteDeadline(pastDeadline) // best effort: the file may be closed
+	<-s.token
+	if !s.closed {
+		s.closed = true
+		_ = s.f.Close() // best effort: nobody reads it any more
+	}
+	s.token <- struct{}{}
+}
+
+// readBuffers recycles pipe read buffers; a pump holds one only while data is
+// flowing, so idle jobs cost no buffer memory.
+var readBuffers = sync.Pool{New: func() any {
+	b := make([]byte, readBufferBytes)
+	return &b
+}}
+
+// pump copies one output pipe into a window until EOF.
+type pump struct {
+	f    *os.File
+	sink atomic.Pointer[window] // where bytes go; nil once the job is delivered
+
+	exited     atomic.Bool   // the job's direct child has exited
+	settled    chan struct{} // closed once the pipe was seen empty after exit, or at EOF
+	settleOnce sync.Once
+}
+
+// startPump starts copying f into w.
+func startPump(f *os.File, w *window) *pump {
+	p := &pump{f: f, settled: make(chan struct{})}
+	p.sink.Store(w)
+	go p.run()
+	return p
+}
+
+func (p *pump) markSettled() { p.settleOnce.Do(func() { close(p.settled) }) }
+
+// run reads until EOF or error, then closes the pipe.
+func (p *pump) run() {
+	defer p.markSettled()
+	defer p.f.Close()
+	rc, err := p.f.SyscallConn()
+	if err != nil {
+		logf("pump: %v", err)
+		return
+	}
+	for p.pass(rc) {
+	}
+}
+
+// pass performs one read and reports whether to go on. The read callback
+// runs inside the poller: on EAGAIN it returns its buffer and, if the child
+// has exited, notes that everything the child wrote has been taken.
+func (p *pump) pass(rc syscall.RawConn) bool {
+	var buf *[]byte
+	var n int
+	var rerr error
+	err := rc.Read(func(fd uintptr) bool {
+		if buf == nil {
+			buf = readBuffers.Get().(*[]byte)
+		}
+		for {
+			n, rerr = syscall.Read(int(fd), *buf)
+			if !errors.Is(rerr, syscall.EINTR) {
+				break
+			}
+		}
+		if errors.Is(rerr, syscall.EAGAIN) {
+			readBuffers.Put(buf)
+			buf = nil
+			if p.exited.Load() {
+				p.markSettled()
+			}
+			return false
+		}
+		return true
+	})
+	if buf != nil {
+		defer readBuffers.Put(buf)
+	}
+	switch {
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		// settle's wake-up: look at the pipe again with no deadline.
+		_ = p.f.SetReadDeadline(time.Time{}) // cannot fail on an open pipe
+		return true
+	case err != nil, rerr != nil, n <= 0:
+		return false // closed, read error, or EOF
+	}
+	if w := p.sink.Load(); w != nil {
+		_, _ = w.Write((*buf)[:n]) // never fails
+	}
+	return true
+}
+
+// settle waits, at most until deadline, for the pump to take everything the
+// job's direct child wrote before exiting: the pipe is seen empty once after
+// the exit, or reaches EOF. The read deadline wakes a pump parked on an empty
+// pipe so it looks again.
+func (p *pump) settle(deadline time.Time) {
+	p.exited.Store(true)
+	_ = p.f.SetReadDeadline(pastDeadline) // fails only when already closed: then settled is closed too
+	timer := time.NewTimer(time.Until(deadline))
+	defer timer.Stop()
+	select {
+	case <-p.settled:
+	case <-timer.C:
+	}
+}

@@ -1,0 +1,312 @@
+// mcp-exec is an MCP server over stdio that runs shell commands as jobs:
+// execute, wait, status, output, input, kill and list_jobs.
+package main
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"os/exec"
+	"os/signal"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// version is the release, replaced at build time with
+// -ldflags "-X main.version=...".
+var version = "1.0.0"
+
+const (
+	// shutdownKillDuration bounds the wait for processes after KILL at shutdown.
+	shutdownKillDuration = time.Second
+	// shutdownFlushDuration bounds the last write of replies at shutdown.
+	shutdownFlushDuration = 500 * time.Millisecond
+)
+
+func main() {
+	handleFlags(os.Args[1:])
+	cfg := mustLoadConfig(os.Environ())
+	signals := watchSignals()
+	prepareProcess()
+	out := newWriter(os.Stdout)
+	c := newConn(cfg, out)
+	reason := serveUntilDone(c, out, signals)
+	shutdown(c, out, reason)
+	os.Exit(0)
+}
+
+// config is the server's configuration, read once from the environment.
+type config struct {
+	defaultTimeout   time.Duration // wait's timeout when none is given
+	maxOutputBytes   int           // window size per stream per job
+	progressInterval time.Duration // between progress notifications
+	shell            string        // the shell jobs run in
+	baseEnv          []string      // the environment jobs start from
+}
+
+// configVar is one MCP_EXEC_* variable.
+type configVar struct {
+	name, def, doc string
+	set            func(c *config, value string) error
+}
+
+var configVars = []configVar{
+	{"MCP_EXEC_DEFAULT_TIMEOUT", "60", "seconds wait blocks when the call gives no timeout (>= 0, fractions allowed)",
+		func(c *config, v string) (err error) { c.defaultTimeout, err = parseSeconds(v, true); return }},
+	{"MCP_EXEC_MAX_OUTPUT_BYTES", "1048576", "bytes of output kept per stream per job; older bytes are dropped (>= 1)",
+		func(c *config, v string) error {
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 1 {
+				return errors.New("must be a whole number of bytes, at least 1")
+			}
+			c.maxOutputBytes = n
+			return nil
+		}},
+	{"MCP_EXEC_PROGRESS_INTERVAL", "10", "seconds between progress notifications of a blocking call (> 0)",
+		func(c *config, v string) (err error) { c.progressInterval, err = parseSeconds(v, false); return }},
+}
+
+// parseSeconds reads a number of seconds; zero is allowed only if zeroOK.
+func parseSeconds(v string, zeroOK bool) (time.Duration, error) {
+	f, err := strconv.ParseFloat(v, 64)
+	switch {
+	case err != nil || math.IsNaN(f) || math.IsInf(f, 0):
+		return 0, errors.New("must be a number of seconds")
+	case f < 0:
+		return 0, errors.New("must not be negative")
+	case f == 0 && !zeroOK:
+		return 0, errors.New("must be greater than 0")
+	}
+	return secondsToDuration(f), nil
+}
+
+// loadConfig reads the configuration from environ. An unknown MCP_EXEC_*
+// variable is an error: it is almost always a typo.
+func loadConfig(environ []string) (*config, error) {
+	c := &config{baseEnv: environ}
+	known := map[string]configVar{}
+	for _, v := range configVars {
+		known[v.name] = v
+		if err := v.set(c, v.def); err != nil {
+			return nil, fmt.Errorf("default of %s: %w", v.name, err)
+		}
+	}
+	for _, kv := range environ {
+		name, value, _ := strings.Cut(kv, "=")
+		if !strings.HasPrefix(name, "MCP_EXEC_") {
+			continue
+		}
+		v, ok := known[name]
+		if !ok {
+			return nil, fmt.Errorf("unknown variable %s; the valid ones are %s", name, strings.Join(configNames(), ", "))
+		}
+		if value == "" {
+			continue // set but empty: keep the default
+		}
+		if err := v.set(c, value); err != nil {
+			return nil, fmt.Errorf("%s=%q: %w", name, value, err)
+		}
+	}
+	c.shell = resolveShell(os.Getenv("SHELL"))
+	return c, nil
+}
+
+// configNames lists the variable names in order.
+func configNames() []string {
+	names := make([]string, len(configVars))
+	for i, v := range configVars {
+		names[i] = v.name
+	}
+	sort.Strings(names)
+	return names
+}
+
+// resolveShell picks $SHELL, or /bin/sh when it is unset, and finds it on
+// PATH when it is a bare name. A shell that cannot be found is kept as is:
+// each job then fails to start with a start_error that names it.
+func resolveShell(shell string) string {
+	if shell == "" {
+		return "/bin/sh"
+	}
+	if !strings.Contains(shell, "/") {
+		if path, err := exec.LookPath(shell); err == nil {
+			return path
+		}
+	}
+	return shell
+}
+
+// mustLoadConfig loads the configuration or exits with status 2 and one line
+// on stderr.
+func mustLoadConfig(environ []string) *config {
+	cfg, err := loadConfig(environ)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "mcp-exec: configuration error: %v\n", err)
+		os.Exit(2)
+	}
+	return cfg
+}
+
+// handleFlags answers --version and --help; any other argument is a usage
+// error. The server itself takes no arguments.
+func handleFlags(args []string) {
+	if len(args) == 0 {
+		return
+	}
+	switch args[0] {
+	case "--version", "-version", "-v":
+		fmt.Printf("mcp-exec %s\n", version)
+		os.Exit(0)
+	case "--help", "-help", "-h":
+		fmt.Print(usage())
+		os.Exit(0)
+	}
+	fmt.Fprintf(os.Stderr, "mcp-exec: unknown argument %q\n%s", args[0], usage())
+	os.Exit(2)
+}
+
+// usage is the --help text.
+func usage() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "mcp-exec %s: an MCP server over stdio that runs shell commands as jobs.\n\n", version)
+	b.WriteString("Usage: mcp-exec            serve MCP (newline-delimited JSON-RPC) on stdin/stdout\n")
+	b.WriteString("       mcp-exec --version  print the version\n       mcp-exec --help     print this help\n\n")
+	b.WriteString("Environment:\n")
+	for _, v := range configVars {
+		fmt.Fprintf(&b, "  %-27s default %-8s %s\n", v.name, v.def, v.doc)
+	}
+	b.WriteString("  SHELL                       jobs run as $SHELL -c COMMAND (/bin/sh when unset)\n")
+	return b.String()
+}
+
+// watchSignals subscribes to the signals that end the server. As PID 1 an
+// unhandled SIGTERM would do nothing at all, so they are always handled.
+// SIGPIPE is subscribed so a vanished client turns into EPIPE, not death.
+func watchSignals() <-chan os.Signal {
+	stop := make(chan os.Signal, 1)
+	signal.Notify(stop, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
+	return stop
+}
+
+// prepareProcess readies the process to own children: inherited descriptors
+// stay out of jobs, orphans come back to us for reaping, and the reaper runs.
+func prepareProcess() {
+	closeInheritedOnExec()
+	if os.Getpid() != 1 {
+		if _, err := becomeSubreaper(); err != nil {
+			logf("cannot become a child subreaper (%v); orphans go to the system's init", err)
+		}
+	}
+	children.startReaper()
+}
+
+// serveUntilDone serves the client until stdin ends, a signal arrives or
+// stdout breaks, and says which.
+func serveUntilDone(c *conn, out *writer, signals <-chan os.Signal) string {
+	eof := make(chan error, 1)
+	go func() { eof <- c.serve(os.Stdin) }()
+	select {
+	case err := <-eof:
+		if err != nil {
+			return fmt.Sprintf("stdin: %v", err)
+		}
+		return "stdin closed"
+	case sig := <-signals:
+		return "signal " + sig.String()
+	case <-out.gone:
+		return "stdout closed"
+	}
+}
+
+// shutdown ends the session: blocked calls answer -32800, every job's tree
+// gets TERM and, after a grace period, KILL, and pending replies are
+// flushed. It returns within about teardownGraceDuration+2s.
+func shutdown(c *conn, out *writer, reason string) {
+	_ = reason // kept for debugging; the client knows why it closed
+	c.cancelAll()
+	terminateAll(c.reg.list())
+	waitHandlers(c, shutdownKillDuration)
+	out.flush(shutdownFlushDuration)
+}
+
+// terminateAll sends TERM to every job's process group and to every other
+// descendant (orphans that left their group), waits up to the grace period,
+// then KILLs whatever is left and waits a little more.
+func terminateAll(jobs []*job) {
+	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGKILL} {
+		for _, j := range jobs {
+			_ = j.signal(sig) // best effort: the group may be gone
+		}
+		for _, p := range descendants(os.Getpid()) {
+			_ = syscall.Kill(p.pid, sig) // best effort: it may have exited
+		}
+		wait := teardownGraceDuration
+		if sig == syscall.SIGKILL {
+			wait = shutdownKillDuration
+		}
+		if awaitAllGone(jobs, time.Now().Add(wait)) {
+			return
+		}
+	}
+}
+
+// awaitAllGone waits until no job group and no descendant is left.
+func awaitAllGone(jobs []*job, deadline time.Time) bool {
+	for _, j := range jobs {
+		if !awaitGroupGone(j.pid, deadline, nil) {
+			return false
+		}
+	}
+	for {
+		reaped := children.reapedSignal()
+		if len(descendants(os.Getpid())) == 0 {
+			return true
+		}
+		left := time.Until(deadline)
+		if left <= 0 {
+			return false
+		}
+		t := time.NewTimer(min(left, 20*time.Millisecond))
+		select {
+		case <-reaped:
+		case <-t.C:
+		}
+		t.Stop()
+	}
+}
+
+// waitHandlers waits, at most timeout, for running requests to reply.
+func waitHandlers(c *conn, timeout time.Duration) {
+	done := make(chan struct{})
+	go func() { c.handlers.Wait(); close(done) }()
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+	}
+}
+
+// logf writes a diagnostic line to stderr; stdout carries only JSON-RPC.
+func logf(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "mcp-exec: "+format+"\n", args...)
+}
+
+// cloexecListed marks close-on-exec every descriptor above 2 listed in dir
+// (/proc/self/fd or /dev/fd).
+func cloexecListed(dir string) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		if fd, err := strconv.Atoi(e.Name()); err == nil && fd > 2 {
+			syscall.CloseOnExec(fd)
+		}
+	}
+}

@@ -1,0 +1,242 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// The reaper is the one owner of child reaping in this process. Nothing else
+// may call wait4/waitid or use os/exec: a second waiter would steal exit
+// statuses (anchors note B4). It collects every child with wait4(-1), routes a
+// job's status to the channel registered at spawn, and simply discards the
+// statuses of orphans that were re-parented to us (as PID 1 or subreaper).
+
+// exitStatus is how a child ended.
+type exitStatus struct {
+	code   int            // exit status, or -1 when a signal killed it
+	signal syscall.Signal // the fatal signal; 0 when it exited normally
+}
+
+// childTable records the children this process started, process-wide: jobs of
+// every session share one reaper.
+type childTable struct {
+	// gate is held shared by spawn from fork until the new pid is recorded,
+	// and exclusively by the reaper while it looks a reaped pid up. So a pid
+	// the reaper collects is either recorded already or not ours at all.
+	// It is the one lock held across a syscall (fork), and only for that.
+	gate sync.RWMutex
+
+	mu       sync.Mutex                // guards byPid and reaped
+	byPid    map[int]chan<- exitStatus // live children; each channel is 1-buffered
+	reaped   chan struct{}             // closed (and replaced) after each reap batch
+	orphans  int                       // statuses discarded because no job owned them
+	start    sync.Once                 // starts the reaper loop
+	sigchld  chan os.Signal            // carries SIGCHLD; 1-buffered, signals coalesce
+	rescanCh chan struct{}             // 1-buffered wake-up for tests and spawners
+}
+
+// children is the process-wide child table.
+var children = &childTable{
+	byPid:    map[int]chan<- exitStatus{},
+	reaped:   make(chan struct{}),
+	sigchld:  make(chan os.Signal, 1),
+	rescanCh: make(chan struct{}, 1),
+}
+
+// startReaper subscribes to SIGCHLD and starts the reap loop once. spawn calls
+// it before the first fork, so no child can exit unobserved.
+func (t *childTable) startReaper() {
+	t.start.Do(func() {
+		signal.Notify(t.sigchld, syscall.SIGCHLD)
+		go t.loop()
+	})
+}
+
+// loop reaps on every SIGCHLD. SIGCHLDs coalesce, so each wake-up drains
+// every exited child until wait4 reports none ready or no children.
+func (t *childTable) loop() {
+	for {
+		select {
+		case <-t.sigchld:
+		case <-t.rescanCh:
+		}
+		if t.reapAll() > 0 {
+			t.mu.Lock()
+			close(t.reaped)
+			t.reaped = make(chan struct{})
+			t.mu.Unlock()
+		}
+	}
+}
+
+// reapAll collects every child that has exited and returns how many it
+// collected.
+func (t *childTable) reapAll() int {
+	n := 0
+	for {
+		var ws syscall.WaitStatus
+		pid, err := syscall.Wait4(-1, &ws, syscall.WNOHANG, nil)
+		switch {
+		case errors.Is(err, syscall.EINTR):
+			continue
+		case errors.Is(err, syscall.ECHILD):
+			return n // no children at all
+		case err != nil:
+			logf("reaper: wait4: %v", err)
+			return n
+		case pid <= 0:
+			return n // children exist, none has exited; not an error
+		}
+		n++
+		t.route(pid, decodeStatus(ws))
+	}
+}
+
+// route hands a reaped child's status to the job that owns it.
+func (t *childTable) route(pid int, st exitStatus) {
+	t.gate.Lock() // waits out any fork whose pid is not recorded yet
+	t.mu.Lock()
+	owner, ok := t.byPid[pid]
+	delete(t.byPid, pid)
+	if !ok {
+		t.orphans++
+	}
+	t.mu.Unlock()
+	t.gate.Unlock()
+	if ok {
+		owner <- st // 1-buffered and used once: never blocks
+	}
+}
+
+// reapedSignal returns a channel that is closed after the next reap batch.
+// Waiters for a process group to drain select on it instead of spinning.
+func (t *childTable) reapedSignal() <-chan struct{} {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.reaped
+}
+
+// rescan asks the reaper for a pass without a SIGCHLD.
+func (t *childTable) rescan() {
+	select {
+	case t.rescanCh <- struct{}{}:
+	default:
+	}
+}
+
+// spawnSpec is what spawn needs to start one child.
+type spawnSpec struct {
+	path  string    // executable
+	argv  []string  // full argv, argv[0] included
+	dir   string    // working directory; "" keeps ours
+	env   []string  // complete environment
+	files []uintptr // become the child's fds 0, 1, 2, ...
+}
+
+// spawn starts a child in a new process group (its pgid is its pid) and
+// returns its pid and a channel that carries its exit status exactly once.
+// The caller owns the child's fds in spec.files and must close them.
+func spawn(spec spawnSpec) (int, <-chan exitStatus, error) {
+	children.startReaper()
+	exited := make(chan exitStatus, 1)
+	attr := &syscall.ProcAttr{
+		Dir:   spec.dir,
+		Env:   spec.env,
+		Files: spec.files,
+		Sys:   &syscall.SysProcAttr{Setpgid: true},
+	}
+	children.gate.RLock()
+	defer children.gate.RUnlock()
+	pid, err := syscall.ForkExec(spec.path, spec.argv, attr)
+	if err != nil {
+		return 0, nil, err
+	}
+	children.mu.Lock()
+	children.byPid[pid] = exited
+	children.mu.Unlock()
+	return pid, exited, nil
+}
+
+// decodeStatus turns a wait status into an exitStatus.
+func decodeStatus(ws syscall.WaitStatus) exitStatus {
+	switch {
+	case ws.Exited():
+		return exitStatus{code: ws.ExitStatus()}
+	case ws.Signaled():
+		return exitStatus{code: -1, signal: ws.Signal()}
+	}
+	return exitStatus{code: -1}
+}
+
+// signalWords describes sig as strsignal(3) does, in lower case
+// ("terminated", "killed", "hangup").
+func signalWords(sig syscall.Signal) string {
+	return strings.ToLower(sig.String())
+}
+
+// errGroupGone reports that no process is left in a process group.
+var errGroupGone = errors.New("process group is gone")
+
+// signalGroup sends sig to every process in group pgid. It returns
+// errGroupGone when the group has no members left (ESRCH).
+func signalGroup(pgid int, sig syscall.Signal) error {
+	for {
+		err := syscall.Kill(-pgid, sig)
+		switch {
+		case err == nil:
+			return nil
+		case errors.Is(err, syscall.EINTR):
+			continue
+		case errors.Is(err, syscall.ESRCH):
+			return errGroupGone
+		default:
+			return fmt.Errorf("signal group %d: %w", pgid, err)
+		}
+	}
+}
+
+// groupAlive reports whether any process, zombies included, is still in
+// group pgid. EPERM means a member exists that we may not signal.
+func groupAlive(pgid int) bool {
+	err := signalGroup(pgid, 0)
+	return !errors.Is(err, errGroupGone)
+}
+
+// awaitGroupGone blocks until group pgid has no members, stop is closed, or
+// deadline passes, and reports whether the group is gone. It wakes on every
+// reap batch (members that were our children or were re-parented to us) and
+// otherwise re-checks on a backoff, for members reaped by someone else.
+func awaitGroupGone(pgid int, deadline time.Time, stop <-chan struct{}) bool {
+	backoff := time.Millisecond
+	for {
+		reaped := children.reapedSignal()
+		if !groupAlive(pgid) {
+			return true
+		}
+		left := time.Until(deadline)
+		if left <= 0 {
+			return false
+		}
+		if backoff < left {
+			left = backoff
+		}
+		timer := time.NewTimer(left)
+		select {
+		case <-reaped:
+		case <-timer.C:
+			if backoff < 64*time.Millisecond {
+				backoff *= 2
+			}
+		case <-stop:
+			timer.Stop()
+			return !groupAlive(pgid)
+		}
+		timer.Stop()
+	}
+}

@@ -1,0 +1,654 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"regexp"
+	"sync"
+	"time"
+)
+
+// This file is the protocol: framing (one JSON value per line), message
+// decoding, the method table, dispatch, and the single stdout writer.
+
+// maxLineBytes caps one request line. A longer line is answered with a parse
+// error and skipped without being held in memory.
+const maxLineBytes = 16 << 20
+
+// supportedVersions lists the MCP revisions served, newest first.
+var supportedVersions = []string{"2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"}
+
+// JSON-RPC error codes.
+const (
+	codeParse          = -32700
+	codeInvalidRequest = -32600
+	codeNoMethod       = -32601
+	codeInvalidParams  = -32602
+	codeInternal       = -32603
+	codeCancelled      = -32800
+)
+
+// rpcError is a JSON-RPC error reply.
+type rpcError struct {
+	Code    int    `json:"code"`
+	Message string `json:"message"`
+}
+
+func (e *rpcError) Error() string { return e.Message }
+
+func newError(code int, format string, args ...any) *rpcError {
+	return &rpcError{Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// errLineTooLong reports a request line over maxLineBytes.
+var errLineTooLong = errors.New("line too long")
+
+// readLine returns the next line without its terminator. A line longer than
+// limit is consumed and dropped, and errLineTooLong returned. At EOF a last
+// unterminated line is returned with io.EOF.
+func readLine(r *bufio.Reader, limit int) ([]byte, error) {
+	var line []byte
+	for {
+		chunk, err := r.ReadSlice('\n')
+		if len(line)+len(chunk) > limit+1 { // +1: the newline itself
+			for errors.Is(err, bufio.ErrBufferFull) {
+				_, err = r.ReadSlice('\n')
+			}
+			if err != nil && !errors.Is(err, io.EOF) {
+				return nil, err
+			}
+			return nil, errLineTooLong
+		}
+		line = append(line, chunk...)
+		if errors.Is(err, bufio.ErrBufferFull) {
+			continue
+		}
+		if err == nil {
+			line = line[:len(line)-1]
+		}
+		return line, err
+	}
+}
+
+// message is one decoded JSON-RPC message.
+type message struct {
+	id     json.RawMessage // exact bytes as received; nil for a notification
+	method string
+	params json.RawMessage // nil when absent
+
+	response bool // a reply from the client, or a malformed notification: ignored
+}
+
+// integerID matches the number ids we accept: integers, any size.
+var integerID = regexp.MustCompile(`^-?(0|[1-9][0-9]*)$`)
+
+// decodeMessage parses one line. On failure it returns the error reply and
+// the id to send it with (null unless the id itself was readable). Messages
+// that get no reply at all come back with response set.
+func decodeMessage(line []byte) (m message, replyID json.RawMessage, rerr *rpcError) {
+	null := json.RawMessage("null")
+	trimmed := bytes.TrimSpace(line)
+	if len(trimmed) > 0 && trimmed[0] == '[' {
+		if !json.Valid(trimmed) {
+			return m, null, newError(codeParse, "parse error: the line is not valid JSON")
+		}
+		return m, null, newError(codeInvalidRequest, "invalid request: batches are not supported; send one message per line")
+	}
+	obj, err := decodeObject(trimmed)
+	if err != nil {
+		if errors.Is(err, errNotObject) {
+			return m, null, newError(codeInvalidRequest, "invalid request: a message must be a JSON object")
+		}
+		if errors.Is(err, errDuplicateKey) {
+			return m, null, newError(codeInvalidRequest, "invalid request: %v", err)
+		}
+		return m, null, newError(codeParse, "parse error: %v", err)
+	}
+	if id, ok := obj["id"]; ok {
+		if !validID(id) {
+			return m, null, newError(codeInvalidRequest, "invalid request: id must be a string or an integer, got %s", clip(id))
+		}
+		m.id, replyID = id, id
+	} else {
+		replyID = null
+	}
+	method, hasMethod := obj["method"]
+	if v, ok := obj["jsonrpc"]; !ok || string(v) != `"2.0"` {
+		if m.id == nil && hasMethod {
+			return message{response: true}, nil, nil // a malformed notification: never answered
+		}
+		return m, replyID, newError(codeInvalidRequest, `invalid request: "jsonrpc" must be "2.0"`)
+	}
+	if !hasMethod {
+		_, isResult := obj["result"]
+		_, isError := obj["error"]
+		if isResult || isError {
+			return message{response: true}, nil, nil
+		}
+		return m, replyID, newError(codeInvalidRequest, `invalid request: "method" is missing`)
+	}
+	if json.Unmarshal(method, &m.method) != nil {
+		return m, replyID, newError(codeInvalidRequest, `invalid request: "method" must be a string`)
+	}
+	if p, ok := obj["params"]; ok && !isNull(p) {
+		m.params = p
+	}
+	return m, nil, nil
+}
+
+// validID accepts string ids and integer ids of any size (echoed verbatim,
+// so 2^53+1 survives). null, fractions and exponents are rejected.
+func validID(id json.RawMessage) bool {
+	if len(id) > 0 && id[0] == '"' {
+		var s string
+		return json.Unmarshal(id, &s) == nil
+	}
+	return integerID.Match(id)
+}
+
+// idKey maps an id to a comparable key: "7" and 7 stay different ids, and
+// two spellings of the same string are the same id.
+func idKey(id json.RawMessage) (string, bool) {
+	if len(id) > 0 && id[0] == '"' {
+		var s string
+		if json.Unmarshal(id, &s) != nil {
+			return "", false
+		}
+		return "s" + s, true
+	}
+	if integerID.Match(id) {
+		return "n" + string(id), true
+	}
+	return "", false
+}
+
+var (
+	errNotObject    = errors.New("not a JSON object")
+	errDuplicateKey = errors.New("duplicate key")
+)
+
+// decodeObject decodes a JSON object into its members, keyed by their exact
+// names. Duplicate keys are an error, so no spelling can smuggle a second
+// value past a check; case variants are simply different keys.
+func decodeObject(data []byte) (map[string]json.RawMessage, error) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	tok, err := dec.Token()
+	if err != nil {
+		return nil, err
+	}
+	if d, ok := tok.(json.Delim); !ok || d != '{' {
+		return nil, errNotObject
+	}
+	obj := map[string]json.RawMessage{}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil, err
+		}
+		key, _ := tok.(string)
+		if _, dup := obj[key]; dup {
+			return nil, fmt.Errorf("%w %q", errDuplicateKey, key)
+		}
+		var raw json.RawMessage
+		if err := dec.Decode(&raw); err != nil {
+			return nil, err
+		}
+		obj[key] = raw
+	}
+	if _, err := dec.Token(); err != nil {
+		return nil, err
+	}
+	if rest := bytes.TrimSpace(data[dec.InputOffset():]); len(rest) > 0 {
+		return nil, errors.New("unexpected data after the JSON value")
+	}
+	return obj, nil
+}
+
+// methodSpec is one row of the protocol-shape table.
+type methodSpec struct {
+	notification bool // has no id and gets no reply
+	inline       bool // cheap and non-blocking: answered on the reader goroutine
+	call         func(c *conn, ctx context.Context, m message) (any, error)
+	notify       func(c *conn, m message)
+}
+
+// methods is the protocol-shape table: every method the server knows. Any
+// other request gets -32601; any other notification is ignored.
+var methods = map[string]methodSpec{
+	"initialize":                {inline: true, call: (*conn).initialize},
+	"ping":                      {inline: true, call: func(*conn, context.Context, message) (any, error) { return struct{}{}, nil }},
+	"tools/list":                {inline: true, call: func(*conn, context.Context, message) (any, error) { return toolList, nil }},
+	"tools/call":                {call: (*conn).callTool},
+	"notifications/initialized": {notification: true, notify: func(*conn, message) {}},
+	"notifications/cancelled":   {notification: true, notify: (*conn).cancelRequest},
+}
+
+// conn serves one client session over a line-oriented byte stream.
+type conn struct {
+	cfg *config
+	reg *registry
+	out *writer
+
+	mu       sync.Mutex                    // guards inflight and closing
+	inflight map[string]context.CancelFunc // running tools/call requests by idKey
+	closing  bool                          // shutdown began: no new requests
+
+	handlers sync.WaitGroup // running request goroutines
+}
+
+// newConn returns a session that writes replies to out.
+func newConn(cfg *config, out *writer) *conn {
+	return &conn{cfg: cfg, reg: newRegistry(cfg), out: out, inflight: map[string]context.CancelFunc{}}
+}
+
+// serve reads requests from in until EOF or a read error.
+func (c *conn) serve(in io.Reader) error {
+	r := bufio.NewReaderSize(in, 64<<10)
+	for {
+		line, err := readLine(r, maxLineBytes)
+		switch {
+		case errors.Is(err, errLineTooLong):
+			c.reply(json.RawMessage("null"), nil, newError(codeParse, "parse error: request line exceeds %d bytes and was discarded", maxLineBytes))
+			continue
+		case len(line) > 0:
+			c.handleLine(line)
+		}
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			return err
+		}
+	}
+}
+
+// handleLine dispatches one line per the methods table.
+func (c *conn) handleLine(line []byte) {
+	line = bytes.TrimRight(line, "\r \t")
+	if len(bytes.TrimSpace(line)) == 0 {
+		return
+	}
+	m, replyID, rerr := decodeMessage(line)
+	if rerr != nil {
+		c.reply(replyID, nil, rerr)
+		return
+	}
+	if m.response {
+		return // nothing to answer
+	}
+	spec, known := methods[m.method]
+	if m.id == nil {
+		if known && spec.notification {
+			spec.notify(c, m)
+		}
+		return // notifications are never answered
+	}
+	switch {
+	case !known:
+		c.reply(m.id, nil, newError(codeNoMethod, "method not found: %s", m.method))
+	case spec.notification:
+		c.reply(m.id, nil, newError(codeInvalidRequest, "invalid request: %s is a notification and must not carry an id", m.method))
+	case m.params != nil && (len(m.params) == 0 || m.params[0] != '{'):
+		c.reply(m.id, nil, newError(codeInvalidParams, "invalid params: params must be an object"))
+	case spec.inline:
+		res, err := spec.call(c, context.Background(), m)
+		c.reply(m.id, res, err)
+	default:
+		c.start(m, spec)
+	}
+}
+
+// start runs a request on its own goroutine, registered so that
+// notifications/cancelled and shutdown can cancel it.
+func (c *conn) start(m message, spec methodSpec) {
+	key, _ := idKey(m.id)
+	ctx, cancel := context.WithCancel(context.Background())
+	c.mu.Lock()
+	if c.closing {
+		c.mu.Unlock()
+		cancel()
+		c.reply(m.id, nil, newError(codeCancelled, "request cancelled: the server is shutting down"))
+		return
+	}
+	if _, dup := c.inflight[key]; dup {
+		c.mu.Unlock()
+		cancel()
+		c.reply(m.id, nil, newError(codeInvalidRequest, "invalid request: id %s is already in use by a running request", m.id))
+		return
+	}
+	c.inflight[key] = cancel
+	c.handlers.Add(1)
+	c.mu.Unlock()
+	go func() {
+		defer c.handlers.Done()
+		res, err := spec.call(c, ctx, m)
+		c.mu.Lock()
+		delete(c.inflight, key)
+		c.mu.Unlock()
+		cancel()
+		c.reply(m.id, res, err)
+	}()
+}
+
+// cancelRequest handles notifications/cancelled. Unknown, finished, repeated
+// and malformed request ids are ignored.
+func (c *conn) cancelRequest(m message) {
+	params, err := decodeObject(m.params)
+	if err != nil {
+		return
+	}
+	key, ok := idKey(params["requestId"])
+	if !ok {
+		return
+	}
+	c.mu.Lock()
+	cancel := c.inflight[key]
+	c.mu.Unlock()
+	if cancel != nil {
+		cancel()
+	}
+}
+
+// cancelAll cancels every running request and refuses new ones; shutdown
+// calls it so blocked calls answer -32800.
+func (c *conn) cancelAll() {
+	c.mu.Lock()
+	c.closing = true
+	cancels := make([]context.CancelFunc, 0, len(c.inflight))
+	for _, cancel := range c.inflight {
+		cancels = append(cancels, cancel)
+	}
+	c.mu.Unlock()
+	for _, cancel := range cancels {
+		cancel()
+	}
+}
+
+// reply sends a result, or an error: *rpcError as is, errCancelled as
+// -32800, anything else as an internal error.
+func (c *conn) reply(id json.RawMessage, result any, err error) {
+	var body []byte
+	var rerr *rpcError
+	switch {
+	case errors.As(err, &rerr):
+	case errors.Is(err, errCancelled):
+		rerr = newError(codeCancelled, "request cancelled")
+	case err != nil:
+		rerr = newError(codeInternal, "internal error: %v", err)
+	default:
+		res, merr := marshal(result)
+		if merr != nil {
+			rerr = newError(codeInternal, "internal error: %v", merr)
+			break
+		}
+		body = concat(`{"jsonrpc":"2.0","id":`, id, `,"result":`, res, `}`)
+	}
+	if rerr != nil {
+		e, _ := marshal(rerr) // cannot fail: two plain fields
+		body = concat(`{"jsonrpc":"2.0","id":`, id, `,"error":`, e, `}`)
+	}
+	c.out.send(body)
+}
+
+// notify sends a notification.
+func (c *conn) notify(method string, params any) {
+	p, err := marshal(params)
+	if err != nil {
+		logf("notify %s: %v", method, err)
+		return
+	}
+	c.out.send(concat(`{"jsonrpc":"2.0","method":"`, []byte(method), `","params":`, p, `}`))
+}
+
+// concat joins literal and raw JSON pieces.
+func concat(parts ...any) []byte {
+	var b []byte
+	for _, p := range parts {
+		switch p := p.(type) {
+		case string:
+			b = append(b, p...)
+		case []byte:
+			b = append(b, p...)
+		case json.RawMessage:
+			b = append(b, p...)
+		}
+	}
+	return b
+}
+
+// marshal encodes v as compact JSON without HTML escaping.
+func marshal(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimRight(buf.Bytes(), "\n"), nil
+}
+
+// initialize answers the handshake, echoing the client's protocol version
+// when supported and offering the newest one otherwise.
+func (c *conn) initialize(_ context.Context, m message) (any, error) {
+	negotiated := supportedVersions[0]
+	if m.params != nil {
+		if p, err := decodeObject(m.params); err == nil {
+			var asked string
+			if json.Unmarshal(p["protocolVersion"], &asked) == nil {
+				for _, v := range supportedVersions {
+					if v == asked {
+						negotiated = asked
+					}
+				}
+			}
+		}
+	}
+	return map[string]any{
+		"protocolVersion": negotiated,
+		"capabilities":    map[string]any{"tools": map[string]any{"listChanged": false}},
+		"serverInfo":      map[string]any{"name": "mcp-exec", "version": version},
+		"instructions": "Run shell commands as jobs. execute blocks until exit by default; use nowait:true for long commands, " +
+			"then wait/status/output/input/kill with the job_id. A finished job's result is delivered once, then the job is gone.",
+	}, nil
+}
+
+// toolResult is the tools/call result shape.
+type toolResult struct {
+	Content []textContent `json:"content"`
+	IsError bool          `json:"isError,omitempty"`
+}
+
+type textContent struct {
+	Type string `json:"type"`
+	Text string `json:"text"`
+}
+
+// callTool handles tools/call: protocol problems (no name, unknown tool,
+// arguments not an object) are JSON-RPC errors; everything about argument
+// values or job state is a tool error the model can read.
+func (c *conn) callTool(ctx context.Context, m message) (any, error) {
+	if m.params == nil {
+		return nil, newError(codeInvalidParams, "invalid params: tools/call needs params with a tool name")
+	}
+	params, err := decodeObject(m.params)
+	if err != nil {
+		return nil, newError(codeInvalidParams, "invalid params: %v", err)
+	}
+	var name string
+	if json.Unmarshal(params["name"], &name) != nil || name == "" {
+		return nil, newError(codeInvalidParams, "invalid params: tools/call needs a tool name string in params.name")
+	}
+	t, ok := toolsByName[name]
+	if !ok {
+		return nil, newError(codeInvalidParams, "unknown tool: %s (the tools are execute, wait, status, output, input, kill, list_jobs)", name)
+	}
+	raw := map[string]json.RawMessage{}
+	if a, ok := params["arguments"]; ok && !isNull(a) {
+		if raw, err = decodeObject(a); err != nil {
+			return nil, newError(codeInvalidParams, "invalid params: arguments must be an object: %v", err)
+		}
+	}
+	vals, err := bindArgs(t, raw)
+	if err != nil {
+		return toolFailure(err), nil
+	}
+	call := &toolCall{reg: c.reg, cfg: c.cfg, vals: vals, waiter: c.waiterFor(ctx, params["_meta"])}
+	res, err := t.run(call)
+	if errors.Is(err, errCancelled) {
+		return nil, err
+	}
+	if err != nil {
+		return toolFailure(err), nil
+	}
+	text, err := marshal(res)
+	if err != nil {
+		return nil, err
+	}
+	return toolResult{Content: []textContent{{Type: "text", Text: string(text)}}}, nil
+}
+
+// toolFailure is a tool error result with a plain-English message.
+func toolFailure(err error) toolResult {
+	return toolResult{Content: []textContent{{Type: "text", Text: err.Error()}}, IsError: true}
+}
+
+// waiterFor builds the waiter of one call: progress notifications go out
+// only when the request carried _meta.progressToken.
+func (c *conn) waiterFor(ctx context.Context, meta json.RawMessage) *waiter {
+	w := &waiter{ctx: ctx}
+	if meta == nil {
+		return w
+	}
+	obj, err := decodeObject(meta)
+	if err != nil {
+		return w
+	}
+	token, ok := obj["progressToken"]
+	if !ok || !validID(token) {
+		return w
+	}
+	w.interval = c.cfg.progressInterval
+	w.report = func(n int, message string) {
+		c.notify("notifications/progress", map[string]any{
+			"progressToken": token, "progress": n, "message": message,
+		})
+	}
+	return w
+}
+
+// writer owns stdout: every message goes through its queue, so no caller
+// ever blocks on a slow client, and messages never interleave.
+type writer struct {
+	out io.Writer
+
+	mu     sync.Mutex    // guards queue and failed
+	queue  []outItem     // messages not yet written
+	failed bool          // a write failed: the client is gone
+	wake   chan struct{} // 1-buffered: the queue has items
+	gone   chan struct{} // closed when a write fails
+}
+
+// outItem is one queued message, or a flush marker when msg is nil.
+type outItem struct {
+	msg     []byte
+	flushed chan struct{}
+}
+
+// newWriter starts the writer goroutine for out.
+func newWriter(out io.Writer) *writer {
+	w := &writer{out: out, wake: make(chan struct{}, 1), gone: make(chan struct{})}
+	go w.loop()
+	return w
+}
+
+// send queues one message; it never blocks.
+func (w *writer) send(msg []byte) { w.enqueue(outItem{msg: msg}) }
+
+func (w *writer) enqueue(it outItem) {
+	w.mu.Lock()
+	if w.failed {
+		w.mu.Unlock()
+		if it.flushed != nil {
+			close(it.flushed)
+		}
+		return
+	}
+	w.queue = append(w.queue, it)
+	w.mu.Unlock()
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
+}
+
+// flush waits, at most timeout, until everything queued so far is written.
+func (w *writer) flush(timeout time.Duration) {
+	done := make(chan struct{})
+	w.enqueue(outItem{flushed: done})
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+	}
+}
+
+// loop writes queued messages, one per line, flushing when the queue runs dry.
+func (w *writer) loop() {
+	buf := bufio.NewWriterSize(w.out, 64<<10)
+	for range w.wake {
+		for {
+			w.mu.Lock()
+			batch := w.queue
+			w.queue = nil
+			w.mu.Unlock()
+			if len(batch) == 0 {
+				break
+			}
+			if !w.writeBatch(buf, batch) {
+				return
+			}
+		}
+	}
+}
+
+// writeBatch writes a batch and flushes it; on failure it marks the client
+// gone and drops everything queued.
+func (w *writer) writeBatch(buf *bufio.Writer, batch []outItem) bool {
+	var err error
+	for _, it := range batch {
+		if it.msg != nil && err == nil {
+			buf.Write(it.msg)
+			err = buf.WriteByte('\n')
+		}
+	}
+	if err == nil {
+		err = buf.Flush()
+	}
+	for _, it := range batch {
+		if it.flushed != nil {
+			close(it.flushed)
+		}
+	}
+	if err == nil {
+		return true
+	}
+	logf("stdout: %v; the client is gone", err)
+	w.mu.Lock()
+	w.failed = true
+	pending := w.queue
+	w.queue = nil
+	w.mu.Unlock()
+	for _, it := range pending {
+		if it.flushed != nil {
+			close(it.flushed)
+		}
+	}
+	close(w.gone)
+	return false
+}

@@ -1,0 +1,113 @@
+package main
+
+import (
+	"errors"
+	"os"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// becomeSubreaper makes orphaned descendants re-parent to this process, so
+// the reaper collects them and shutdown can find them. It reports false when
+// the kernel lacks the feature (EINVAL before Linux 3.4).
+func becomeSubreaper() (bool, error) {
+	err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+	if errors.Is(err, unix.EINVAL) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// closeInheritedOnExec marks every descriptor above 2 close-on-exec, so the
+// descriptors our own parent leaked to us never reach a job.
+func closeInheritedOnExec() {
+	if unix.CloseRange(3, ^uint(0), unix.CLOSE_RANGE_CLOEXEC) == nil {
+		return
+	}
+	cloexecListed("/proc/self/fd") // kernels before 5.11
+}
+
+// procInfo is what /proc/PID/stat says about one process.
+type procInfo struct {
+	pid, ppid, pgid int
+	comm            string
+	state           string
+}
+
+// readProcs lists every process visible in /proc. Processes that vanish
+// while it reads are skipped.
+func readProcs() []procInfo {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	procs := make([]procInfo, 0, len(entries))
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if p, ok := readProc(pid); ok {
+			procs = append(procs, p)
+		}
+	}
+	return procs
+}
+
+// readProc parses /proc/PID/stat; comm may hold spaces and parentheses, so
+// the fields after it are found from the last ')'.
+func readProc(pid int) (procInfo, bool) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return procInfo{}, false
+	}
+	s := string(b)
+	open, end := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
+	if open < 0 || end < open {
+		return procInfo{}, false
+	}
+	rest := strings.Fields(s[end+1:])
+	if len(rest) < 3 {
+		return procInfo{}, false
+	}
+	ppid, _ := strconv.Atoi(rest[1])
+	pgid, _ := strconv.Atoi(rest[2])
+	return procInfo{pid: pid, ppid: ppid, pgid: pgid, comm: s[open+1 : end], state: rest[0]}, true
+}
+
+// groupMembers lists the processes in group pgid.
+func groupMembers(pgid int) []procInfo {
+	var members []procInfo
+	for _, p := range readProcs() {
+		if p.pgid == pgid {
+			members = append(members, p)
+		}
+	}
+	return members
+}
+
+// descendants lists every process below pid in the process tree.
+func descendants(pid int) []procInfo {
+	procs := readProcs()
+	below := map[int]bool{pid: true}
+	var found []procInfo
+	for grew := true; grew; {
+		grew = false
+		for _, p := range procs {
+			if below[p.ppid] && !below[p.pid] {
+				below[p.pid] = true
+				found = append(found, p)
+				grew = true
+			}
+		}
+	}
+	return found
+}
+
+// enlargePipe asks for a bigger pipe buffer, so a fast writer needs fewer
+// wake-ups; failure only costs speed.
+func enlargePipe(fd uintptr, size int) {
+	_, _ = unix.FcntlInt(fd, unix.F_SETPIPE_SZ, size) // best effort: the limit may be lower
+}

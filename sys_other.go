@@ -1,0 +1,26 @@
+//go:build !linux
+
+package main
+
+// becomeSubreaper is Linux-only; elsewhere orphans go to the system's init.
+func becomeSubreaper() (bool, error) { return false, nil }
+
+// closeInheritedOnExec marks every descriptor above 2 close-on-exec, so the
+// descriptors our own parent leaked to us never reach a job.
+func closeInheritedOnExec() { cloexecListed("/dev/fd") }
+
+// procInfo is what the process table says about one process.
+type procInfo struct {
+	pid, ppid, pgid int
+	comm            string
+	state           string
+}
+
+// groupMembers needs /proc; without it survivors are reported by count only.
+func groupMembers(pgid int) []procInfo { return nil }
+
+// descendants needs /proc; without it shutdown relies on group signals.
+func descendants(pid int) []procInfo { return nil }
+
+// enlargePipe has no portable equivalent outside Linux.
+func enlargePipe(fd uintptr, size int) {}

@@ -1,0 +1,251 @@
+package main
+
+import (
+	"sync"
+	"unicode/utf8"
+)
+
+// window keeps the last limit bytes one stream wrote, addressed by absolute
+// byte offsets from the start of the stream. Its storage grows with what the
+// stream actually wrote, so a quiet stream costs nothing, and becomes a ring
+// once it reaches limit. All methods are safe for concurrent use; readers get
+// copies, never the internal slice.
+type window struct {
+	limit int // maximum retained bytes, fixed at creation
+
+	mu    sync.Mutex // guards buf and total
+	buf   []byte     // retained bytes; byte at offset p lives at buf[p%limit]
+	total int64      // bytes ever written
+}
+
+// newWindow returns an empty window that retains at most limit bytes.
+func newWindow(limit int) *window {
+	if limit < 1 {
+		limit = 1
+	}
+	return &window{limit: limit}
+}
+
+// Write appends p to the stream, dropping the oldest bytes beyond the limit.
+// It never fails and never blocks on anything but the window's own lock.
+func (w *window) Write(p []byte) (int, error) {
+	n := len(p)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(p) > w.limit {
+		// Only the last limit bytes can survive; skip the rest outright.
+		w.total += int64(len(p) - w.limit)
+		p = p[len(p)-w.limit:]
+	}
+	if len(w.buf) < w.limit {
+		w.grow(len(p))
+	}
+	for len(p) > 0 {
+		at := int(w.total % int64(w.limit))
+		c := copy(w.buf[at:], p)
+		p = p[c:]
+		w.total += int64(c)
+	}
+	return n, nil
+}
+
+// grow makes room for extra more bytes while the window is still filling:
+// capacity doubles (bounded by limit) so memory tracks what was written.
+// Caller holds w.mu.
+func (w *window) grow(extra int) {
+	need := int(w.total) + extra
+	if need <= len(w.buf) {
+		return
+	}
+	if need > w.limit {
+		need = w.limit
+	}
+	if need <= cap(w.buf) {
+		w.buf = w.buf[:need]
+		return
+	}
+	size := 2 * cap(w.buf)
+	if size < 4096 {
+		size = 4096
+	}
+	if size < need {
+		size = need
+	}
+	if size > w.limit {
+		size = w.limit
+	}
+	grown := make([]byte, need, size)
+	copy(grown, w.buf)
+	w.buf = grown
+}
+
+// slice is one answer to a read: the raw bytes of [offset, offset+len(data))
+// plus the accounting a client needs to page on.
+type slice struct {
+	data      []byte
+	offset    int64 // absolute offset of data[0]
+	total     int64 // bytes the stream ever wrote
+	truncated bool  // the request reached into dropped bytes
+	dropped   int64 // requested bytes that were already dropped
+}
+
+// span returns the retained range [start, total) under the caller's lock.
+func (w *window) span() (start, total int64) {
+	retained := int64(len(w.buf))
+	if w.total < retained {
+		retained = w.total
+	}
+	return w.total - retained, w.total
+}
+
+// at returns the retained byte at absolute offset p. Caller holds w.mu and
+// guarantees start <= p < total.
+func (w *window) at(p int64) byte {
+	return w.buf[p%int64(w.limit)]
+}
+
+// copyRange copies the retained bytes [from, to) out of the ring.
+// Caller holds w.mu and guarantees start <= from <= to <= total.
+func (w *window) copyRange(from, to int64) []byte {
+	out := make([]byte, to-from)
+	for n := 0; from < to; {
+		at := int(from % int64(w.limit))
+		end := len(w.buf)
+		if rest := int(to - from); end-at > rest {
+			end = at + rest
+		}
+		c := copy(out[n:], w.buf[at:end])
+		n += c
+		from += int64(c)
+	}
+	return out
+}
+
+// readRange serves {"from", "length"} (length < 0 means to the end). Unless
+// unaligned, the range widens so no UTF-8 character is split at either edge.
+func (w *window) readRange(from, length int64, unaligned bool) slice {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	start, total := w.span()
+	s := slice{total: total}
+	if from < 0 {
+		from = 0
+	}
+	if from < start {
+		s.truncated, s.dropped = true, start-from
+		from = start
+	}
+	if from > total {
+		from = total
+	}
+	to := total
+	if length >= 0 && length < total-from {
+		to = from + length
+	}
+	if !unaligned {
+		from, to = w.align(from, to, start, total)
+	}
+	s.offset, s.data = from, w.copyRange(from, to)
+	return s
+}
+
+// readAll serves "all": the whole retained window.
+func (w *window) readAll() slice {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	start, total := w.span()
+	return slice{data: w.copyRange(start, total), offset: start, total: total,
+		truncated: start > 0, dropped: start}
+}
+
+// readTail serves {"tail": n}: the last n lines of the retained window, line
+// endings kept; an unterminated last line counts as a line. Asking for more
+// lines than the window holds after it dropped its head is a truncated read.
+func (w *window) readTail(n int64) slice {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	start, total := w.span()
+	if n <= 0 {
+		return slice{offset: total, total: total}
+	}
+	p := total
+	if p > start && w.at(p-1) == '\n' {
+		p-- // the final newline ends the last line; it does not start one
+	}
+	for p > start {
+		if w.at(p-1) == '\n' {
+			if n--; n == 0 {
+				return slice{data: w.copyRange(p, total), offset: p, total: total}
+			}
+		}
+		p--
+	}
+	return slice{data: w.copyRange(start, total), offset: start, total: total,
+		truncated: start > 0, dropped: start}
+}
+
+// align widens [from, to) to whole UTF-8 characters inside [start, total):
+// from moves back to the first byte of the character it points into, to moves
+// forward past the last byte of the character it cuts. Bytes that do not form
+// a valid character are left where they are. Caller holds w.mu.
+func (w *window) align(from, to, start, total int64) (int64, int64) {
+	empty := to == from
+	if lead, _ := w.charAround(from, start, total); lead < from {
+		from = lead
+	}
+	if empty {
+		return from, from
+	}
+	if lead, size := w.charAround(to, start, total); lead < to {
+		to = lead + size
+	}
+	return from, to
+}
+
+// charAround finds the valid UTF-8 character that contains offset p with p
+// not on its first byte, and returns its first byte and size. When p is on a
+// character boundary (or inside invalid bytes) it returns (p, 0).
+func (w *window) charAround(p, start, total int64) (int64, int64) {
+	if p <= start || p >= total || utf8.RuneStart(w.at(p)) {
+		return p, 0
+	}
+	for lead := p - 1; lead >= start && lead > p-utf8.UTFMax; lead-- {
+		b := w.at(lead)
+		if !utf8.RuneStart(b) {
+			continue
+		}
+		var enc [utf8.UTFMax]byte
+		n := 0
+		for q := lead; q < total && n < utf8.UTFMax; q++ {
+			enc[n] = w.at(q)
+			n++
+		}
+		r, size := utf8.DecodeRune(enc[:n])
+		if r == utf8.RuneError && size <= 1 || lead+int64(size) <= p {
+			return p, 0
+		}
+		return lead, int64(size)
+	}
+	return p, 0
+}
+
+// stats returns the retained range without copying anything.
+func (w *window) stats() (start, total int64) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.span()
+}
+
+// serve reads what spec selects.
+func (w *window) serve(spec streamSpec) slice {
+	switch spec.kind {
+	case streamAll:
+		return w.readAll()
+	case streamTail:
+		return w.readTail(spec.tail)
+	case streamRange:
+		return w.readRange(spec.from, spec.length, spec.unaligned)
+	}
+	_, total := w.stats()
+	return slice{offset: total, total: total}
+}
