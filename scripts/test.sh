@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Runs every test suite: formatting, vet, Go unit tests under the race
+# detector, the pytest e2e suite against the binary and as bare PID 1, and the
+# official MCP SDK client check. Installs what it can (Debian packages as
+# root); says exactly what is missing otherwise.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+step() { printf '\n== %s\n' "$*"; }
+
+need_pytest() {
+  if /usr/bin/python3 -c 'import pytest' 2>/dev/null; then return 0; fi
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    step "installing python3-pytest (Debian)"
+    apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-pytest >/dev/null
+  fi
+  /usr/bin/python3 -c 'import pytest' 2>/dev/null || {
+    echo "missing: pytest for /usr/bin/python3 (Debian: apt-get install python3-pytest)" >&2; exit 1; }
+}
+
+step "gofmt"
+unformatted=$(gofmt -l . | grep -v '^testdata/' || true)
+if [ -n "$unformatted" ]; then echo "gofmt would change: $unformatted" >&2; exit 1; fi
+
+step "go vet (linux, darwin)"
+go vet ./...
+GOOS=darwin go vet ./...
+
+step "build"
+make -s build
+./mcp-exec --version
+
+step "go test -race"
+go test -race -count=1 ./...
+
+need_pytest
+export MCP_EXEC_BIN="$PWD/mcp-exec"
+step "pytest: binary target"
+MCP_EXEC_TARGET=binary /usr/bin/python3 -m pytest -q -p no:cacheprovider test_mcp_exec.py
+if [ "$(id -u)" = 0 ] && command -v unshare >/dev/null; then
+  step "pytest: bare PID 1 target (unshare --pid)"
+  MCP_EXEC_TARGET=pid1 /usr/bin/python3 -m pytest -q -p no:cacheprovider test_mcp_exec.py
+else
+  echo "skipped: the bare PID 1 target needs root and unshare" >&2
+fi
+
+step "official MCP SDK client"
+./scripts/sdk-check.sh
