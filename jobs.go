@@ -22,7 +22,7 @@ var (
 	errInvalid       = errors.New("invalid argument")
 	errUnknownJob    = errors.New("unknown job_id")
 	errNotRunning    = errors.New("no longer running")
-	errAlreadyClosed = errors.New("stdin already closed")
+	errAlreadyClosed = errors.New("already closed")
 )
 
 // Job states as they appear on the wire.
@@ -115,9 +115,10 @@ func newRegistry(cfg *config) *registry {
 	return &registry{cfg: cfg, jobs: map[string]*job{}, order: list.New(), changed: make(chan struct{})}
 }
 
-// start launches req as a new job. A job that could not start comes back
-// already finished, with start_error set, and is never registered.
-func (r *registry) start(req startRequest) *job {
+// start launches req as a new job and reports whether it started. A job that
+// could not start comes back already finished, with start_error set, and is
+// never registered.
+func (r *registry) start(req startRequest) (*job, bool) {
 	r.mu.Lock()
 	r.nextID++
 	id := strconv.FormatUint(r.nextID, 10)
@@ -129,7 +130,7 @@ func (r *registry) start(req startRequest) *job {
 	if err != nil {
 		j.final = outcome{state: stateError, exitCode: -1, startError: err.Error()}
 		close(j.done)
-		return j
+		return j, false
 	}
 	r.mu.Lock()
 	r.jobs[id] = j
@@ -139,7 +140,7 @@ func (r *registry) start(req startRequest) *job {
 		j.stdin.feed(req.stdin, req.closeStdin, j.done)
 	}
 	go r.supervise(j, exited)
-	return j
+	return j, true
 }
 
 // launch creates the job's pipes and starts `$SHELL -c command` with them.
@@ -498,7 +499,13 @@ func (r *registry) input(w *waiter, id, data string, closeAfter bool) (*job, err
 	if err != nil {
 		return nil, err
 	}
-	if err := j.stdin.write(w.ctx, data, closeAfter, j.done); err != nil {
+	err = j.stdin.write(w.ctx, data, closeAfter, j.done)
+	switch {
+	case errors.Is(err, errNotRunning):
+		return nil, fmt.Errorf("job %s is %w; collect its result with wait", id, errNotRunning)
+	case errors.Is(err, errAlreadyClosed):
+		return nil, fmt.Errorf("job %s: stdin is %w; it was closed by an earlier close:true", id, errAlreadyClosed)
+	case err != nil:
 		return nil, fmt.Errorf("job %s: %w", id, err)
 	}
 	return j, nil
@@ -569,7 +576,7 @@ func (s *stdinPipe) writeHeld(ctx context.Context, data string, closeAfter bool,
 				return errCancelled
 			}
 			if errors.Is(err, syscall.EPIPE) {
-				return fmt.Errorf("%w: the process closed its stdin", errNotRunning)
+				return errors.New("nothing reads its stdin any more (broken pipe)")
 			}
 			return fmt.Errorf("write stdin: %w", err)
 		}

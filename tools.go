@@ -620,9 +620,9 @@ func runExecute(c *toolCall) (any, error) {
 		policy = p
 	}
 	env, _ := c.vals["env"].(map[string]string)
-	j := c.reg.start(startRequest{command: command, dir: c.str("cwd"), env: env,
+	j, started := c.reg.start(startRequest{command: command, dir: c.str("cwd"), env: env,
 		stdin: c.str("stdin"), closeStdin: c.flag("close_stdin"), policy: policy})
-	if j.final.startError != "" {
+	if !started {
 		return resultOf(j), nil
 	}
 	if c.flag("nowait") {
