@@ -5,17 +5,25 @@ import (
 	"unicode/utf8"
 )
 
+// windowChunkBytes is the unit a window allocates once its stream shows
+// volume. Chunks are never copied or freed while the job lives, so a filling
+// window makes no garbage.
+const windowChunkBytes = 64 << 10
+
 // window keeps the last limit bytes one stream wrote, addressed by absolute
 // byte offsets from the start of the stream. Its storage grows with what the
 // stream actually wrote, so a quiet stream costs nothing, and becomes a ring
 // once it reaches limit. All methods are safe for concurrent use; readers get
-// copies, never the internal slice.
+// copies, never the internal storage.
 type window struct {
 	limit int // maximum retained bytes, fixed at creation
 
-	mu    sync.Mutex // guards buf and total
-	buf   []byte     // retained bytes; byte at offset p lives at buf[p%limit]
-	total int64      // bytes ever written
+	mu sync.Mutex // guards chunks and total
+	// chunks hold the ring: ring position q (the byte at absolute offset p
+	// has q = p % limit) lives in chunks[q/windowChunkBytes]. A chunk is
+	// allocated when first written; only the first grows gradually.
+	chunks [][]byte
+	total  int64 // bytes ever written
 }
 
 // newWindow returns an empty window that retains at most limit bytes.
@@ -37,46 +45,45 @@ func (w *window) Write(p []byte) (int, error) {
 		w.total += int64(len(p) - w.limit)
 		p = p[len(p)-w.limit:]
 	}
-	if len(w.buf) < w.limit {
-		w.grow(len(p))
-	}
 	for len(p) > 0 {
-		at := int(w.total % int64(w.limit))
-		c := copy(w.buf[at:], p)
+		c := copy(w.room(int(w.total%int64(w.limit)), len(p)), p)
 		p = p[c:]
 		w.total += int64(c)
 	}
 	return n, nil
 }
 
-// grow makes room for extra more bytes while the window is still filling:
-// capacity doubles (bounded by limit) so memory tracks what was written.
+// room returns the storage from ring position q to the end of its chunk,
+// allocating or growing the chunk so it can take up to want bytes.
 // Caller holds w.mu.
-func (w *window) grow(extra int) {
-	need := int(w.total) + extra
-	if need <= len(w.buf) {
-		return
+func (w *window) room(q, want int) []byte {
+	i, off := q/windowChunkBytes, q%windowChunkBytes
+	for len(w.chunks) <= i {
+		w.chunks = append(w.chunks, nil)
 	}
-	if need > w.limit {
-		need = w.limit
+	c := w.chunks[i]
+	full := min(windowChunkBytes, w.limit-i*windowChunkBytes)
+	if len(c) < full && off+want > len(c) {
+		size := full
+		if i == 0 { // a stream that wrote little so far gets little memory
+			size = min(full, max(2*len(c), off+want, 256))
+		}
+		grown := make([]byte, size)
+		copy(grown, c)
+		w.chunks[i], c = grown, grown
 	}
-	if need <= cap(w.buf) {
-		w.buf = w.buf[:need]
-		return
+	return c[off:]
+}
+
+// allocated is how many bytes of storage the window holds.
+func (w *window) allocated() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	n := 0
+	for _, c := range w.chunks {
+		n += len(c)
 	}
-	size := 2 * cap(w.buf)
-	if size < 4096 {
-		size = 4096
-	}
-	if size < need {
-		size = need
-	}
-	if size > w.limit {
-		size = w.limit
-	}
-	grown := make([]byte, need, size)
-	copy(grown, w.buf)
-	w.buf = grown
+	return n
 }
 
 // slice is one answer to a read: the raw bytes of [offset, offset+len(data))
@@ -91,17 +98,14 @@ type slice struct {
 
 // span returns the retained range [start, total) under the caller's lock.
 func (w *window) span() (start, total int64) {
-	retained := int64(len(w.buf))
-	if w.total < retained {
-		retained = w.total
-	}
-	return w.total - retained, w.total
+	return max(0, w.total-int64(w.limit)), w.total
 }
 
 // at returns the retained byte at absolute offset p. Caller holds w.mu and
 // guarantees start <= p < total.
 func (w *window) at(p int64) byte {
-	return w.buf[p%int64(w.limit)]
+	q := int(p % int64(w.limit))
+	return w.chunks[q/windowChunkBytes][q%windowChunkBytes]
 }
 
 // copyRange copies the retained bytes [from, to) out of the ring.
@@ -109,14 +113,11 @@ func (w *window) at(p int64) byte {
 func (w *window) copyRange(from, to int64) []byte {
 	out := make([]byte, to-from)
 	for n := 0; from < to; {
-		at := int(from % int64(w.limit))
-		end := len(w.buf)
-		if rest := int(to - from); end-at > rest {
-			end = at + rest
-		}
-		c := copy(out[n:], w.buf[at:end])
-		n += c
-		from += int64(c)
+		q := int(from % int64(w.limit))
+		c := w.chunks[q/windowChunkBytes][q%windowChunkBytes:]
+		k := copy(out[n:], c[:min(len(c), int(to-from))])
+		n += k
+		from += int64(k)
 	}
 	return out
 }
