@@ -41,5 +41,5 @@ fi
 
 make -s build
 $PODMAN build -q -f Containerfile -t "$IMAGE" \
-  --build-arg BASE_IMAGE="$BASE" --build-arg BINARY_STAGE=prebuilt . >/dev/null
+  --build-arg GO_IMAGE="$BASE" --build-arg BASE_IMAGE="$BASE" --build-arg PREBUILT=mcp-exec . >/dev/null
 echo "$IMAGE"
