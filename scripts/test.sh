@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs every test suite: formatting, vet, Go unit tests under the race
-# detector, the pytest e2e suite against the binary and as bare PID 1, and the
-# official MCP SDK client check. Installs what it can (Debian packages as
+# detector, the pytest e2e suite against the binary and as bare PID 1, the
+# official MCP SDK client check, and the e2e suite in a container. Installs what it can (Debian packages as
 # root); says exactly what is missing otherwise.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -46,3 +46,15 @@ fi
 
 step "official MCP SDK client"
 ./scripts/sdk-check.sh
+
+# The container target needs podman (or PODMAN=docker) and a Debian mirror
+# for the offline base image. It is required in CI; elsewhere it is skipped
+# with a reason when the machine cannot run containers.
+step "pytest: container target (offline image)"
+if image=$(scripts/offline-image.sh); then
+  MCP_EXEC_TARGET=container MCP_EXEC_IMAGE="$image" /usr/bin/python3 -m pytest -q -p no:cacheprovider test_mcp_exec.py
+elif [ "${CI:-}" = true ]; then
+  echo "the container image could not be built" >&2; exit 1
+else
+  echo "skipped: no container engine here (see scripts/podman-setup.sh)" >&2
+fi
