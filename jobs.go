@@ -150,35 +150,74 @@ func (j *job) launch(cfg *config, req startRequest) (<-chan exitStatus, error) {
 			return nil, err
 		}
 	}
-	var ends [6]*os.File // stdin r,w; stdout r,w; stderr r,w
-	for i := 0; i < 6; i += 2 {
-		r, w, err := os.Pipe()
-		if err != nil {
-			closeAll(ends[:i])
-			return nil, fmt.Errorf("create pipe: %w", err)
-		}
-		ends[i], ends[i+1] = r, w
+	in, out, errp, err := makeJobPipes()
+	if err != nil {
+		return nil, err
 	}
-	childEnds := []*os.File{ends[0], ends[3], ends[5]}
-	enlargePipe(ends[3].Fd(), pipeBufferBytes)
-	enlargePipe(ends[5].Fd(), pipeBufferBytes)
 	pid, exited, err := spawn(spawnSpec{
 		path:  cfg.shell,
 		argv:  []string{cfg.shell, "-c", req.command},
 		dir:   req.dir,
 		env:   mergeEnv(cfg.baseEnv, req.env),
-		files: []uintptr{ends[0].Fd(), ends[3].Fd(), ends[5].Fd()},
+		files: []uintptr{uintptr(in.child), uintptr(out.child), uintptr(errp.child)},
 	})
-	closeAll(childEnds) // the child has its copies; ours would hide EOF
+	for _, p := range []jobPipe{in, out, errp} {
+		_ = syscall.Close(p.child) // best effort: the child has its copy; ours would hide EOF
+	}
 	if err != nil {
-		closeAll([]*os.File{ends[1], ends[2], ends[4]})
+		closeAll([]*os.File{in.ours, out.ours, errp.ours})
 		return nil, fmt.Errorf("start %s: %w", cfg.shell, err)
 	}
 	j.pid = pid
-	j.stdin = newStdinPipe(ends[1])
-	j.stdoutPump = startPump(ends[2], j.stdout)
-	j.errPump = startPump(ends[4], j.stderr)
+	j.stdin = newStdinPipe(in.ours)
+	j.stdoutPump = startPump(out.ours, j.stdout)
+	j.errPump = startPump(errp.ours, j.stderr)
 	return exited, nil
+}
+
+// jobPipe is one of a job's stdio pipes: the child's end is a plain blocking
+// descriptor handed to the child and then closed; ours is non-blocking and
+// lives in the runtime poller, so waiting on it parks a goroutine, not a thread.
+type jobPipe struct {
+	child int
+	ours  *os.File
+}
+
+// makeJobPipes creates the stdin, stdout and stderr pipes of one job.
+func makeJobPipes() (in, out, errp jobPipe, err error) {
+	var made []jobPipe
+	for i := 0; i < 3; i++ {
+		p, err := makeJobPipe(i == 0)
+		if err != nil {
+			for _, m := range made {
+				_ = syscall.Close(m.child) // best effort: cleaning up a failed start
+				_ = m.ours.Close()
+			}
+			return in, out, errp, fmt.Errorf("create pipe: %w", err)
+		}
+		made = append(made, p)
+	}
+	return made[0], made[1], made[2], nil
+}
+
+// makeJobPipe creates one pipe; childReads says which end the child gets.
+func makeJobPipe(childReads bool) (jobPipe, error) {
+	fds, err := pipeCloseOnExec()
+	if err != nil {
+		return jobPipe{}, err
+	}
+	child, ours := fds[1], fds[0]
+	if childReads {
+		child, ours = fds[0], fds[1]
+	} else {
+		enlargePipe(uintptr(ours), pipeBufferBytes)
+	}
+	if err := syscall.SetNonblock(ours, true); err != nil {
+		_ = syscall.Close(fds[0]) // best effort: cleaning up
+		_ = syscall.Close(fds[1])
+		return jobPipe{}, err
+	}
+	return jobPipe{child: child, ours: os.NewFile(uintptr(ours), "job pipe")}, nil
 }
 
 // checkDir explains a working directory that cannot be used.

@@ -209,7 +209,7 @@ func prepareProcess() {
 // stdout breaks, and says which.
 func serveUntilDone(c *conn, out *writer, signals <-chan os.Signal) string {
 	eof := make(chan error, 1)
-	go func() { eof <- c.serve(os.Stdin) }()
+	go func() { eof <- c.serve(pollableStdin()) }()
 	select {
 	case err := <-eof:
 		if err != nil {
@@ -278,6 +278,28 @@ func awaitAllGone(jobs []*job, deadline time.Time) bool {
 		}
 		t.Stop()
 	}
+}
+
+// stdinFile keeps the pollable stdin alive: its finalizer would close fd 0.
+var stdinFile *os.File
+
+// pollableStdin returns stdin as a file in the runtime poller when it is a
+// pipe or socket, so reading it parks a goroutine instead of holding a
+// thread in read(2) and delaying the request goroutines it just started.
+// A terminal is left alone: other programs share its blocking mode.
+func pollableStdin() *os.File {
+	var st syscall.Stat_t
+	if err := syscall.Fstat(0, &st); err != nil {
+		return os.Stdin
+	}
+	if kind := st.Mode & syscall.S_IFMT; kind != syscall.S_IFIFO && kind != syscall.S_IFSOCK {
+		return os.Stdin
+	}
+	if err := syscall.SetNonblock(0, true); err != nil {
+		return os.Stdin
+	}
+	stdinFile = os.NewFile(0, "stdin")
+	return stdinFile
 }
 
 // waitHandlers waits, at most timeout, for running requests to reply.

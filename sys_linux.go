@@ -106,6 +106,13 @@ func descendants(pid int) []procInfo {
 	return found
 }
 
+// pipeCloseOnExec creates a pipe whose ends are close-on-exec from birth.
+func pipeCloseOnExec() ([2]int, error) {
+	var fds [2]int
+	err := unix.Pipe2(fds[:], unix.O_CLOEXEC)
+	return fds, err
+}
+
 // enlargePipe asks for a bigger pipe buffer, so a fast writer needs fewer
 // wake-ups; failure only costs speed.
 func enlargePipe(fd uintptr, size int) {

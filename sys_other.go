@@ -2,6 +2,22 @@
 
 package main
 
+import "syscall"
+
+// pipeCloseOnExec creates a pipe whose ends are close-on-exec. Without
+// pipe2, ForkLock keeps a concurrent fork from inheriting them in between.
+func pipeCloseOnExec() ([2]int, error) {
+	var fds [2]int
+	syscall.ForkLock.RLock()
+	defer syscall.ForkLock.RUnlock()
+	if err := syscall.Pipe(fds[:]); err != nil {
+		return fds, err
+	}
+	syscall.CloseOnExec(fds[0])
+	syscall.CloseOnExec(fds[1])
+	return fds, nil
+}
+
 // becomeSubreaper is Linux-only; elsewhere orphans go to the system's init.
 func becomeSubreaper() (bool, error) { return false, nil }
 
