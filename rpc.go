@@ -176,37 +176,57 @@ var (
 // names. Duplicate keys are an error, so no spelling can smuggle a second
 // value past a check; case variants are simply different keys.
 func decodeObject(data []byte) (map[string]json.RawMessage, error) {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	tok, err := dec.Token()
-	if err != nil {
-		return nil, err
-	}
-	if d, ok := tok.(json.Delim); !ok || d != '{' {
+	data = bytes.TrimSpace(data)
+	if len(data) == 0 || data[0] != '{' {
+		if !json.Valid(data) {
+			return nil, errors.New("not valid JSON")
+		}
 		return nil, errNotObject
 	}
-	obj := map[string]json.RawMessage{}
-	for dec.More() {
-		tok, err := dec.Token()
-		if err != nil {
-			return nil, err
-		}
-		key, _ := tok.(string)
-		if _, dup := obj[key]; dup {
-			return nil, fmt.Errorf("%w %q", errDuplicateKey, key)
-		}
-		var raw json.RawMessage
-		if err := dec.Decode(&raw); err != nil {
-			return nil, err
-		}
-		obj[key] = raw
-	}
-	if _, err := dec.Token(); err != nil {
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(data, &obj); err != nil {
 		return nil, err
 	}
-	if rest := bytes.TrimSpace(data[dec.InputOffset():]); len(rest) > 0 {
-		return nil, errors.New("unexpected data after the JSON value")
+	// The map merged any repeated key (after unescaping), so a key count
+	// that differs from the map's size means a duplicate.
+	if n := countKeys(data); n != len(obj) {
+		return nil, fmt.Errorf("%w in an object", errDuplicateKey)
 	}
 	return obj, nil
+}
+
+// countKeys counts the members of the valid JSON object in data, skipping
+// over nested values and strings.
+func countKeys(data []byte) int {
+	n, depth, inString, expectKey := 0, 0, false, false
+	for i := 0; i < len(data); i++ {
+		c := data[i]
+		if inString {
+			switch c {
+			case '\\':
+				i++
+			case '"':
+				inString = false
+			}
+			continue
+		}
+		switch c {
+		case '"':
+			inString = true
+			if depth == 1 && expectKey {
+				n++
+				expectKey = false
+			}
+		case '{', '[':
+			depth++
+			expectKey = depth == 1 && c == '{'
+		case '}', ']':
+			depth--
+		case ',':
+			expectKey = depth == 1
+		}
+	}
+	return n
 }
 
 // methodSpec is one row of the protocol-shape table.
@@ -490,7 +510,7 @@ func (c *conn) callTool(ctx context.Context, m message) (any, error) {
 	raw := map[string]json.RawMessage{}
 	if a, ok := params["arguments"]; ok && !isNull(a) {
 		if raw, err = decodeObject(a); err != nil {
-			return nil, newError(codeInvalidParams, "invalid params: arguments must be an object: %v", err)
+			return nil, newError(codeInvalidParams, "invalid params: arguments: %v", err)
 		}
 	}
 	vals, err := bindArgs(t, raw)
