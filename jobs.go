@@ -126,7 +126,7 @@ func (r *registry) start(req startRequest) (*job, bool) {
 
 	j := &job{id: id, policy: req.policy, done: make(chan struct{}), started: time.Now(),
 		stdout: newWindow(r.cfg.maxOutputBytes), stderr: newWindow(r.cfg.maxOutputBytes)}
-	exited, err := j.launch(r.cfg, req)
+	err := j.launch(r.cfg, req, func(st exitStatus) { r.exited(j, st) })
 	if err != nil {
 		j.final = outcome{state: stateError, exitCode: -1, startError: err.Error()}
 		close(j.done)
@@ -139,40 +139,41 @@ func (r *registry) start(req startRequest) (*job, bool) {
 	if req.stdin != "" || req.closeStdin {
 		j.stdin.feed(req.stdin, req.closeStdin, j.done)
 	}
-	go r.supervise(j, exited)
 	return j, true
 }
 
 // launch creates the job's pipes and starts `$SHELL -c command` with them.
-func (j *job) launch(cfg *config, req startRequest) (<-chan exitStatus, error) {
+// onExit runs on the reaper's goroutine once the shell has exited, possibly
+// before launch returns; everything it touches exists before the fork.
+func (j *job) launch(cfg *config, req startRequest, onExit func(exitStatus)) error {
 	if req.dir != "" {
 		if err := checkDir(req.dir); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	in, out, errp, err := makeJobPipes()
 	if err != nil {
-		return nil, err
+		return err
 	}
-	pid, exited, err := spawn(spawnSpec{
+	j.stdin = newStdinPipe(in.ours)
+	j.stdoutPump = startPump(out.ours, j.stdout)
+	j.errPump = startPump(errp.ours, j.stderr)
+	pid, err := spawnNotify(spawnSpec{
 		path:  cfg.shell,
 		argv:  []string{cfg.shell, "-c", req.command},
 		dir:   req.dir,
 		env:   mergeEnv(cfg.baseEnv, req.env),
 		files: []uintptr{uintptr(in.child), uintptr(out.child), uintptr(errp.child)},
-	})
+	}, onExit)
 	for _, p := range []jobPipe{in, out, errp} {
 		_ = syscall.Close(p.child) // best effort: the child has its copy; ours would hide EOF
 	}
 	if err != nil {
-		closeAll([]*os.File{in.ours, out.ours, errp.ours})
-		return nil, fmt.Errorf("start %s: %w", cfg.shell, err)
+		closeAll([]*os.File{in.ours, out.ours, errp.ours}) // the pumps end at the close
+		return fmt.Errorf("start %s: %w", cfg.shell, err)
 	}
 	j.pid = pid
-	j.stdin = newStdinPipe(in.ours)
-	j.stdoutPump = startPump(out.ours, j.stdout)
-	j.errPump = startPump(errp.ours, j.stderr)
-	return exited, nil
+	return nil
 }
 
 // jobPipe is one of a job's stdio pipes: the child's end is a plain blocking
@@ -271,13 +272,26 @@ func indexByte(s string, c byte) int {
 	return -1
 }
 
-// supervise waits for the job's direct child to exit, lets the pumps catch up
-// with what it wrote, publishes the outcome and wakes every waiter.
-func (r *registry) supervise(j *job, exited <-chan exitStatus) {
-	st := <-exited
-	settleBy := time.Now().Add(settleMaxDuration)
-	j.stdoutPump.settle(settleBy)
-	j.errPump.settle(settleBy)
+// exited runs on the reaper's goroutine when the job's shell has exited. The
+// result must hold everything the shell wrote, so it is published once the
+// pumps have taken it: at once when both pipes already reached EOF (the
+// common case), otherwise from a goroutine that waits for them to settle.
+func (r *registry) exited(j *job, st exitStatus) {
+	if j.stdoutPump.drained() && j.errPump.drained() {
+		r.publish(j, st)
+		return
+	}
+	go func() {
+		settleBy := time.Now().Add(settleMaxDuration)
+		j.stdoutPump.settle(settleBy)
+		j.errPump.settle(settleBy)
+		r.publish(j, st)
+	}()
+}
+
+// publish makes the job's outcome final and wakes every waiter. It does not
+// block: it may run on the reaper's goroutine.
+func (r *registry) publish(j *job, st exitStatus) {
 	j.final = outcome{state: stateSuccess, exitCode: st.code, signal: st.signal}
 	if st.code != 0 || st.signal != 0 {
 		j.final.state = stateError
@@ -643,16 +657,27 @@ func (s *stdinPipe) writeCancellable(ctx context.Context, data string) error {
 	return err
 }
 
-// shut closes stdin once the job has finished: a pending write is aborted
-// first so the token comes back.
+// shut closes stdin once the job has finished, without blocking: a pending
+// write is aborted, and if a writer still holds the token, closing waits for
+// it on another goroutine.
 func (s *stdinPipe) shut() {
 	_ = s.f.SetWriteDeadline(pastDeadline) // best effort: the file may be closed
-	<-s.token
-	if !s.closed {
-		s.closed = true
-		_ = s.f.Close() // best effort: nobody reads it any more
+	closeHeld := func() {
+		if !s.closed {
+			s.closed = true
+			_ = s.f.Close() // best effort: nobody reads it any more
+		}
+		s.token <- struct{}{}
 	}
-	s.token <- struct{}{}
+	select {
+	case <-s.token:
+		closeHeld()
+	default:
+		go func() {
+			<-s.token
+			closeHeld()
+		}()
+	}
 }
 
 // readBuffers recycles pipe read buffers; a pump holds one only while data is
@@ -681,6 +706,10 @@ func startPump(f *os.File, w *window) *pump {
 }
 
 func (p *pump) markSettled() { p.settleOnce.Do(func() { close(p.settled) }) }
+
+// drained reports whether the pump has reached EOF, or has seen its pipe
+// empty after the job's shell exited.
+func (p *pump) drained() bool { return isClosed(p.settled) }
 
 // run reads until EOF or error, then closes the pipe.
 func (p *pump) run() {

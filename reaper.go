@@ -32,18 +32,18 @@ type childTable struct {
 	// It is the one lock held across a syscall (fork), and only for that.
 	gate sync.RWMutex
 
-	mu       sync.Mutex                // guards byPid and reaped
-	byPid    map[int]chan<- exitStatus // live children; each channel is 1-buffered
-	reaped   chan struct{}             // closed (and replaced) after each reap batch
-	orphans  int                       // statuses discarded because no job owned them
-	start    sync.Once                 // starts the reaper loop
-	sigchld  chan os.Signal            // carries SIGCHLD; 1-buffered, signals coalesce
-	rescanCh chan struct{}             // 1-buffered wake-up for tests and spawners
+	mu       sync.Mutex               // guards byPid and reaped
+	byPid    map[int]func(exitStatus) // live children and who to tell of their exit
+	reaped   chan struct{}            // closed (and replaced) after each reap batch
+	orphans  int                      // statuses discarded because no job owned them
+	start    sync.Once                // starts the reaper loop
+	sigchld  chan os.Signal           // carries SIGCHLD; 1-buffered, signals coalesce
+	rescanCh chan struct{}            // 1-buffered wake-up for tests and spawners
 }
 
 // children is the process-wide child table.
 var children = &childTable{
-	byPid:    map[int]chan<- exitStatus{},
+	byPid:    map[int]func(exitStatus){},
 	reaped:   make(chan struct{}),
 	sigchld:  make(chan os.Signal, 1),
 	rescanCh: make(chan struct{}, 1),
@@ -98,7 +98,7 @@ func (t *childTable) reapAll() int {
 	}
 }
 
-// route hands a reaped child's status to the job that owns it.
+// route hands a reaped child's status to the callback registered at spawn.
 func (t *childTable) route(pid int, st exitStatus) {
 	t.gate.Lock() // waits out any fork whose pid is not recorded yet
 	t.mu.Lock()
@@ -110,7 +110,7 @@ func (t *childTable) route(pid int, st exitStatus) {
 	t.mu.Unlock()
 	t.gate.Unlock()
 	if ok {
-		owner <- st // 1-buffered and used once: never blocks
+		owner(st)
 	}
 }
 
@@ -143,8 +143,16 @@ type spawnSpec struct {
 // returns its pid and a channel that carries its exit status exactly once.
 // The caller owns the child's fds in spec.files and must close them.
 func spawn(spec spawnSpec) (int, <-chan exitStatus, error) {
-	children.startReaper()
 	exited := make(chan exitStatus, 1)
+	pid, err := spawnNotify(spec, func(st exitStatus) { exited <- st }) // 1-buffered, used once: never blocks
+	return pid, exited, err
+}
+
+// spawnNotify is spawn that calls onExit with the child's exit status, once,
+// on the reaper's goroutine, possibly before spawnNotify returns. onExit
+// must not block.
+func spawnNotify(spec spawnSpec, onExit func(exitStatus)) (int, error) {
+	children.startReaper()
 	attr := &syscall.ProcAttr{
 		Dir:   spec.dir,
 		Env:   spec.env,
@@ -155,12 +163,12 @@ func spawn(spec spawnSpec) (int, <-chan exitStatus, error) {
 	defer children.gate.RUnlock()
 	pid, err := syscall.ForkExec(spec.path, spec.argv, attr)
 	if err != nil {
-		return 0, nil, err
+		return 0, err
 	}
 	children.mu.Lock()
-	children.byPid[pid] = exited
+	children.byPid[pid] = onExit
 	children.mu.Unlock()
-	return pid, exited, nil
+	return pid, nil
 }
 
 // decodeStatus turns a wait status into an exitStatus.
