@@ -351,7 +351,7 @@ func (c *conn) start(m message, spec methodSpec) {
 		delete(c.inflight, key)
 		c.mu.Unlock()
 		cancel()
-		c.reply(m.id, res, err)
+		c.out.sendNow(encodeReply(m.id, res, err))
 	}()
 }
 
@@ -389,10 +389,14 @@ func (c *conn) cancelAll() {
 	}
 }
 
-// reply sends a result, or an error: *rpcError as is, errCancelled as
-// -32800, anything else as an internal error.
+// reply queues the answer to a request; the reader goroutine uses it.
 func (c *conn) reply(id json.RawMessage, result any, err error) {
-	var body []byte
+	c.out.send(encodeReply(id, result, err))
+}
+
+// encodeReply builds the answer to a request: a result, or an error —
+// *rpcError as is, errCancelled as -32800, anything else as internal.
+func encodeReply(id json.RawMessage, result any, err error) []byte {
 	var rerr *rpcError
 	switch {
 	case errors.As(err, &rerr):
@@ -402,27 +406,23 @@ func (c *conn) reply(id json.RawMessage, result any, err error) {
 		rerr = newError(codeInternal, "internal error: %v", err)
 	default:
 		res, merr := marshal(result)
-		if merr != nil {
-			rerr = newError(codeInternal, "internal error: %v", merr)
-			break
+		if merr == nil {
+			return concat(`{"jsonrpc":"2.0","id":`, id, `,"result":`, res, "}\n")
 		}
-		body = concat(`{"jsonrpc":"2.0","id":`, id, `,"result":`, res, `}`)
+		rerr = newError(codeInternal, "internal error: %v", merr)
 	}
-	if rerr != nil {
-		e, _ := marshal(rerr) // cannot fail: two plain fields
-		body = concat(`{"jsonrpc":"2.0","id":`, id, `,"error":`, e, `}`)
-	}
-	c.out.send(body)
+	e, _ := marshal(rerr) // cannot fail: two plain fields
+	return concat(`{"jsonrpc":"2.0","id":`, id, `,"error":`, e, "}\n")
 }
 
-// notify sends a notification.
+// notify sends a notification from a request goroutine.
 func (c *conn) notify(method string, params any) {
 	p, err := marshal(params)
 	if err != nil {
 		logf("notify %s: %v", method, err)
 		return
 	}
-	c.out.send(concat(`{"jsonrpc":"2.0","method":"`, []byte(method), `","params":`, p, `}`))
+	c.out.sendNow(concat(`{"jsonrpc":"2.0","method":"`, []byte(method), `","params":`, p, "}\n"))
 }
 
 // concat joins literal and raw JSON pieces.
@@ -561,19 +561,22 @@ func (c *conn) waiterFor(ctx context.Context, meta json.RawMessage) *waiter {
 	return w
 }
 
-// writer owns stdout: every message goes through its queue, so no caller
-// ever blocks on a slow client, and messages never interleave.
+// writer owns stdout. One goroutine at a time writes, whole messages only,
+// so lines never interleave; the reader goroutine and the capture pumps never
+// wait on a slow client, because they only queue.
 type writer struct {
 	out io.Writer
 
-	mu     sync.Mutex    // guards queue and failed
+	mu     sync.Mutex    // guards queue, busy and failed
 	queue  []outItem     // messages not yet written
+	busy   bool          // a goroutine is writing to out
 	failed bool          // a write failed: the client is gone
-	wake   chan struct{} // 1-buffered: the queue has items
+	wake   chan struct{} // 1-buffered: the queue may have items for the loop
 	gone   chan struct{} // closed when a write fails
 }
 
-// outItem is one queued message, or a flush marker when msg is nil.
+// outItem is one queued message (ending in a newline), or a flush marker
+// when msg is nil.
 type outItem struct {
 	msg     []byte
 	flushed chan struct{}
@@ -586,8 +589,24 @@ func newWriter(out io.Writer) *writer {
 	return w
 }
 
-// send queues one message; it never blocks.
+// send queues one message for the writer goroutine; it never blocks.
 func (w *writer) send(msg []byte) { w.enqueue(outItem{msg: msg}) }
+
+// sendNow writes msg on the caller's goroutine when nobody else is writing
+// and nothing is queued, saving a hand-off; otherwise it queues. Only request
+// goroutines call it: a slow client then holds up only that request.
+func (w *writer) sendNow(msg []byte) {
+	w.mu.Lock()
+	if w.busy || w.failed || len(w.queue) > 0 {
+		w.mu.Unlock()
+		w.send(msg)
+		return
+	}
+	w.busy = true
+	w.mu.Unlock()
+	_, err := w.out.Write(msg)
+	w.release(err)
+}
 
 func (w *writer) enqueue(it outItem) {
 	w.mu.Lock()
@@ -600,9 +619,38 @@ func (w *writer) enqueue(it outItem) {
 	}
 	w.queue = append(w.queue, it)
 	w.mu.Unlock()
+	w.poke()
+}
+
+// poke wakes the writer goroutine.
+func (w *writer) poke() {
 	select {
 	case w.wake <- struct{}{}:
 	default:
+	}
+}
+
+// release ends a turn at writing: a failure marks the client gone, and
+// anything queued meanwhile goes to the writer goroutine.
+func (w *writer) release(err error) {
+	w.mu.Lock()
+	w.busy = false
+	var dropped []outItem
+	if err != nil && !w.failed {
+		logf("stdout: %v; the client is gone", err)
+		w.failed = true
+		dropped, w.queue = w.queue, nil
+		close(w.gone)
+	}
+	more := len(w.queue) > 0
+	w.mu.Unlock()
+	for _, it := range dropped {
+		if it.flushed != nil {
+			close(it.flushed)
+		}
+	}
+	if more {
+		w.poke()
 	}
 }
 
@@ -618,33 +666,30 @@ func (w *writer) flush(timeout time.Duration) {
 	}
 }
 
-// loop writes queued messages, one per line, flushing when the queue runs dry.
+// loop writes queued messages in batches, flushing when a batch is done.
 func (w *writer) loop() {
 	buf := bufio.NewWriterSize(w.out, 64<<10)
 	for range w.wake {
 		for {
 			w.mu.Lock()
+			if w.busy || w.failed || len(w.queue) == 0 {
+				w.mu.Unlock()
+				break // a sendNow caller is writing; it pokes us when done
+			}
 			batch := w.queue
-			w.queue = nil
+			w.queue, w.busy = nil, true
 			w.mu.Unlock()
-			if len(batch) == 0 {
-				break
-			}
-			if !w.writeBatch(buf, batch) {
-				return
-			}
+			w.release(writeBatch(buf, batch))
 		}
 	}
 }
 
-// writeBatch writes a batch and flushes it; on failure it marks the client
-// gone and drops everything queued.
-func (w *writer) writeBatch(buf *bufio.Writer, batch []outItem) bool {
+// writeBatch writes and flushes a batch, then releases its flush markers.
+func writeBatch(buf *bufio.Writer, batch []outItem) error {
 	var err error
 	for _, it := range batch {
 		if it.msg != nil && err == nil {
-			buf.Write(it.msg)
-			err = buf.WriteByte('\n')
+			_, err = buf.Write(it.msg)
 		}
 	}
 	if err == nil {
@@ -655,20 +700,5 @@ func (w *writer) writeBatch(buf *bufio.Writer, batch []outItem) bool {
 			close(it.flushed)
 		}
 	}
-	if err == nil {
-		return true
-	}
-	logf("stdout: %v; the client is gone", err)
-	w.mu.Lock()
-	w.failed = true
-	pending := w.queue
-	w.queue = nil
-	w.mu.Unlock()
-	for _, it := range pending {
-		if it.flushed != nil {
-			close(it.flushed)
-		}
-	}
-	close(w.gone)
-	return false
+	return err
 }
