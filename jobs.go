@@ -385,21 +385,21 @@ func (r *registry) waitAny(w *waiter, ids []string, deadline time.Time, poll boo
 	}
 }
 
-// claimAmong claims the finished jobs among ids in one locked pass and returns
-// the channel that announces the next change.
+// claimAmong claims the finished jobs among ids under one lock and returns
+// the channel that announces the next change. Every id is checked before
+// anything is claimed: a call that fails must not swallow a result.
 func (r *registry) claimAmong(ids []string) (map[string]*job, <-chan struct{}, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	for _, id := range ids {
+		if _, ok := r.jobs[id]; !ok {
+			return nil, nil, fmt.Errorf("%w: %s", errUnknownJob, id)
+		}
+	}
 	var claimed map[string]*job
 	for _, id := range ids {
 		j, ok := r.jobs[id]
-		if !ok {
-			if _, dup := claimed[id]; dup {
-				continue
-			}
-			return nil, nil, fmt.Errorf("%w: %s", errUnknownJob, id)
-		}
-		if r.claimLocked(j) {
+		if ok && r.claimLocked(j) {
 			if claimed == nil {
 				claimed = map[string]*job{}
 			}
@@ -602,6 +602,9 @@ func (s *stdinPipe) write(ctx context.Context, data string, closeAfter bool, don
 	case <-ctx.Done():
 		return errCancelled
 	case <-done:
+		if ctx.Err() != nil {
+			return errCancelled // a cancel that raced with the job's end wins
+		}
 		return errNotRunning
 	}
 	defer func() { s.token <- struct{}{} }()
@@ -610,23 +613,22 @@ func (s *stdinPipe) write(ctx context.Context, data string, closeAfter bool, don
 
 // writeHeld is write for a caller that holds the token.
 func (s *stdinPipe) writeHeld(ctx context.Context, data string, closeAfter bool, done <-chan struct{}) error {
-	select {
-	case <-done:
+	if ctx.Err() != nil {
+		return errCancelled
+	}
+	if isClosed(done) {
 		return errNotRunning
-	default:
 	}
 	if s.closed {
 		return errAlreadyClosed
 	}
 	if data != "" {
 		if err := s.writeCancellable(ctx, data); err != nil {
-			select {
-			case <-done:
-				return errNotRunning
-			default:
-			}
 			if ctx.Err() != nil {
-				return errCancelled
+				return errCancelled // checked first: shutdown both cancels and ends jobs
+			}
+			if isClosed(done) {
+				return errNotRunning
 			}
 			if errors.Is(err, syscall.EPIPE) {
 				return errors.New("nothing reads its stdin any more (broken pipe)")

@@ -172,61 +172,82 @@ var (
 	errDuplicateKey = errors.New("duplicate key")
 )
 
-// decodeObject decodes a JSON object into its members, keyed by their exact
-// names. Duplicate keys are an error, so no spelling can smuggle a second
-// value past a check; case variants are simply different keys.
+// decodeObject splits a JSON object into its members, keyed by their exact
+// (unescaped) names, without copying the values. Duplicate keys are an
+// error, so no spelling can smuggle a second value past a check; case
+// variants are simply different keys.
 func decodeObject(data []byte) (map[string]json.RawMessage, error) {
 	data = bytes.TrimSpace(data)
+	if !json.Valid(data) {
+		var v any
+		return nil, json.Unmarshal(data, &v) // the decoder says what is wrong
+	}
 	if len(data) == 0 || data[0] != '{' {
-		if !json.Valid(data) {
-			return nil, errors.New("not valid JSON")
-		}
 		return nil, errNotObject
 	}
-	var obj map[string]json.RawMessage
-	if err := json.Unmarshal(data, &obj); err != nil {
-		return nil, err
-	}
-	// The map merged any repeated key (after unescaping), so a key count
-	// that differs from the map's size means a duplicate.
-	if n := countKeys(data); n != len(obj) {
-		return nil, fmt.Errorf("%w in an object", errDuplicateKey)
+	obj := map[string]json.RawMessage{}
+	i := skipSpace(data, 1)
+	for data[i] != '}' {
+		end := skipValue(data, i)
+		key := data[i+1 : end-1]
+		if bytes.IndexByte(key, '\\') >= 0 {
+			var k string
+			_ = json.Unmarshal(data[i:end], &k) // valid JSON: cannot fail
+			key = []byte(k)
+		}
+		i = skipSpace(data, skipSpace(data, end)+1) // past the ':'
+		end = skipValue(data, i)
+		if _, dup := obj[string(key)]; dup {
+			return nil, fmt.Errorf("%w %q", errDuplicateKey, key)
+		}
+		obj[string(key)] = data[i:end:end]
+		i = skipSpace(data, end)
+		if data[i] == ',' {
+			i = skipSpace(data, i+1)
+		}
 	}
 	return obj, nil
 }
 
-// countKeys counts the members of the valid JSON object in data, skipping
-// over nested values and strings.
-func countKeys(data []byte) int {
-	n, depth, inString, expectKey := 0, 0, false, false
-	for i := 0; i < len(data); i++ {
-		c := data[i]
-		if inString {
-			switch c {
-			case '\\':
-				i++
-			case '"':
-				inString = false
-			}
-			continue
-		}
-		switch c {
+// skipSpace returns the index of the first non-space byte at or after i.
+func skipSpace(data []byte, i int) int {
+	for i < len(data) && (data[i] == ' ' || data[i] == '\t' || data[i] == '\n' || data[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// skipValue returns the index just past the JSON value starting at i; data
+// must be valid JSON.
+func skipValue(data []byte, i int) int {
+	depth := 0
+	for ; i < len(data); i++ {
+		switch data[i] {
 		case '"':
-			inString = true
-			if depth == 1 && expectKey {
-				n++
-				expectKey = false
+			for i++; data[i] != '"'; i++ {
+				if data[i] == '\\' {
+					i++
+				}
+			}
+			if depth == 0 {
+				return i + 1
 			}
 		case '{', '[':
 			depth++
-			expectKey = depth == 1 && c == '{'
 		case '}', ']':
-			depth--
-		case ',':
-			expectKey = depth == 1
+			if depth--; depth == 0 {
+				return i + 1
+			}
+			if depth < 0 {
+				return i // the end of the enclosing object
+			}
+		case ',', ' ', '\t', '\n', '\r', ':':
+			if depth == 0 {
+				return i
+			}
 		}
 	}
-	return n
+	return i
 }
 
 // methodSpec is one row of the protocol-shape table.

@@ -1,0 +1,2688 @@
+"""End-to-end tests for mcp-exec, written against the 1.0 documents.
+
+The suite talks to a real server process over newline-delimited JSON-RPC on
+stdio.  Which process that is depends on MCP_EXEC_TARGET:
+
+  binary     (default) the static binary itself
+  pid1       the binary as PID 1 of a fresh pid namespace (unshare, needs root)
+  container  `podman run -i --rm IMAGE` (IMAGE from MCP_EXEC_IMAGE)
+
+The binary comes from MCP_EXEC_BIN, or is built from the directory holding
+this file once per session.  Only the Python 3 standard library and pytest are
+needed.  Run it without xdist: several fixtures share one server.
+
+Process state is checked through the server wherever possible (a job prints a
+pid, a later job inspects /proc), so the same tests work when the server lives
+in another pid namespace or container.
+"""
+
+import atexit
+import base64
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+import uuid
+
+import pytest
+
+TARGET = os.environ.get("MCP_EXEC_TARGET", "binary")
+HERE = os.path.dirname(os.path.abspath(__file__))
+IS_ROOT = hasattr(os, "geteuid") and os.geteuid() == 0
+
+if TARGET not in ("binary", "pid1", "container"):
+    raise RuntimeError("MCP_EXEC_TARGET must be binary, pid1 or container, not %r" % TARGET)
+if TARGET == "pid1" and not IS_ROOT:
+    pytest.skip("MCP_EXEC_TARGET=pid1 needs root for `unshare --pid --fork --mount-proc`",
+                allow_module_level=True)
+if TARGET == "container" and not os.environ.get("MCP_EXEC_IMAGE"):
+    pytest.skip("MCP_EXEC_TARGET=container needs MCP_EXEC_IMAGE (the image to run)",
+                allow_module_level=True)
+
+SUPPORTED_VERSIONS = ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"]
+NEWEST_VERSION = "2025-11-25"
+# Extra seconds of slack for process start-up in a container.
+SLACK = 3.0 if TARGET == "container" else 0.0
+
+TOOL_ARGS = {
+    "execute": {"command", "cwd", "env", "stdin", "close_stdin", "nowait", "capture"},
+    "wait": {"job_ids", "timeout"},
+    "status": {"job_id"},
+    "output": {"job_id", "stdout", "stderr"},
+    "input": {"job_id", "data", "close"},
+    "kill": {"job_id", "signal", "timeout"},
+    "list_jobs": set(),
+}
+TOOL_REQUIRED = {
+    "execute": {"command"},
+    "wait": {"job_ids"},
+    "status": {"job_id"},
+    "output": {"job_id"},
+    "input": {"job_id"},
+    "kill": {"job_id"},
+    "list_jobs": set(),
+}
+
+
+# --------------------------------------------------------------------------
+# Locating / building the binary and building server command lines
+# --------------------------------------------------------------------------
+
+_BIN = None
+_BIN_LOCK = threading.Lock()
+
+
+def _binary():
+    """Path of the mcp-exec binary: $MCP_EXEC_BIN, or built once per session."""
+    global _BIN
+    with _BIN_LOCK:
+        if _BIN is None:
+            given = os.environ.get("MCP_EXEC_BIN")
+            if given:
+                _BIN = os.path.abspath(given)
+            else:
+                outdir = tempfile.mkdtemp(prefix="mcp-exec-test-build-")
+                atexit.register(shutil.rmtree, outdir, True)
+                out = os.path.join(outdir, "mcp-exec")
+                env = dict(os.environ, CGO_ENABLED="0")
+                r = subprocess.run(["go", "build", "-o", out, "."], cwd=HERE, env=env,
+                                   stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                   universal_newlines=True, timeout=900)
+                if r.returncode != 0:
+                    raise RuntimeError("go build failed:\n" + r.stdout)
+                _BIN = out
+        return _BIN
+
+
+def server_argv(env, pid1=False, args=()):
+    """The one place that decides how a server process is launched.
+
+    env   -- variables for the server (value None means: make sure it is unset)
+    pid1  -- run the server as PID 1 without any init in front of it
+    args  -- extra command-line arguments for mcp-exec (e.g. --version)
+    For binary/pid1 targets `env` reaches the server via the process
+    environment (see _process_env); for the container target via `-e`.
+    """
+    env = env or {}
+    if TARGET == "container":
+        argv = [os.environ.get("PODMAN", "podman"), "run", "-i", "--rm",
+                "--name", "mcp-exec-test-" + uuid.uuid4().hex[:12]]
+        for key, value in sorted(env.items()):
+            if value is not None:
+                argv += ["-e", "%s=%s" % (key, value)]
+        if pid1:
+            argv += ["--entrypoint", "/usr/local/bin/mcp-exec"]
+        return argv + [os.environ["MCP_EXEC_IMAGE"]] + list(args)
+    binary = _binary()
+    if TARGET == "pid1" or pid1:
+        return ["unshare", "--pid", "--fork", "--mount-proc", binary] + list(args)
+    return [binary] + list(args)
+
+
+def _process_env(env):
+    """Environment of the launched process (the server, or podman)."""
+    base = {k: v for k, v in os.environ.items() if not k.startswith("MCP_EXEC_")}
+    if TARGET == "container":
+        return base
+    for key, value in (env or {}).items():
+        if value is None:
+            base.pop(key, None)
+        else:
+            base[key] = str(value)
+    return base
+
+
+def needs_pid1_support():
+    if TARGET != "container" and not IS_ROOT:
+        pytest.skip("bare-PID-1 tests need root (unshare --pid)")
+
+
+# --------------------------------------------------------------------------
+# The client
+# --------------------------------------------------------------------------
+
+def _idkey(value):
+    return json.dumps(value, sort_keys=True)
+
+
+class ToolError(AssertionError):
+    pass
+
+
+_ALL_SERVERS = []
+
+
+class Server:
+    """An mcp-exec process plus a newline-delimited JSON-RPC client."""
+
+    def __init__(self, env=None, pid1=False, initialize=True, version="2025-06-18"):
+        self.env = dict(env or {})
+        self.pid1 = pid1
+        self.argv = server_argv(self.env, pid1=pid1)
+        self.proc = subprocess.Popen(self.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, env=_process_env(self.env))
+        self._wlock = threading.Lock()
+        self._cond = threading.Condition()
+        self._next_id = 1000
+        self._seq = 0
+        self.responses = {}      # idkey -> (seq, message), until taken
+        self.answered = set()    # idkey of every response ever seen
+        self.null_id = []        # responses carrying id null
+        self.notifications = []  # (seq, message)
+        self.problems = []       # protocol violations seen on stdout
+        self.stdout_closed = False
+        self.stderr_chunks = []
+        self.closed = False
+        self.read_gate = threading.Event()  # clear it to simulate a client that stops reading
+        self.read_gate.set()
+        self._reader = threading.Thread(target=self._read_stdout, daemon=True)
+        self._reader.start()
+        self._errreader = threading.Thread(target=self._read_stderr, daemon=True)
+        self._errreader.start()
+        _ALL_SERVERS.append(self)
+        if initialize:
+            self.init_result = self.result("initialize", {
+                "protocolVersion": version, "capabilities": {},
+                "clientInfo": {"name": "mcp-exec-e2e", "version": "0"}})
+            self.notify("notifications/initialized")
+
+    # ---- reading -------------------------------------------------------
+
+    def _read_stdout(self):
+        while True:
+            self.read_gate.wait()
+            raw = self.proc.stdout.readline()
+            if not raw:
+                break
+            self._handle_line(raw)
+        with self._cond:
+            self.stdout_closed = True
+            self._cond.notify_all()
+
+    def _handle_line(self, raw):
+        problem = None
+        msg = None
+        if not raw.endswith(b"\n"):
+            problem = "stdout line without newline terminator: %r" % raw[:200]
+        try:
+            msg = json.loads(raw.decode("utf-8"))
+        except (UnicodeDecodeError, ValueError):
+            problem = "non-JSON line on stdout: %r" % raw[:300]
+            msg = None
+        if msg is not None and (not isinstance(msg, dict) or msg.get("jsonrpc") != "2.0"):
+            problem = "not a JSON-RPC 2.0 message on stdout: %r" % raw[:300]
+            msg = None
+        with self._cond:
+            self._seq += 1
+            seq = self._seq
+            if problem:
+                self.problems.append(problem)
+            if msg is not None:
+                if "method" in msg:
+                    self.notifications.append((seq, msg))
+                    if "id" in msg:
+                        self.problems.append("server sent a request: %r" % raw[:300])
+                elif "id" not in msg:
+                    self.problems.append("response without id: %r" % raw[:300])
+                elif msg["id"] is None:
+                    self.null_id.append(msg)
+                else:
+                    key = _idkey(msg["id"])
+                    if key in self.answered:
+                        self.problems.append("second response for id %s: %r" % (key, raw[:300]))
+                    self.answered.add(key)
+                    self.responses[key] = (seq, msg)
+            self._cond.notify_all()
+
+    def _read_stderr(self):
+        for chunk in iter(lambda: self.proc.stderr.read1(65536)
+                          if hasattr(self.proc.stderr, "read1")
+                          else self.proc.stderr.read(4096), b""):
+            self.stderr_chunks.append(chunk)
+
+    @property
+    def stderr_text(self):
+        return b"".join(self.stderr_chunks).decode("utf-8", "replace")
+
+    # ---- writing -------------------------------------------------------
+
+    def send_raw(self, data):
+        with self._wlock:
+            self.proc.stdin.write(data)
+            self.proc.stdin.flush()
+
+    def send(self, obj):
+        line = json.dumps(obj, ensure_ascii=False, separators=(",", ":")) + "\n"
+        self.send_raw(line.encode("utf-8"))
+
+    def new_id(self):
+        with self._cond:
+            self._next_id += 1
+            return self._next_id
+
+    def notify(self, method, params=None):
+        msg = {"jsonrpc": "2.0", "method": method}
+        if params is not None:
+            msg["params"] = params
+        self.send(msg)
+
+    def cancel(self, request_id, reason="test"):
+        self.notify("notifications/cancelled", {"requestId": request_id, "reason": reason})
+
+    def start(self, method, params=None, id=None):
+        if id is None:
+            id = self.new_id()
+        msg = {"jsonrpc": "2.0", "id": id, "method": method}
+        if params is not None:
+            msg["params"] = params
+        self.send(msg)
+        return id
+
+    def response(self, id, timeout=30):
+        """Wait for the response to request `id` and return the message."""
+        key = _idkey(id)
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while key not in self.responses:
+                if self.problems:
+                    raise AssertionError("protocol problems: %s" % self.problems)
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise AssertionError("no response to id %s within %ss (server exit=%s)\nstderr: %s"
+                                         % (key, timeout, self.proc.poll(), self.stderr_text[-2000:]))
+                if self.stdout_closed:
+                    raise AssertionError("server closed stdout before answering id %s (exit=%s)\nstderr: %s"
+                                         % (key, self.proc.poll(), self.stderr_text[-2000:]))
+                self._cond.wait(min(remaining, 0.5))
+            return self.responses.pop(key)[1]
+
+    def response_seq(self, id, timeout=30):
+        key = _idkey(id)
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while key not in self.responses:
+                remaining = deadline - time.monotonic()
+                assert remaining > 0, "no response to %s" % key
+                self._cond.wait(min(remaining, 0.5))
+            return self.responses.pop(key)
+
+    def has_response(self, id):
+        with self._cond:
+            return _idkey(id) in self.answered
+
+    def request(self, method, params=None, id=None, timeout=30):
+        return self.response(self.start(method, params, id), timeout)
+
+    def result(self, method, params=None, timeout=30):
+        msg = self.request(method, params, timeout=timeout)
+        assert "error" not in msg, "unexpected error reply: %r" % msg
+        assert "result" in msg, msg
+        return msg["result"]
+
+    def error(self, method, params=None, timeout=30, id=None):
+        msg = self.request(method, params, id=id, timeout=timeout)
+        assert "error" in msg and "result" not in msg, "expected an error reply: %r" % msg
+        return msg["error"]
+
+    def null_id_error(self, timeout=30):
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while not self.null_id:
+                remaining = deadline - time.monotonic()
+                assert remaining > 0, "no error reply with id null within %ss" % timeout
+                assert not self.stdout_closed, "server closed stdout; stderr: %s" % self.stderr_text
+                self._cond.wait(min(remaining, 0.5))
+            return self.null_id.pop(0)
+
+    def wait_notifications(self, pred, count=1, timeout=10):
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while True:
+                found = [(s, m) for (s, m) in self.notifications if pred(m)]
+                if len(found) >= count:
+                    return found
+                remaining = deadline - time.monotonic()
+                assert remaining > 0, "expected %d matching notifications, got %r" % (count, found)
+                self._cond.wait(min(remaining, 0.5))
+
+    def roundtrip(self):
+        """A ping round trip: everything sent before it has been read by the server."""
+        assert self.result("ping") == {}
+
+    # ---- tools ---------------------------------------------------------
+
+    def tool_start(self, name, args=None, meta=None, id=None):
+        params = {"name": name, "arguments": {} if args is None else args}
+        if meta is not None:
+            params["_meta"] = meta
+        return self.start("tools/call", params, id=id)
+
+    def tool_response(self, id, timeout=30):
+        msg = self.response(id, timeout)
+        assert "error" not in msg, "tools/call answered with a JSON-RPC error: %r" % msg
+        res = msg["result"]
+        assert isinstance(res.get("content"), list) and res["content"], res
+        item = res["content"][0]
+        assert item.get("type") == "text" and isinstance(item.get("text"), str), res
+        return res
+
+    def tool_raw(self, name, args=None, timeout=30, meta=None):
+        return self.tool_response(self.tool_start(name, args, meta), timeout)
+
+    @staticmethod
+    def decode(res):
+        text = res["content"][0]["text"]
+        if res.get("isError"):
+            raise ToolError("tool error: %s" % text)
+        return json.loads(text)
+
+    def tool(self, name, args=None, timeout=30):
+        return self.decode(self.tool_raw(name, args, timeout))
+
+    def tool_err(self, name, args=None, timeout=30):
+        res = self.tool_raw(name, args, timeout)
+        assert res.get("isError") is True, "expected a tool error, got %r" % res
+        return res["content"][0]["text"]
+
+    # ---- job helpers ---------------------------------------------------
+
+    def run(self, command, timeout=30, **kw):
+        args = {"command": command}
+        args.update(kw)
+        return self.tool("execute", args, timeout=timeout)
+
+    def job(self, command, **kw):
+        args = {"command": command, "nowait": True}
+        args.update(kw)
+        r = self.tool("execute", args)
+        assert r == {"job_id": r.get("job_id"), "state": "running"}, r
+        assert isinstance(r["job_id"], str) and r["job_id"]
+        return r["job_id"]
+
+    def sh(self, command, timeout=30):
+        """Run a helper command in the server's world; return its stdout."""
+        r = self.run(command, timeout=timeout)
+        assert r["state"] == "success", "helper %r failed: %r" % (command, r)
+        return r["stdout"]["data"]
+
+    def status(self, job_id):
+        return self.tool("status", {"job_id": job_id})
+
+    def until_done(self, job_id, timeout=20):
+        deadline = time.monotonic() + timeout
+        while True:
+            st = self.status(job_id)
+            if st["state"] != "running":
+                return st
+            assert time.monotonic() < deadline, "job %s still running after %ss" % (job_id, timeout)
+            time.sleep(0.02)
+
+    def poll_output(self, job_id, pred, stream="stdout", timeout=20):
+        deadline = time.monotonic() + timeout
+        while True:
+            out = self.tool("output", {"job_id": job_id, stream: "all"})
+            if pred(out[stream]["data"]):
+                return out
+            assert time.monotonic() < deadline, "output of %s never matched: %r" % (job_id, out)
+            time.sleep(0.02)
+
+    def collect(self, job_id, timeout=20):
+        r = self.tool("wait", {"job_ids": [job_id], "timeout": timeout}, timeout=timeout + 10)
+        assert len(r) == 1 and r[0]["state"] != "running", r
+        return r[0]
+
+    def cleanup(self, *job_ids):
+        """Kill and forget jobs; errors (already gone) are fine."""
+        for jid in job_ids:
+            try:
+                self.tool_raw("kill", {"job_id": jid, "signal": "KILL", "timeout": 5}, timeout=20)
+            except AssertionError:
+                pass
+
+    def proc_state(self, pid):
+        """'gone', or the state letter of /proc/PID/stat, seen from the server."""
+        out = self.sh("if [ -e /proc/%d/stat ]; then cut -d' ' -f3 /proc/%d/stat 2>/dev/null || echo gone;"
+                      " else echo gone; fi" % (pid, pid)).strip()
+        return out or "gone"
+
+    def wait_proc_gone(self, pid, timeout=10):
+        deadline = time.monotonic() + timeout
+        while True:
+            st = self.proc_state(pid)
+            if st == "gone":
+                return
+            assert time.monotonic() < deadline, "pid %d still present (state %s)" % (pid, st)
+            time.sleep(0.05)
+
+    def list_ids(self):
+        return [j["job_id"] for j in self.tool("list_jobs")["jobs"]]
+
+    # ---- lifecycle -----------------------------------------------------
+
+    def close_stdin(self):
+        with self._wlock:
+            if not self.closed:
+                self.closed = True
+                try:
+                    self.proc.stdin.close()
+                except (BrokenPipeError, OSError):
+                    pass
+
+    def wait_exit(self, timeout=10):
+        try:
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(10)
+            raise AssertionError("server did not exit within %ss" % timeout)
+
+    def close(self, timeout=10):
+        self.close_stdin()
+        try:
+            return self.wait_exit(timeout)
+        finally:
+            self._reader.join(5)
+
+    def take_problems(self):
+        with self._cond:
+            problems, self.problems = self.problems, []
+            stray = list(self.null_id)
+            self.null_id = []
+        if stray:
+            problems.append("unexpected replies with id null: %r" % stray)
+        return problems
+
+    # ---- signals to the server process ---------------------------------
+
+    def host_pid(self, timeout=10):
+        """Host pid of the mcp-exec process itself (binary/pid1 targets)."""
+        if self.argv[0] != "unshare":
+            return self.proc.pid
+        deadline = time.monotonic() + timeout
+        path = "/proc/%d/task/%d/children" % (self.proc.pid, self.proc.pid)
+        while True:
+            try:
+                with open(path) as f:
+                    kids = f.read().split()
+            except OSError:
+                kids = []
+            if kids:
+                return int(kids[0])
+            assert time.monotonic() < deadline, "unshare never forked the server"
+            time.sleep(0.01)
+
+    def send_signal(self, sig):
+        if TARGET == "container":
+            name = self.argv[self.argv.index("--name") + 1]
+            subprocess.run([os.environ.get("PODMAN", "podman"), "kill", "--signal",
+                            signal.Signals(sig).name, name], check=True, timeout=30,
+                           stdout=subprocess.DEVNULL)
+        else:
+            os.kill(self.host_pid(), sig)
+
+
+def run_server_once(env=None, args=(), timeout=20):
+    """Run the server to completion with stdin at EOF; return CompletedProcess."""
+    return subprocess.run(server_argv(env or {}, args=args), stdin=subprocess.DEVNULL,
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          env=_process_env(env or {}), timeout=timeout + SLACK)
+
+
+# --------------------------------------------------------------------------
+# Host-side helpers (only meaningful where the server's processes are visible)
+# --------------------------------------------------------------------------
+
+def host_pids_with_token(token):
+    needle = ("MCPX_TOKEN=" + token).encode()
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open("/proc/%s/environ" % entry, "rb") as f:
+                data = f.read()
+        except OSError:
+            continue
+        if needle in data.split(b"\0"):
+            found.append(int(entry))
+    return found
+
+
+def assert_no_survivors(token, timeout=3):
+    deadline = time.monotonic() + timeout
+    while True:
+        pids = host_pids_with_token(token)
+        if not pids:
+            return
+        if time.monotonic() > deadline:
+            desc = []
+            for p in pids:
+                try:
+                    with open("/proc/%d/cmdline" % p, "rb") as f:
+                        desc.append("%d:%s" % (p, f.read().replace(b"\0", b" ").decode()))
+                except OSError:
+                    desc.append(str(p))
+            for p in pids:
+                try:
+                    os.kill(p, signal.SIGKILL)
+                except OSError:
+                    pass
+            raise AssertionError("job processes outlived the server: %s" % desc)
+        time.sleep(0.05)
+
+
+def seq_bytes(n):
+    """What `seq 1 n` prints."""
+    return b"".join(b"%d\n" % i for i in range(1, n + 1))
+
+
+def marker():
+    return "/tmp/mcpx-" + uuid.uuid4().hex
+
+
+def b64(data):
+    return base64.b64encode(data).decode("ascii")
+
+
+# A tree whose every member ignores SIGTERM; prints "up" when complete.
+TERM_IGNORING_TREE = "trap '' TERM; sleep 300 & sleep 300 & echo up; wait; sleep 300"
+
+
+# --------------------------------------------------------------------------
+# Fixtures
+# --------------------------------------------------------------------------
+
+@pytest.fixture(scope="session", autouse=True)
+def mcp_bin():
+    if TARGET == "container":
+        return None
+    return _binary()
+
+
+@pytest.fixture(scope="session")
+def srv(mcp_bin):
+    s = Server()
+    yield s
+    assert s.close() == 0, "graceful shutdown must exit with status 0"
+
+
+@pytest.fixture(scope="session")
+def small(mcp_bin):
+    """A server with a 1000-byte window per stream."""
+    s = Server(env={"MCP_EXEC_MAX_OUTPUT_BYTES": "1000"})
+    yield s
+    assert s.close() == 0, "graceful shutdown must exit with status 0"
+
+
+@pytest.fixture
+def make_server(mcp_bin):
+    made = []
+
+    def factory(**kw):
+        s = Server(**kw)
+        made.append(s)
+        return s
+
+    yield factory
+    failures = []
+    for s in made:
+        if s.proc.poll() is None:
+            try:
+                s.close()
+            except AssertionError as e:
+                failures.append(str(e))
+    if failures:
+        pytest.fail("server teardown: %s" % failures)
+
+
+@pytest.fixture
+def fresh(make_server):
+    return make_server()
+
+
+@pytest.fixture
+def pid1_server(make_server):
+    needs_pid1_support()
+    return make_server(pid1=True)
+
+
+@pytest.fixture(autouse=True)
+def _no_protocol_problems():
+    yield
+    problems = []
+    for s in list(_ALL_SERVERS):
+        problems += s.take_problems()
+    _ALL_SERVERS[:] = [s for s in _ALL_SERVERS if s.proc.poll() is None]
+    if problems:
+        pytest.fail("stdout protocol problems: %s" % problems)
+
+
+@pytest.fixture
+def idle_job(srv):
+    jid = srv.job("exec sleep 600")
+    yield jid
+    srv.cleanup(jid)
+
+
+# ==========================================================================
+# Protocol: lifecycle and framing
+# ==========================================================================
+
+def test_initialize_result_shape(fresh):
+    r = fresh.init_result
+    assert r["protocolVersion"] == "2025-06-18"
+    assert isinstance(r["capabilities"]["tools"], dict)
+    assert r["serverInfo"]["name"] == "mcp-exec"
+    assert isinstance(r["serverInfo"]["version"], str) and r["serverInfo"]["version"]
+
+
+@pytest.mark.parametrize("version", SUPPORTED_VERSIONS)
+def test_initialize_echoes_supported_version(make_server, version):
+    s = make_server(initialize=False)
+    r = s.result("initialize", {"protocolVersion": version, "capabilities": {},
+                                "clientInfo": {"name": "t", "version": "1"}})
+    assert r["protocolVersion"] == version
+
+
+@pytest.mark.parametrize("params", [
+    {"protocolVersion": "1999-01-01", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}},
+    {"protocolVersion": "2099-12-31", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}},
+    {"protocolVersion": "2026-07-28", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}},
+    {},
+], ids=["ancient", "future", "modern-era", "no-version"])
+def test_initialize_unknown_version_gets_newest(make_server, params):
+    s = make_server(initialize=False)
+    r = s.result("initialize", params)
+    assert r["protocolVersion"] == NEWEST_VERSION
+
+
+def test_ping_before_initialize(make_server):
+    s = make_server(initialize=False)
+    assert s.result("ping") == {}
+
+
+def test_ping_returns_empty_object(srv):
+    assert srv.result("ping") == {}
+
+
+@pytest.mark.parametrize("method", ["server/discover", "resources/list", "prompts/list",
+                                    "tasks/list", "no/such/method"])
+def test_unknown_method_before_initialize(make_server, method):
+    s = make_server(initialize=False)
+    err = s.error(method, {})
+    assert err["code"] == -32601
+    assert s.result("ping") == {}
+
+
+def test_unknown_method_after_initialize(srv):
+    assert srv.error("server/discover", {})["code"] == -32601
+
+
+@pytest.mark.parametrize("method,params", [
+    ("notifications/initialized", None),
+    ("notifications/cancelled", {"requestId": 987654321}),
+    ("notifications/progress", {"progressToken": "x", "progress": 1}),
+    ("notifications/whatever", {}),
+    ("ping", None),  # a request without id is a notification
+])
+def test_notifications_are_never_answered(fresh, method, params):
+    fresh.notify(method, params)
+    fresh.roundtrip()
+    fresh.roundtrip()
+    with fresh._cond:
+        assert not fresh.null_id, fresh.null_id
+        assert not fresh.responses, fresh.responses
+
+
+@pytest.mark.parametrize("line", [b"{", b"not json at all", b'{"jsonrpc":"2.0","id":1,',
+                                  b"\xff\xfe{}", b'{"jsonrpc":"2.0","id":3,"method":"ping"}}'],
+                         ids=["brace", "words", "truncated", "bad-utf8", "trailing-garbage"])
+def test_parse_error_then_next_line_served(srv, line):
+    srv.send_raw(line + b"\n")
+    err = srv.null_id_error()
+    assert err["error"]["code"] == -32700
+    assert srv.result("ping") == {}
+
+
+@pytest.mark.parametrize("rid", [0, 1, -5, 2 ** 53 + 1, 2 ** 64 + 3, 123456789012345678901234567890,
+                                 "7", "", "id with spaces ü", "0"],
+                         ids=["zero", "one", "negative", "2^53+1", "2^64+3", "huge", "str7",
+                              "empty-str", "unicode-str", "str0"])
+def test_request_id_echoed_exactly(srv, rid):
+    msg = srv.request("ping", id=rid)
+    assert msg["result"] == {}
+    assert type(msg["id"]) is type(rid) and msg["id"] == rid
+
+
+def test_string_and_number_ids_are_distinct(srv):
+    srv.start("ping", id="77")
+    srv.start("ping", id=77)
+    a = srv.response("77")
+    b = srv.response(77)
+    assert a["id"] == "77" and b["id"] == 77
+
+
+def test_raw_big_id_text_echoed(srv):
+    srv.send_raw(b'{"jsonrpc":"2.0","id":9007199254740995,"method":"ping"}\n')
+    msg = srv.response(9007199254740995)
+    assert msg["id"] == 9007199254740995
+
+
+@pytest.mark.parametrize("line", [
+    b'{"jsonrpc":"2.0","id":null,"method":"ping"}',
+    b'{"jsonrpc":"2.0","id":1.5,"method":"ping"}',
+    b'[{"jsonrpc":"2.0","id":880001,"method":"ping"},{"jsonrpc":"2.0","id":880002,"method":"ping"}]',
+], ids=["null-id", "fractional-id", "batch"])
+def test_invalid_request_gets_32600_with_null_id(srv, line):
+    srv.send_raw(line + b"\n")
+    err = srv.null_id_error()
+    assert err["error"]["code"] == -32600
+    srv.roundtrip()
+    with srv._cond:  # batch members must not be answered individually
+        assert _idkey(880001) not in srv.answered and _idkey(880002) not in srv.answered
+
+
+@pytest.mark.parametrize("line", [
+    b'{"id":%d,"method":"ping"}',
+    b'{"jsonrpc":"1.0","id":%d,"method":"ping"}',
+], ids=["missing-jsonrpc", "wrong-jsonrpc"])
+def test_bad_jsonrpc_member_gets_32600(srv, line):
+    rid = srv.new_id()
+    srv.send_raw(line % rid + b"\n")
+    deadline = time.monotonic() + 20
+    while True:
+        with srv._cond:
+            if srv.null_id:
+                msg = srv.null_id.pop(0)
+                break
+            if _idkey(rid) in srv.responses:
+                msg = srv.responses.pop(_idkey(rid))[1]
+                break
+        assert time.monotonic() < deadline, "no reply to a request with a bad jsonrpc member"
+        time.sleep(0.01)
+    assert msg.get("error", {}).get("code") == -32600, msg
+
+
+def test_trailing_carriage_return_accepted(srv):
+    rid = srv.new_id()
+    srv.send_raw(b'{"jsonrpc":"2.0","id":%d,"method":"ping"}\r\n' % rid)
+    assert srv.response(rid)["result"] == {}
+
+
+def test_tool_call_with_crlf_line(srv):
+    rid = srv.new_id()
+    line = json.dumps({"jsonrpc": "2.0", "id": rid, "method": "tools/call",
+                       "params": {"name": "execute", "arguments": {"command": "echo crlf"}}})
+    srv.send_raw(line.encode() + b"\r\n")
+    res = srv.tool_response(rid)
+    assert json.loads(res["content"][0]["text"])["stdout"]["data"] == "crlf\n"
+
+
+def test_empty_line_does_not_break_the_stream(srv):
+    srv.send_raw(b"\n")
+    srv.roundtrip()
+    with srv._cond:
+        srv.null_id.clear()  # an error reply for an empty line is acceptable either way
+
+
+def test_overlong_line_rejected_then_next_line_served(fresh):
+    pad = b"a" * (17 * 1024 * 1024)
+    fresh.send_raw(b'{"jsonrpc":"2.0","id":4242,"method":"ping","params":{"pad":"' + pad + b'"}}\n')
+    err = fresh.null_id_error(timeout=60)
+    assert err["error"]["code"] == -32700
+    assert err["id"] is None
+    assert fresh.result("ping") == {}
+    assert not fresh.has_response(4242)
+    r = fresh.run("echo still-alive")
+    assert r["stdout"]["data"] == "still-alive\n"
+
+
+def test_line_below_cap_is_served(fresh):
+    pad = "b" * (15 * 1024 * 1024)
+    rid = fresh.start("ping", {"pad": pad})
+    assert fresh.response(rid, timeout=60)["result"] == {}
+    data = "c" * (8 * 1024 * 1024)
+    r = fresh.run("wc -c", stdin=data, close_stdin=True, timeout=60)
+    assert r["stdout"]["data"].strip() == str(len(data))
+
+
+def test_no_output_without_requests(make_server):
+    s = make_server(initialize=False)
+    s.close()
+    assert s._seq == 0, "server wrote to stdout without being asked"
+
+
+def test_tools_call_params_not_object(srv):
+    assert srv.error("tools/call", [1, 2])["code"] == -32602
+
+
+def test_tools_call_without_name(srv):
+    assert srv.error("tools/call", {"arguments": {}})["code"] == -32602
+
+
+def test_unknown_tool(srv):
+    err = srv.error("tools/call", {"name": "format_disk", "arguments": {}})
+    assert err["code"] == -32602
+    assert "unknown tool" in err["message"]
+
+
+def test_tools_list_exactly_seven(srv):
+    tools = srv.result("tools/list")["tools"]
+    names = [t["name"] for t in tools]
+    assert sorted(names) == sorted(TOOL_ARGS)
+    for t in tools:
+        assert isinstance(t.get("description"), str) and t["description"]
+
+
+@pytest.mark.parametrize("name", sorted(TOOL_ARGS))
+def test_tool_input_schema(srv, name):
+    tools = {t["name"]: t for t in srv.result("tools/list")["tools"]}
+    schema = tools[name]["inputSchema"]
+    assert schema["type"] == "object"
+    props = schema.get("properties", {})
+    assert isinstance(props, dict)
+    assert TOOL_ARGS[name] <= set(props), "missing properties: %s" % (TOOL_ARGS[name] - set(props))
+    required = set(schema.get("required", []))
+    assert TOOL_REQUIRED[name] <= required
+    assert required <= set(props)
+
+
+def test_version_flag():
+    r = run_server_once(args=["--version"])
+    assert r.returncode == 0, r
+    assert b"1.0.0" in r.stdout + r.stderr
+
+
+def test_help_lists_variables():
+    r = run_server_once(args=["--help"])
+    text = (r.stdout + r.stderr).decode()
+    for var in ("MCP_EXEC_DEFAULT_TIMEOUT", "MCP_EXEC_MAX_OUTPUT_BYTES", "MCP_EXEC_PROGRESS_INTERVAL"):
+        assert var in text
+
+
+def test_server_info_version_matches_release(fresh):
+    assert "1.0.0" in fresh.init_result["serverInfo"]["version"]
+
+
+@pytest.mark.parametrize("var,value", [
+    ("MCP_EXEC_MAX_OUTPUT_BYTES", "abc"),
+    ("MCP_EXEC_MAX_OUTPUT_BYTES", "-5"),
+    ("MCP_EXEC_DEFAULT_TIMEOUT", "-1"),
+    ("MCP_EXEC_DEFAULT_TIMEOUT", "soon"),
+    ("MCP_EXEC_PROGRESS_INTERVAL", "abc"),
+    ("MCP_EXEC_FOO", "1"),
+])
+def test_configuration_error_exits_2(var, value):
+    r = run_server_once(env={var: value})
+    assert r.returncode == 2, r
+    assert r.stdout == b"", "configuration errors belong on stderr, got stdout %r" % r.stdout
+    lines = [l for l in r.stderr.decode("utf-8", "replace").splitlines() if l.strip()]
+    assert len(lines) == 1, lines
+    assert var in lines[0]
+    if var == "MCP_EXEC_FOO":
+        assert "MCP_EXEC_MAX_OUTPUT_BYTES" in lines[0] and "MCP_EXEC_DEFAULT_TIMEOUT" in lines[0]
+
+
+def test_valid_configuration_accepted(make_server):
+    s = make_server(env={"MCP_EXEC_DEFAULT_TIMEOUT": "2.5", "MCP_EXEC_MAX_OUTPUT_BYTES": "4096",
+                         "MCP_EXEC_PROGRESS_INTERVAL": "0.5"})
+    assert s.run("echo ok")["stdout"]["data"] == "ok\n"
+
+
+# ==========================================================================
+# execute
+# ==========================================================================
+
+def test_execute_success_default_capture(srv):
+    r = srv.run("echo hello; echo oops >&2")
+    assert r["state"] == "success" and r["exit_code"] == 0
+    assert isinstance(r["job_id"], str)
+    assert r["stdout"] == {"data": "hello\n", "offset": 0, "bytes": 6, "total_bytes": 6,
+                           "truncated": False}
+    assert "stderr" not in r
+    assert "signal" not in r and "start_error" not in r
+
+
+def test_execute_error_default_capture(srv):
+    r = srv.run("echo out; echo err >&2; exit 3")
+    assert r["state"] == "error" and r["exit_code"] == 3
+    assert r["stderr"]["data"] == "err\n"
+    assert r["stderr"]["total_bytes"] == 4
+    assert "stdout" not in r
+
+
+@pytest.mark.parametrize("code", [0, 1, 2, 126, 127, 255])
+def test_exit_status_table(srv, code):
+    r = srv.run("exit %d" % code)
+    assert r["exit_code"] == code
+    assert r["state"] == ("success" if code == 0 else "error")
+    assert "signal" not in r
+
+
+def test_exit_127_command_not_found(srv):
+    r = srv.run("no_such_command_mcpx_42")
+    assert r["state"] == "error" and r["exit_code"] == 127
+
+
+def test_exit_126_not_executable(srv):
+    f = marker()
+    r = srv.run("echo 'echo hi' > %s; chmod 644 %s; %s; rc=$?; rm -f %s; exit $rc" % (f, f, f, f))
+    assert r["exit_code"] == 126
+
+
+@pytest.mark.parametrize("sig,word", [("TERM", "terminated"), ("KILL", "killed"),
+                                      ("HUP", "hangup"), ("INT", "interrupt")])
+def test_death_by_signal(srv, sig, word):
+    jid = srv.job("echo $$; exec sleep 300")
+    out = srv.poll_output(jid, lambda d: d.endswith("\n"))
+    pid = int(out["stdout"]["data"].strip())
+    srv.sh("kill -s %s %d" % (sig, pid))
+    r = srv.collect(jid)
+    assert r["state"] == "error"
+    assert r["exit_code"] == -1
+    assert r["signal"] == word
+
+
+def test_self_terminating_shell_reports_signal(srv):
+    r = srv.run("kill -s TERM $$; sleep 5")
+    assert r["state"] == "error" and r["exit_code"] == -1 and r["signal"] == "terminated"
+
+
+def test_execute_cwd(srv):
+    assert srv.run("pwd", cwd="/")["stdout"]["data"] == "/\n"
+
+
+@pytest.mark.parametrize("nowait", [False, True])
+def test_start_failure_bad_cwd(srv, nowait):
+    r = srv.tool("execute", {"command": "echo never", "cwd": "/nonexistent/mcpx/dir", "nowait": nowait})
+    assert r["state"] == "error"
+    assert r["exit_code"] == -1
+    assert isinstance(r.get("start_error"), str) and r["start_error"]
+    assert "unknown job_id" in srv.tool_err("status", {"job_id": r["job_id"]})
+    assert r["job_id"] not in srv.list_ids()
+
+
+def test_execute_env_is_merged(srv):
+    r = srv.run('echo "$MCPX_A|$MCPX_B|${PATH:+path-kept}"', env={"MCPX_A": "one", "MCPX_B": "two words"})
+    assert r["stdout"]["data"] == "one|two words|path-kept\n"
+
+
+def test_execute_env_overrides(srv):
+    r = srv.run('echo "$HOME"', env={"HOME": "/mcpx-home"})
+    assert r["stdout"]["data"] == "/mcpx-home\n"
+
+
+def test_execute_stdin_and_close(srv):
+    r = srv.run("cat", stdin="line one\nline two ü\n", close_stdin=True)
+    assert r["stdout"]["data"] == "line one\nline two ü\n"
+    assert r["stdout"]["bytes"] == len("line one\nline two ü\n".encode())
+
+
+def test_execute_stdin_stays_open_by_default(srv):
+    jid = srv.job("cat", stdin="first\n")
+    srv.poll_output(jid, lambda d: d == "first\n")
+    assert srv.status(jid)["state"] == "running"
+    st = srv.tool("input", {"job_id": jid, "data": "second\n", "close": True})
+    assert st["job_id"] == jid and "state" in st
+    r = srv.collect(jid)
+    assert r["state"] == "success" and r["stdout"]["data"] == "first\nsecond\n"
+
+
+def test_nowait_answer_is_exactly_running(srv):
+    r = srv.tool("execute", {"command": "true", "nowait": True})
+    assert r == {"job_id": r["job_id"], "state": "running"}
+    assert isinstance(r["job_id"], str)
+    assert srv.collect(r["job_id"])["state"] == "success"
+
+
+def test_job_ids_are_distinct_strings(srv):
+    ids = [srv.job("true") for _ in range(5)]
+    assert len(set(ids)) == 5 and all(isinstance(i, str) for i in ids)
+    for i in ids:
+        srv.collect(i)
+
+
+def test_unknown_arguments_ignored_and_null_means_absent(srv):
+    r = srv.tool("execute", {"command": "echo x", "cwd": None, "env": None, "stdin": None,
+                             "close_stdin": None, "nowait": None, "capture": None,
+                             "frobnicate": {"a": 1}})
+    assert r["state"] == "success" and r["stdout"]["data"] == "x\n"
+
+
+def test_job_runs_in_own_process_group(srv):
+    out = srv.sh("echo $$ $(cut -d' ' -f5 /proc/$$/stat)").split()
+    assert out[0] == out[1], "pid %s but pgid %s" % tuple(out)
+
+
+def test_job_sees_only_fds_0_1_2(srv):
+    out = srv.sh("exec ls /proc/self/fd").split()
+    # ls opens one directory descriptor of its own, the lowest free one.
+    assert sorted(out, key=int) == ["0", "1", "2", "3"], out
+
+
+def test_job_stdin_is_a_pipe_not_server_stdin(srv):
+    link = srv.sh("readlink /proc/$$/fd/0").strip()
+    assert link.startswith("pipe:"), link
+    if TARGET != "container":
+        ino = os.fstat(srv.proc.stdin.fileno()).st_ino
+        assert link != "pipe:[%d]" % ino
+
+
+def test_job_reading_stdin_does_not_eat_requests(srv):
+    jid = srv.job("head -c 10")
+    for _ in range(5):
+        srv.roundtrip()
+    srv.tool("input", {"job_id": jid, "data": "0123456789"})
+    r = srv.collect(jid)
+    assert r["stdout"]["data"] == "0123456789"
+
+
+def test_shell_variable_is_used(make_server):
+    s = make_server(env={"SHELL": "/bin/bash"})
+    if s.run("test -x /bin/bash")["exit_code"] != 0:
+        pytest.skip("no /bin/bash where the server runs")
+    out = s.sh('readlink /proc/$$/exe; readlink -f /bin/bash; echo "${BASH_VERSION:+bash}"').split("\n")
+    assert out[0] == out[1] and out[2] == "bash", out
+
+
+def test_unset_shell_means_bin_sh(make_server):
+    s = make_server(env={"SHELL": None})
+    out = s.sh("readlink /proc/$$/exe; readlink -f /bin/sh").split("\n")
+    assert out[0] == out[1], out
+
+
+def test_missing_shell_is_a_start_failure(make_server):
+    s = make_server(env={"SHELL": "/nonexistent/mcpx-shell"})
+    r = s.tool("execute", {"command": "echo hi"})
+    assert r["state"] == "error" and r["exit_code"] == -1 and r.get("start_error")
+    assert s.tool("list_jobs") == {"jobs": []}
+
+
+def test_execute_big_stdin_to_non_reader_returns(srv):
+    data = "x" * (1024 * 1024)
+    t0 = time.monotonic()
+    r = srv.run("exit 3", stdin=data, close_stdin=True, timeout=30)
+    assert r["exit_code"] == 3
+    assert time.monotonic() - t0 < 15
+
+
+def test_execute_stdin_200kb(srv):
+    data = "".join(random.Random(1).choice("abcdefgh\n") for _ in range(200 * 1024))
+    r = srv.run("wc -c", stdin=data, close_stdin=True)
+    assert r["stdout"]["data"].strip() == str(len(data))
+
+
+# ==========================================================================
+# wait
+# ==========================================================================
+
+def test_wait_delivers_and_deletes(srv):
+    jid = srv.job("echo done")
+    srv.until_done(jid)
+    r = srv.tool("wait", {"job_ids": [jid], "timeout": 5})
+    assert len(r) == 1
+    assert r[0]["job_id"] == jid and r[0]["state"] == "success" and r[0]["exit_code"] == 0
+    assert r[0]["stdout"]["data"] == "done\n"
+    assert "unknown job_id" in srv.tool_err("status", {"job_id": jid})
+
+
+@pytest.mark.parametrize("timeout", [0, -1, -0.5])
+def test_wait_nonpositive_timeout_is_instant_poll(srv, idle_job, timeout):
+    t0 = time.monotonic()
+    r = srv.tool("wait", {"job_ids": [idle_job], "timeout": timeout})
+    assert time.monotonic() - t0 < 2 + SLACK
+    assert r == [{"job_id": idle_job, "state": "running"}]
+
+
+def test_wait_timeout_elapses(srv, idle_job):
+    t0 = time.monotonic()
+    r = srv.tool("wait", {"job_ids": [idle_job], "timeout": 0.4})
+    elapsed = time.monotonic() - t0
+    assert r == [{"job_id": idle_job, "state": "running"}]
+    assert 0.3 <= elapsed < 5 + SLACK
+
+
+def test_wait_returns_when_any_finishes_in_order(srv, idle_job):
+    quick = srv.job("read line; echo got $line", stdin="go\n")
+    r = srv.tool("wait", {"job_ids": [idle_job, quick], "timeout": 30})
+    assert [e["job_id"] for e in r] == [idle_job, quick]
+    assert r[0] == {"job_id": idle_job, "state": "running"}
+    assert r[1]["state"] == "success" and r[1]["stdout"]["data"] == "got go\n"
+    assert srv.status(idle_job)["state"] == "running"
+
+
+def test_wait_duplicate_ids(srv):
+    jid = srv.job("echo dup")
+    srv.until_done(jid)
+    r = srv.tool("wait", {"job_ids": [jid, jid], "timeout": 5})
+    assert len(r) == 2
+    assert all(e["job_id"] == jid and e["state"] == "success" for e in r)
+    assert "unknown job_id" in srv.tool_err("status", {"job_id": jid})
+
+
+def test_wait_unknown_id_fails_whole_call(srv):
+    jid = srv.job("echo keep")
+    srv.until_done(jid)
+    msg = srv.tool_err("wait", {"job_ids": [jid, "no-such-job-mcpx"], "timeout": 0})
+    assert "unknown job_id" in msg
+    assert srv.status(jid)["state"] == "success"  # not delivered
+    assert srv.collect(jid)["stdout"]["data"] == "keep\n"
+
+
+def test_wait_empty_list(srv):
+    assert "non-empty" in srv.tool_err("wait", {"job_ids": []})
+
+
+def test_wait_default_timeout_from_env(make_server):
+    s = make_server(env={"MCP_EXEC_DEFAULT_TIMEOUT": "0.5"})
+    jid = s.job("exec sleep 300")
+    t0 = time.monotonic()
+    r = s.tool("wait", {"job_ids": [jid]})
+    assert r == [{"job_id": jid, "state": "running"}]
+    assert time.monotonic() - t0 < 10
+    s.cleanup(jid)
+
+
+def test_wait_applies_capture_policy(srv):
+    jid = srv.job("echo o; echo e >&2", capture={"on_success": "all"})
+    r = srv.collect(jid)
+    assert r["stdout"]["data"] == "o\n" and r["stderr"]["data"] == "e\n"
+
+
+# ==========================================================================
+# status / output
+# ==========================================================================
+
+def test_status_running(srv, idle_job):
+    assert srv.status(idle_job) == {"job_id": idle_job, "state": "running"}
+
+
+def test_status_never_deletes(srv):
+    jid = srv.job("echo x; exit 5")
+    st = srv.until_done(jid)
+    assert st == {"job_id": jid, "state": "error", "exit_code": 5}
+    for _ in range(3):
+        assert srv.status(jid) == st
+    assert jid in srv.list_ids()
+    assert srv.collect(jid)["exit_code"] == 5
+
+
+def test_status_of_signalled_job(srv):
+    jid = srv.job("kill -s KILL $$")
+    st = srv.until_done(jid)
+    assert st["state"] == "error" and st["exit_code"] == -1 and st["signal"] == "killed"
+    srv.collect(jid)
+
+
+def test_output_without_streams_equals_status(srv):
+    jid = srv.job("echo a; echo b >&2")
+    st = srv.until_done(jid)
+    assert srv.tool("output", {"job_id": jid}) == st
+    assert srv.tool("output", {"job_id": jid, "stdout": "none", "stderr": None}) == st
+    srv.collect(jid)
+
+
+def test_output_live_on_running_job(srv):
+    jid = srv.job("echo ready; read x; echo after $x")
+    out = srv.poll_output(jid, lambda d: d == "ready\n")
+    assert out["state"] == "running"
+    assert out["stdout"]["total_bytes"] == 6
+    srv.tool("input", {"job_id": jid, "data": "go\n"})
+    r = srv.collect(jid)
+    assert r["stdout"]["data"] == "ready\nafter go\n"
+
+
+def test_output_never_deletes(srv):
+    jid = srv.job("echo keep")
+    srv.until_done(jid)
+    for _ in range(2):
+        out = srv.tool("output", {"job_id": jid, "stdout": "all", "stderr": "all"})
+        assert out["stdout"]["data"] == "keep\n" and out["stderr"]["data"] == ""
+    assert jid in srv.list_ids()
+    srv.collect(jid)
+
+
+@pytest.fixture(scope="module")
+def lines_job(srv):
+    """A finished, uncollected job: stdout 'l1\\nl2\\nl3\\n', stderr 'a\\nb\\nc' (unterminated)."""
+    jid = srv.job("printf 'l1\\nl2\\nl3\\n'; printf 'a\\nb\\nc' >&2")
+    srv.until_done(jid)
+    yield jid
+    srv.collect(jid)
+
+
+@pytest.mark.parametrize("spec,stream,expected", [
+    ("all", "stdout", {"data": "l1\nl2\nl3\n", "offset": 0, "bytes": 9, "total_bytes": 9, "truncated": False}),
+    ({"tail": 1}, "stdout", {"data": "l3\n", "offset": 6, "bytes": 3, "total_bytes": 9, "truncated": False}),
+    ({"tail": 2}, "stdout", {"data": "l2\nl3\n", "offset": 3, "bytes": 6, "total_bytes": 9, "truncated": False}),
+    ({"tail": 3}, "stdout", {"data": "l1\nl2\nl3\n", "offset": 0, "bytes": 9, "total_bytes": 9, "truncated": False}),
+    ({"tail": 50}, "stdout", {"data": "l1\nl2\nl3\n", "offset": 0, "bytes": 9, "total_bytes": 9, "truncated": False}),
+    ({"tail": 1}, "stderr", {"data": "c", "offset": 4, "bytes": 1, "total_bytes": 5, "truncated": False}),
+    ({"tail": 2}, "stderr", {"data": "b\nc", "offset": 2, "bytes": 3, "total_bytes": 5, "truncated": False}),
+    ({"from": 3}, "stdout", {"data": "l2\nl3\n", "offset": 3, "bytes": 6, "total_bytes": 9, "truncated": False}),
+    ({"from": 3, "length": 2}, "stdout", {"data": "l2", "offset": 3, "bytes": 2, "total_bytes": 9, "truncated": False}),
+    ({"from": 0, "length": 100}, "stdout", {"data": "l1\nl2\nl3\n", "offset": 0, "bytes": 9, "total_bytes": 9, "truncated": False}),
+    ({"from": 9}, "stdout", {"data": "", "offset": 9, "bytes": 0, "total_bytes": 9, "truncated": False}),
+    ({"from": 500, "length": 4}, "stdout", {"data": "", "offset": 9, "bytes": 0, "total_bytes": 9, "truncated": False}),
+    ({"from": -7, "length": 2}, "stdout", {"data": "l1", "offset": 0, "bytes": 2, "total_bytes": 9, "truncated": False}),
+    ({"from": 2, "length": -1}, "stdout", {"data": "", "bytes": 0, "total_bytes": 9, "truncated": False}),
+], ids=["all", "tail1", "tail2", "tail3", "tail50", "tail1-unterminated", "tail2-unterminated",
+        "from", "from-length", "length-past-end", "from-at-end", "from-beyond-end", "negative-from",
+        "negative-length"])
+def test_stream_specs(srv, lines_job, spec, stream, expected):
+    out = srv.tool("output", {"job_id": lines_job, stream: spec})
+    got = out[stream]
+    for key, value in expected.items():
+        assert got[key] == value, (key, got)
+    assert "dropped_bytes" not in got
+    other = "stderr" if stream == "stdout" else "stdout"
+    assert other not in out
+
+
+def test_output_crlf_tail_keeps_endings(srv):
+    jid = srv.job("printf 'a\\r\\nb\\r\\n'")
+    srv.until_done(jid)
+    out = srv.tool("output", {"job_id": jid, "stdout": {"tail": 1}})
+    assert out["stdout"]["data"] == "b\r\n"
+    srv.collect(jid)
+
+
+def test_output_empty_stream(srv):
+    jid = srv.job("true")
+    srv.until_done(jid)
+    out = srv.tool("output", {"job_id": jid, "stdout": "all", "stderr": {"tail": 3}})
+    for s in ("stdout", "stderr"):
+        assert out[s]["data"] == "" and out[s]["bytes"] == 0 and out[s]["total_bytes"] == 0
+        assert out[s]["truncated"] is False
+    srv.collect(jid)
+
+
+# ==========================================================================
+# Capture policies
+# ==========================================================================
+
+CAP_CMD_OK = "echo out; echo err >&2"
+CAP_CMD_FAIL = "echo out; echo err >&2; exit 4"
+
+
+@pytest.mark.parametrize("cmd,capture,has_out,has_err", [
+    (CAP_CMD_OK, {"on_success": "all"}, True, True),
+    (CAP_CMD_OK, {"on_success": "none"}, False, False),
+    (CAP_CMD_OK, {"on_success": "stderr"}, False, True),
+    (CAP_CMD_OK, {"on_error": "all"}, True, False),  # on_success keeps its default
+    (CAP_CMD_FAIL, {"on_error": "stdout"}, True, False),
+    (CAP_CMD_FAIL, {"on_error": "none"}, False, False),
+    (CAP_CMD_FAIL, {"on_error": "all"}, True, True),
+    (CAP_CMD_FAIL, {"on_success": "all"}, False, True),  # on_error keeps its default
+    (CAP_CMD_OK, {"on_success": {"stderr": "all"}}, False, True),
+    (CAP_CMD_FAIL, {"on_error": {"stdout": "all", "stderr": "all"}}, True, True),
+], ids=["ok-all", "ok-none", "ok-stderr", "ok-default", "fail-stdout", "fail-none", "fail-all",
+        "fail-default", "ok-object", "fail-object"])
+def test_capture_policy(srv, cmd, capture, has_out, has_err):
+    r = srv.run(cmd, capture=capture)
+    assert ("stdout" in r) == has_out, r
+    assert ("stderr" in r) == has_err, r
+    if has_out:
+        assert r["stdout"]["data"] == "out\n"
+    if has_err:
+        assert r["stderr"]["data"] == "err\n"
+
+
+def test_capture_with_stream_specs(srv):
+    r = srv.run("seq 1 5; seq 10 12 >&2",
+                capture={"on_success": {"stdout": {"tail": 2}, "stderr": {"from": 3, "length": 3}}})
+    assert r["stdout"]["data"] == "4\n5\n" and r["stdout"]["offset"] == 6
+    assert r["stderr"]["data"] == "11\n" and r["stderr"]["offset"] == 3
+
+
+# ==========================================================================
+# Argument errors
+# ==========================================================================
+
+@pytest.mark.parametrize("name,args", [
+    ("execute", {}),
+    ("execute", {"cwd": "/"}),
+    ("wait", {}),
+    ("wait", {"timeout": 0}),
+    ("status", {}),
+    ("output", {"stdout": "all"}),
+    ("input", {"data": "x"}),
+    ("kill", {}),
+    ("kill", {"signal": "KILL"}),
+])
+def test_missing_required_argument(srv, name, args):
+    assert "is required" in srv.tool_err(name, args)
+
+
+@pytest.mark.parametrize("name,args", [
+    ("status", {"job_id": 5}),
+    ("status", {"job_id": ["J"]}),
+    ("wait", {"job_ids": "J"}),
+    ("wait", {"job_ids": [1]}),
+    ("wait", {"job_ids": ["J"], "timeout": "soon"}),
+    ("execute", {"command": 5}),
+    ("execute", {"command": "true", "env": "A=1"}),
+    ("execute", {"command": "true", "env": {"A": 1}}),
+    ("execute", {"command": "true", "cwd": 5}),
+    ("execute", {"command": "true", "nowait": "yes"}),
+    ("execute", {"command": "true", "capture": "bogus"}),
+    ("execute", {"command": "true", "capture": {"on_success": "bogus"}}),
+    ("execute", {"command": "true", "capture": {"on_error": {"stdout": "bogus"}}}),
+    ("output", {"job_id": "J", "stdout": "bogus"}),
+    ("output", {"job_id": "J", "stdout": {"tail": "x"}}),
+    ("output", {"job_id": "J", "stderr": 42}),
+    ("output", {"job_id": "J", "stdout": {"from": "x"}}),
+    ("kill", {"job_id": "J", "timeout": "x"}),
+    ("input", {"job_id": "J", "data": 5}),
+])
+def test_invalid_argument(srv, idle_job, name, args):
+    args = json.loads(json.dumps(args).replace('"J"', json.dumps(idle_job)))
+    msg = srv.tool_err(name, args)
+    assert "invalid" in msg.lower(), msg
+    assert srv.status(idle_job)["state"] == "running"
+
+
+@pytest.mark.parametrize("name,args", [
+    ("status", {}),
+    ("output", {"stdout": "all"}),
+    ("input", {"data": "x"}),
+    ("kill", {}),
+    ("wait", {"timeout": 0}),
+])
+def test_unknown_job_id(srv, name, args):
+    args = dict(args)
+    if name == "wait":
+        args["job_ids"] = ["no-such-job-mcpx"]
+    else:
+        args["job_id"] = "no-such-job-mcpx"
+    assert "unknown job_id" in srv.tool_err(name, args)
+
+
+# ==========================================================================
+# Exactly-once delivery
+# ==========================================================================
+
+@pytest.mark.parametrize("deliverer", ["execute", "wait", "kill"])
+@pytest.mark.parametrize("name,args", [
+    ("status", {}),
+    ("output", {"stdout": "all"}),
+    ("input", {"data": "x"}),
+    ("kill", {}),
+    ("wait", {"timeout": 0}),
+])
+def test_after_delivery_every_tool_says_unknown(srv, deliverer, name, args):
+    if deliverer == "execute":
+        jid = srv.run("echo once")["job_id"]
+    elif deliverer == "wait":
+        jid = srv.job("echo once")
+        srv.collect(jid)
+    else:
+        jid = srv.job("exec sleep 300")
+        r = srv.tool("kill", {"job_id": jid, "signal": "KILL"})
+        assert r["terminated"] is True
+    args = dict(args)
+    if name == "wait":
+        args["job_ids"] = [jid]
+    else:
+        args["job_id"] = jid
+    assert "unknown job_id" in srv.tool_err(name, args)
+    assert jid not in srv.list_ids()
+
+
+def test_many_concurrent_blocking_executes(srv):
+    ids = {}
+    for i in range(40):
+        ids[i] = srv.tool_start("execute", {"command": "echo job-%d; exit %d" % (i, i % 5),
+                                            "capture": {"on_error": "stdout"}})
+    seen = set()
+    for i, rid in ids.items():
+        r = srv.decode(srv.tool_response(rid))
+        assert r["exit_code"] == i % 5
+        assert r["stdout"]["data"] == "job-%d\n" % i
+        seen.add(r["job_id"])
+    assert len(seen) == 40
+
+
+def test_reaper_stress_exit_codes(srv):
+    ids = [srv.job("sleep 0.05 & exit 7") for _ in range(200)]
+    pending = list(ids)
+    results = {}
+    deadline = time.monotonic() + 60
+    while pending:
+        assert time.monotonic() < deadline, "jobs never finished: %s" % pending
+        r = srv.tool("wait", {"job_ids": pending, "timeout": 10}, timeout=30)
+        for e in r:
+            if e["state"] != "running":
+                assert e["job_id"] not in results, "delivered twice"
+                results[e["job_id"]] = e
+        pending = [j for j in pending if j not in results]
+    assert all(e["exit_code"] == 7 for e in results.values()), \
+        sorted(set(e.get("exit_code") for e in results.values()))
+
+
+# ==========================================================================
+# Byte window: KB scale (1000-byte window)
+# ==========================================================================
+
+@pytest.fixture(scope="module")
+def window_job(small):
+    """Uncollected job on the 1000-byte server: stdout = seq 1 1000 (3893 bytes),
+    stderr = first 1000 bytes of the same."""
+    jid = small.job("seq 1 1000; seq 1 1000 | head -c 1000 >&2")
+    small.until_done(jid)
+    yield jid
+    small.collect(jid)
+
+
+SEQ1000 = seq_bytes(1000)
+T1000 = len(SEQ1000)  # 3893
+WSTART = T1000 - 1000
+
+
+def test_window_all_reports_truncation(small, window_job):
+    s = small.tool("output", {"job_id": window_job, "stdout": "all"})["stdout"]
+    assert s["total_bytes"] == T1000
+    assert s["data"].encode() == SEQ1000[-1000:]
+    assert s["offset"] == WSTART and s["bytes"] == 1000
+    assert s["truncated"] is True and s["dropped_bytes"] == WSTART
+
+
+def test_window_exactly_full_not_truncated(small, window_job):
+    s = small.tool("output", {"job_id": window_job, "stderr": "all"})["stderr"]
+    assert s["data"].encode() == SEQ1000[:1000]
+    assert s["total_bytes"] == 1000 and s["offset"] == 0 and s["bytes"] == 1000
+    assert s["truncated"] is False and "dropped_bytes" not in s
+
+
+@pytest.mark.parametrize("frm,length,offset,nbytes,dropped", [
+    (0, 100, WSTART, 100, WSTART),
+    (WSTART - 100, 200, WSTART, 200, 100),
+    (WSTART - 1, None, WSTART, 1000, 1),
+    (-50, 10, WSTART, 10, WSTART),
+    (WSTART, 200, WSTART, 200, None),
+    (T1000 - 10, 5, T1000 - 10, 5, None),
+    (T1000 - 10, None, T1000 - 10, 10, None),
+    (T1000 + 5, 10, T1000, 0, None),
+], ids=["head", "straddle", "one-dropped", "negative", "window-start", "near-end", "to-end", "beyond"])
+def test_window_from_math(small, window_job, frm, length, offset, nbytes, dropped):
+    spec = {"from": frm}
+    if length is not None:
+        spec["length"] = length
+    s = small.tool("output", {"job_id": window_job, "stdout": spec})["stdout"]
+    assert s["offset"] == offset and s["bytes"] == nbytes, s
+    assert s["data"].encode() == SEQ1000[offset:offset + nbytes]
+    assert s["total_bytes"] == T1000
+    if dropped is None:
+        assert s["truncated"] is False and "dropped_bytes" not in s
+    else:
+        assert s["truncated"] is True and s["dropped_bytes"] == dropped
+
+
+def test_window_tail_inside_window(small, window_job):
+    s = small.tool("output", {"job_id": window_job, "stdout": {"tail": 3}})["stdout"]
+    assert s["data"] == "998\n999\n1000\n"
+    assert s["offset"] == T1000 - len(b"998\n999\n1000\n")
+    assert s["truncated"] is False
+
+
+def test_window_tail_more_than_retained(small, window_job):
+    s = small.tool("output", {"job_id": window_job, "stdout": {"tail": 100000}})["stdout"]
+    assert s["truncated"] is True and s["dropped_bytes"] == WSTART
+    assert s["offset"] == WSTART and s["data"].encode() == SEQ1000[-1000:]
+
+
+def test_window_pagination_from_zero(small, window_job):
+    pos, pages, got = 0, 0, b""
+    first = None
+    while True:
+        s = small.tool("output", {"job_id": window_job, "stdout": {"from": pos, "length": 333}})["stdout"]
+        if first is None:
+            first = s
+        if s["bytes"] == 0:
+            break
+        got += s["data"].encode()
+        pos = s["offset"] + s["bytes"]
+        pages += 1
+        assert pages < 100
+    assert first["truncated"] is True and first["offset"] == WSTART
+    assert got == SEQ1000[-1000:]
+    assert pos == T1000
+
+
+def test_window_many_small_writes(small):
+    r = small.run("i=1; while [ $i -le 600 ]; do echo $i; i=$((i+1)); done", timeout=60)
+    expected = seq_bytes(600)
+    s = r["stdout"]
+    assert s["total_bytes"] == len(expected)
+    assert s["data"].encode() == expected[-1000:]
+    assert s["truncated"] is True and s["dropped_bytes"] == len(expected) - 1000
+
+
+def test_window_streams_are_independent(small):
+    r = small.run("seq 1 300; seq 1 100 >&2", capture={"on_success": "all"})
+    assert r["stdout"]["total_bytes"] == len(seq_bytes(300)) and r["stdout"]["truncated"] is True
+    assert r["stderr"]["data"].encode() == seq_bytes(100) and r["stderr"]["truncated"] is False
+
+
+def test_window_one_byte_over(small):
+    r = small.run("seq 1 1000 | head -c 1001")
+    s = r["stdout"]
+    assert s["total_bytes"] == 1001 and s["bytes"] == 1000 and s["offset"] == 1
+    assert s["truncated"] is True and s["dropped_bytes"] == 1
+    assert s["data"].encode() == SEQ1000[1:1001]
+
+
+# ==========================================================================
+# Byte window: MB scale (default 1 MiB window)
+# ==========================================================================
+
+MIB = 1024 * 1024
+SEQ300K = seq_bytes(300000)
+
+
+@pytest.fixture(scope="module")
+def mb_job(srv):
+    jid = srv.job("seq 1 300000")
+    srv.until_done(jid, timeout=60)
+    yield jid
+    srv.collect(jid)
+
+
+def test_mb_window_all(srv, mb_job):
+    s = srv.tool("output", {"job_id": mb_job, "stdout": "all"}, timeout=60)["stdout"]
+    total = len(SEQ300K)
+    assert s["total_bytes"] == total
+    assert s["bytes"] == MIB and s["offset"] == total - MIB
+    assert s["truncated"] is True and s["dropped_bytes"] == total - MIB
+    assert s["data"].encode() == SEQ300K[-MIB:]
+
+
+def test_mb_window_range_in_middle(srv, mb_job):
+    total = len(SEQ300K)
+    frm = total - MIB // 2
+    s = srv.tool("output", {"job_id": mb_job, "stdout": {"from": frm, "length": 100000}})["stdout"]
+    assert s["offset"] == frm and s["bytes"] == 100000 and s["truncated"] is False
+    assert s["data"].encode() == SEQ300K[frm:frm + 100000]
+
+
+def test_mb_window_dropped_range(srv, mb_job):
+    total = len(SEQ300K)
+    s = srv.tool("output", {"job_id": mb_job, "stdout": {"from": 1000, "length": 50}})["stdout"]
+    assert s["truncated"] is True and s["dropped_bytes"] == total - MIB - 1000
+    assert s["offset"] == total - MIB and s["bytes"] == 50
+    assert s["data"].encode() == SEQ300K[total - MIB:total - MIB + 50]
+
+
+def test_mb_window_tail(srv, mb_job):
+    s = srv.tool("output", {"job_id": mb_job, "stdout": {"tail": 3}})["stdout"]
+    assert s["data"] == "299998\n299999\n300000\n"
+    assert s["truncated"] is False
+
+
+def test_mb_pagination_reassembles(srv, mb_job):
+    total = len(SEQ300K)
+    pos, got = total - MIB, []
+    while pos < total:
+        s = srv.tool("output", {"job_id": mb_job, "stdout": {"from": pos, "length": 150001}}, timeout=60)["stdout"]
+        assert s["offset"] == pos and s["bytes"] > 0
+        got.append(s["data"].encode())
+        pos = s["offset"] + s["bytes"]
+    assert b"".join(got) == SEQ300K[-MIB:]
+
+
+@pytest.mark.parametrize("n,truncated", [(MIB, False), (MIB + 1, True), (MIB - 1, False)],
+                         ids=["exact", "plus-one", "minus-one"])
+def test_mb_window_edges(srv, n, truncated):
+    r = srv.run("seq 1 300000 | head -c %d" % n, timeout=60)
+    s = r["stdout"]
+    assert s["total_bytes"] == n
+    assert s["truncated"] is truncated
+    assert s["bytes"] == min(n, MIB)
+    assert s["data"].encode() == SEQ300K[:n][-MIB:]
+    if truncated:
+        assert s["dropped_bytes"] == n - MIB
+
+
+# ==========================================================================
+# Character alignment and pagination
+# ==========================================================================
+
+MB_TEXT = "aé€😀b"  # 61 | c3 a9 | e2 82 ac | f0 9f 98 80 | 62
+
+
+@pytest.fixture(scope="module")
+def mb_text_job(srv):
+    jid = srv.job("printf '%%s' %s | base64 -d" % b64(MB_TEXT.encode()))
+    srv.until_done(jid)
+    yield jid
+    srv.collect(jid)
+
+
+@pytest.mark.parametrize("frm,length,unaligned,offset,nbytes,data", [
+    (0, 1, None, 0, 1, "a"),
+    (1, 1, None, 1, 2, "é"),
+    (2, 1, None, 1, 2, "é"),
+    (2, 2, None, 1, 5, "é€"),
+    (3, 3, None, 3, 3, "€"),
+    (4, None, None, 3, 8, "€😀b"),
+    (7, 1, None, 6, 4, "😀"),
+    (8, 1, False, 6, 4, "😀"),
+    (9, 2, None, 6, 5, "😀b"),
+    (5, 2, None, 3, 7, "€😀"),
+    (2, 1, True, 2, 1, "\ufffd"),
+    (0, 2, True, 0, 2, "a\ufffd"),
+    (0, 3, True, 0, 3, "aé"),
+], ids=["ascii", "end-in-2byte", "start-in-2byte", "both-ends", "exact-3byte", "open-end",
+        "inside-4byte", "explicit-aligned", "4byte-then-ascii", "last-byte-of-3byte",
+        "unaligned-cont", "unaligned-split", "unaligned-whole"])
+def test_alignment(srv, mb_text_job, frm, length, unaligned, offset, nbytes, data):
+    spec = {"from": frm}
+    if length is not None:
+        spec["length"] = length
+    if unaligned is not None:
+        spec["unaligned"] = unaligned
+    s = srv.tool("output", {"job_id": mb_text_job, "stdout": spec})["stdout"]
+    assert (s["offset"], s["bytes"], s["data"]) == (offset, nbytes, data)
+    assert s["total_bytes"] == 11
+
+
+@pytest.mark.parametrize("start", [6, 7, 8, 9])
+def test_alignment_every_byte_of_4byte_char(srv, mb_text_job, start):
+    s = srv.tool("output", {"job_id": mb_text_job, "stdout": {"from": start, "length": 1}})["stdout"]
+    assert s["offset"] == 6 and s["bytes"] == 4 and s["data"] == "😀"
+
+
+def _mixed_text(n, seed):
+    rnd = random.Random(seed)
+    alphabet = ["a", "Z", "\n", "é", "ß", "€", "中", "😀", "𝄞", "\u0000"]
+    return "".join(rnd.choice(alphabet) for _ in range(n))
+
+
+@pytest.mark.parametrize("length", [1, 3, 7, 64])
+def test_paginate_multibyte_stream_to_end(srv, length):
+    text = _mixed_text(700, seed=length)
+    raw = text.encode()
+    jid = srv.job("printf '%%s' %s | base64 -d" % b64(raw))
+    srv.until_done(jid)
+    try:
+        pos, pieces, pages = 0, [], 0
+        while True:
+            s = srv.tool("output", {"job_id": jid, "stdout": {"from": pos, "length": length}})["stdout"]
+            assert s["offset"] == pos, "pages must be contiguous: %r" % s
+            assert s["truncated"] is False
+            if s["bytes"] == 0:
+                break
+            assert len(s["data"].encode()) == s["bytes"]
+            assert s["bytes"] >= min(length, len(raw) - pos)
+            pieces.append(s["data"])
+            pos = s["offset"] + s["bytes"]
+            pages += 1
+            assert pages <= len(raw) + 1
+        assert pos == len(raw) == s["total_bytes"]
+        assert "".join(pieces).encode() == raw
+    finally:
+        srv.collect(jid)
+
+
+def test_stdin_utf8_roundtrip_via_input(srv):
+    text = _mixed_text(2000, seed=99)
+    jid = srv.job("cat")
+    srv.tool("input", {"job_id": jid, "data": text, "close": True})
+    r = srv.collect(jid)
+    assert r["stdout"]["data"] == text
+    assert r["stdout"]["bytes"] == len(text.encode()) == r["stdout"]["total_bytes"]
+
+
+# ==========================================================================
+# Binary torture
+# ==========================================================================
+
+def test_nul_bytes_kept(srv):
+    r = srv.run("printf 'a\\000b\\000\\000c'")
+    assert r["stdout"]["data"] == "a\x00b\x00\x00c"
+    assert r["stdout"]["bytes"] == 6 and r["stdout"]["total_bytes"] == 6
+
+
+def test_invalid_utf8_replaced_but_counted_raw(srv):
+    raw = b"A\xff\xfeB\xc3C\xe2\x82D"
+    r = srv.run("printf '%%s' %s | base64 -d" % b64(raw))
+    s = r["stdout"]
+    assert s["bytes"] == len(raw) and s["total_bytes"] == len(raw)
+    data = s["data"]
+    assert "\ufffd" in data
+    assert data.replace("\ufffd", "") == "ABCD"
+
+
+def test_all_byte_values(srv):
+    raw = bytes(range(256)) * 4
+    r = srv.run("printf '%%s' %s | base64 -d" % b64(raw))
+    s = r["stdout"]
+    assert s["bytes"] == 1024 and s["total_bytes"] == 1024
+    assert s["data"].startswith("".join(chr(i) for i in range(128)))
+    assert set(s["data"]) <= set(chr(i) for i in range(128)) | {"\ufffd"}
+
+
+def test_invalid_utf8_offsets_paginate(srv):
+    raw = b"\xff" * 10 + "é".encode() + b"\x80\x80xyz"
+    jid = srv.job("printf '%%s' %s | base64 -d" % b64(raw))
+    srv.until_done(jid)
+    try:
+        pos, total_bytes = 0, 0
+        while True:
+            s = srv.tool("output", {"job_id": jid, "stdout": {"from": pos, "length": 3}})["stdout"]
+            if s["bytes"] == 0:
+                break
+            assert s["offset"] == pos
+            total_bytes += s["bytes"]
+            pos += s["bytes"]
+        assert total_bytes == len(raw)
+    finally:
+        srv.collect(jid)
+
+
+def test_base64_fidelity_random_binary(srv):
+    raw = random.Random(7).randbytes(96 * 1024) if hasattr(random.Random, "randbytes") \
+        else bytes(random.Random(7).getrandbits(8) for _ in range(96 * 1024))
+    enc = b64(raw)
+    r = srv.run("base64 -d | base64 | tr -d '\\n'", stdin=enc, close_stdin=True, timeout=60)
+    assert r["stdout"]["data"] == enc
+    r2 = srv.run("base64 -d", stdin=enc, close_stdin=True, timeout=60)
+    assert r2["stdout"]["total_bytes"] == len(raw) and r2["stdout"]["bytes"] == len(raw)
+    r3 = srv.run("base64 -d | wc -c", stdin=enc, close_stdin=True, timeout=60)
+    assert r3["stdout"]["data"].strip() == str(len(raw))
+
+
+def test_binary_on_stderr(srv):
+    raw = b"\x00\x01\xfe\xff\n"
+    r = srv.run("printf '%%s' %s | base64 -d >&2; exit 1" % b64(raw))
+    assert r["stderr"]["bytes"] == 5 and r["stderr"]["data"].startswith("\x00\x01")
+
+
+# ==========================================================================
+# input
+# ==========================================================================
+
+def test_input_200kb(srv):
+    data = "0123456789abcdef" * (200 * 1024 // 16)
+    jid = srv.job("wc -c")
+    st = srv.tool("input", {"job_id": jid, "data": data, "close": True}, timeout=60)
+    assert st["job_id"] == jid and st["state"] in ("running", "success")
+    r = srv.collect(jid)
+    assert r["stdout"]["data"].strip() == str(200 * 1024)
+
+
+def test_input_returns_status_object(srv):
+    jid = srv.job("cat >/dev/null")
+    st = srv.tool("input", {"job_id": jid, "data": "hello"})
+    assert st == {"job_id": jid, "state": "running"}
+    srv.tool("input", {"job_id": jid, "data": "", "close": True})
+    assert srv.collect(jid)["state"] == "success"
+
+
+def test_input_after_close(srv):
+    jid = srv.job("cat >/dev/null; exec sleep 300")
+    srv.tool("input", {"job_id": jid, "data": "x", "close": True})
+    try:
+        assert "already closed" in srv.tool_err("input", {"job_id": jid, "data": "y"})
+    finally:
+        srv.cleanup(jid)
+
+
+def test_input_after_close_stdin_at_execute(srv):
+    jid = srv.job("exec sleep 300", stdin="abc", close_stdin=True)
+    try:
+        assert "already closed" in srv.tool_err("input", {"job_id": jid, "data": "y"})
+    finally:
+        srv.cleanup(jid)
+
+
+def test_input_to_finished_job(srv):
+    jid = srv.job("true")
+    srv.until_done(jid)
+    assert "no longer running" in srv.tool_err("input", {"job_id": jid, "data": "late"})
+    srv.collect(jid)
+
+
+def test_input_blocked_write_is_cancellable(srv):
+    jid = srv.job("exec sleep 300")
+    try:
+        rid = srv.tool_start("input", {"job_id": jid, "data": "z" * (4 * MIB)})
+        srv.roundtrip()
+        assert srv.status(jid)["state"] == "running"
+        assert not srv.has_response(rid), "a 4 MiB write to a non-reader cannot have completed"
+        srv.cancel(rid)
+        msg = srv.response(rid)
+        assert msg["error"]["code"] == -32800
+        assert srv.status(jid)["state"] == "running"
+    finally:
+        srv.cleanup(jid)
+
+
+# ==========================================================================
+# kill
+# ==========================================================================
+
+@pytest.mark.parametrize("sig,num,word", [
+    (None, 15, "terminated"), ("TERM", 15, "terminated"), ("SIGTERM", 15, "terminated"),
+    ("15", 15, "terminated"), ("KILL", 9, "killed"), ("SIGKILL", 9, "killed"), ("9", 9, "killed"),
+    ("HUP", 1, "hangup"), ("INT", 2, "interrupt"),
+])
+def test_kill_signals(srv, sig, num, word):
+    jid = srv.job("exec sleep 300")
+    args = {"job_id": jid}
+    if sig is not None:
+        args["signal"] = sig
+    r = srv.tool("kill", args)
+    assert r["job_id"] == jid and r["terminated"] is True
+    assert r["signal_sent"] == num
+    assert not r.get("escalated")
+    res = r["result"]
+    assert res["job_id"] == jid and res["state"] == "error"
+    assert res["exit_code"] == -1 and res["signal"] == word
+    assert "unknown job_id" in srv.tool_err("status", {"job_id": jid})
+
+
+def test_kill_unknown_signal(srv, idle_job):
+    assert "unknown signal" in srv.tool_err("kill", {"job_id": idle_job, "signal": "SIGNOPE"})
+    assert srv.status(idle_job)["state"] == "running"
+
+
+def test_kill_whole_tree(srv):
+    jid = srv.job("sleep 300 & echo $!; sleep 300 & echo $!; wait")
+    out = srv.poll_output(jid, lambda d: d.count("\n") == 2)
+    pids = [int(x) for x in out["stdout"]["data"].split()]
+    r = srv.tool("kill", {"job_id": jid})
+    assert r["terminated"] is True
+    for p in pids:
+        assert srv.proc_state(p) == "gone"
+
+
+def test_kill_term_ignoring_tree_survives(srv):
+    jid = srv.job("trap '' TERM; sleep 300 & echo $$ $!; wait")
+    out = srv.poll_output(jid, lambda d: d.endswith("\n"))
+    shell_pid, child_pid = out["stdout"]["data"].split()
+    try:
+        t0 = time.monotonic()
+        r = srv.tool("kill", {"job_id": jid, "signal": "TERM", "timeout": 0.5})
+        assert time.monotonic() - t0 < 5 + SLACK
+        assert r["terminated"] is False
+        assert r["signal_sent"] == 15
+        assert "state" in r and "result" not in r
+        detail = r["detail"]
+        assert isinstance(detail, str) and detail
+        assert child_pid in detail or "sleep" in detail, "detail does not name the survivor: %r" % detail
+        assert srv.status(jid)["state"] == "running"
+        assert jid in srv.list_ids()
+    finally:
+        r = srv.tool("kill", {"job_id": jid, "signal": "KILL"})
+    assert r["terminated"] is True and r["result"]["signal"] == "killed"
+    assert srv.proc_state(int(child_pid)) == "gone"
+
+
+def test_kill_assured_escalates(srv):
+    jid = srv.job(TERM_IGNORING_TREE)
+    srv.poll_output(jid, lambda d: d == "up\n")
+    r = srv.tool("kill", {"job_id": jid, "signal": "ASSURED", "timeout": 0.5})
+    assert r["terminated"] is True
+    assert r["escalated"] is True
+    assert r["signal_sent"] == 9
+    assert r["result"]["exit_code"] == -1 and r["result"]["signal"] == "killed"
+    assert "unknown job_id" in srv.tool_err("status", {"job_id": jid})
+
+
+def test_kill_assured_without_need_to_escalate(srv):
+    jid = srv.job("exec sleep 300")
+    r = srv.tool("kill", {"job_id": jid, "signal": "ASSURED", "timeout": 5})
+    assert r["terminated"] is True and not r.get("escalated")
+    assert r["signal_sent"] == 15 and r["result"]["signal"] == "terminated"
+
+
+def test_kill_timeout_zero_on_survivor(srv):
+    jid = srv.job(TERM_IGNORING_TREE)
+    srv.poll_output(jid, lambda d: d == "up\n")
+    try:
+        t0 = time.monotonic()
+        r = srv.tool("kill", {"job_id": jid, "signal": "TERM", "timeout": 0})
+        assert time.monotonic() - t0 < 2 + SLACK
+        assert r["terminated"] is False and r["detail"]
+    finally:
+        srv.cleanup(jid)
+
+
+def test_kill_surviving_children_after_shell_died(srv):
+    jid = srv.job("(trap '' TERM; exec sleep 300) & echo $!; wait")
+    out = srv.poll_output(jid, lambda d: d.endswith("\n"))
+    child = int(out["stdout"]["data"])
+    r = srv.tool("kill", {"job_id": jid, "signal": "TERM", "timeout": 0.5})
+    assert r["terminated"] is False
+    assert r["detail"]
+    assert srv.proc_state(child) not in ("gone", "Z")
+    # The shell is dead but the group still has a member: KILL must reach it.
+    r = srv.tool("kill", {"job_id": jid, "signal": "KILL", "timeout": 5})
+    assert r["terminated"] is True
+    assert r["result"]["state"] == "error"
+    assert srv.proc_state(child) == "gone"
+
+
+def test_kill_orphaned_grandchild_of_finished_job(srv):
+    jid = srv.job("sh -c 'sleep 300 >/dev/null 2>&1 & echo $!'")
+    srv.until_done(jid)
+    out = srv.tool("output", {"job_id": jid, "stdout": "all"})
+    grandchild = int(out["stdout"]["data"])
+    assert out["state"] == "success"
+    assert srv.proc_state(grandchild) not in ("gone", "Z")
+    r = srv.tool("kill", {"job_id": jid, "signal": "TERM"})
+    assert r["terminated"] is True
+    assert not r.get("already_terminated")
+    assert r["result"]["state"] == "success" and r["result"]["exit_code"] == 0
+    assert srv.proc_state(grandchild) == "gone"
+
+
+def test_kill_already_terminated(srv):
+    jid = srv.job("echo bye; exit 4")
+    srv.until_done(jid)
+    r = srv.tool("kill", {"job_id": jid})
+    assert r["terminated"] is True and r["already_terminated"] is True
+    assert r["result"]["exit_code"] == 4 and r["result"]["state"] == "error"
+    assert "unknown job_id" in srv.tool_err("status", {"job_id": jid})
+
+
+@pytest.mark.parametrize("round_", range(3))
+def test_concurrent_kill_race_single_delivery(srv, round_):
+    jid = srv.job("exec sleep 300")
+    args = {"job_id": jid, "signal": "TERM", "timeout": 5}
+    a = srv.tool_start("kill", args)
+    b = srv.tool_start("kill", args)
+    ra, rb = srv.tool_response(a), srv.tool_response(b)
+    delivered = [r for r in (ra, rb) if not r.get("isError") and "result" in json.loads(r["content"][0]["text"])]
+    errors = [r for r in (ra, rb) if r.get("isError")]
+    assert len(delivered) == 1, (ra, rb)
+    assert len(errors) == 1 and "unknown job_id" in errors[0]["content"][0]["text"]
+
+
+def test_kill_vs_wait_race_single_delivery(srv):
+    jid = srv.job("exec sleep 300")
+    w = srv.tool_start("wait", {"job_ids": [jid], "timeout": 30})
+    srv.roundtrip()
+    k = srv.tool_start("kill", {"job_id": jid, "signal": "TERM"})
+    rw, rk = srv.tool_response(w), srv.tool_response(k)
+    deliveries = 0
+    losers = []
+    for r, kind in ((rw, "wait"), (rk, "kill")):
+        if r.get("isError"):
+            losers.append(r["content"][0]["text"])
+            continue
+        body = json.loads(r["content"][0]["text"])
+        if kind == "wait":
+            assert body[0]["state"] == "error" and body[0]["signal"] == "terminated"
+        else:
+            assert body["terminated"] is True and body["result"]["signal"] == "terminated"
+        deliveries += 1
+    assert deliveries == 1, (rw, rk)
+    assert len(losers) == 1 and "unknown job_id" in losers[0]
+
+
+def test_two_waits_exactly_one_delivery(srv):
+    jid = srv.job("read x")
+    a = srv.tool_start("wait", {"job_ids": [jid], "timeout": 30})
+    b = srv.tool_start("wait", {"job_ids": [jid], "timeout": 30})
+    srv.roundtrip()
+    srv.tool("input", {"job_id": jid, "data": "go\n"})
+    results = [srv.tool_response(a), srv.tool_response(b)]
+    terminal = 0
+    for r in results:
+        if r.get("isError"):
+            continue
+        for e in json.loads(r["content"][0]["text"]):
+            if e["state"] != "running":
+                terminal += 1
+    assert terminal == 1, results
+
+
+# ==========================================================================
+# Orphans, pipes held by descendants, reaping
+# ==========================================================================
+
+def test_terminal_while_grandchild_holds_pipes(srv):
+    gate = marker()
+    jid = srv.job("(while [ ! -e %s ]; do sleep 0.05; done; echo late) & echo early" % gate)
+    try:
+        st = srv.until_done(jid)
+        assert st["state"] == "success"
+        assert srv.tool("output", {"job_id": jid, "stdout": "all"})["stdout"]["data"] == "early\n"
+        srv.sh("touch %s" % gate)
+        srv.poll_output(jid, lambda d: d == "early\nlate\n")
+    finally:
+        srv.sh("touch %s" % gate)
+        srv.collect(jid)
+        srv.sh("rm -f %s" % gate)
+
+
+def test_blocking_execute_returns_while_orphan_holds_pipes(srv):
+    gate = marker()
+    t0 = time.monotonic()
+    r = srv.run("(while [ ! -e %s ]; do sleep 0.05; done) & echo early" % gate, timeout=20)
+    try:
+        assert r["state"] == "success" and r["stdout"]["data"].startswith("early\n")
+        assert time.monotonic() - t0 < 3 + SLACK
+    finally:
+        srv.sh("touch %s; sleep 0.2; rm -f %s" % (gate, gate))
+
+
+def test_blocking_execute_with_streaming_orphan(srv):
+    t0 = time.monotonic()
+    r = srv.run("echo x; (while :; do echo y; sleep 0.01; done) & echo $! >&2", timeout=20,
+                capture={"on_success": "all"})
+    assert time.monotonic() - t0 < 2.5 + SLACK, "settle window far beyond ~500 ms"
+    assert r["state"] == "success"
+    assert r["stdout"]["data"].startswith("x\n")
+    pid = int(r["stderr"]["data"].strip())
+    srv.sh("kill %d" % pid)
+    srv.wait_proc_gone(pid)
+
+
+def test_orphan_is_reparented_to_server_and_reaped(srv):
+    jid = srv.job("echo $PPID; sh -c 'sleep 300 >/dev/null 2>&1 & echo $!'")
+    out = srv.poll_output(jid, lambda d: d.count("\n") == 2)
+    server_pid, orphan = [int(x) for x in out["stdout"]["data"].split()]
+    srv.until_done(jid)
+    ppid = srv.sh("awk '/^PPid:/{print $2}' /proc/%d/status" % orphan).strip()
+    assert int(ppid) == server_pid, "orphan reparented to %s, not the server %d" % (ppid, server_pid)
+    srv.sh("kill %d" % orphan)
+    srv.wait_proc_gone(orphan)
+    srv.collect(jid)
+
+
+def _zombies_of(s, ppid):
+    out = s.sh("cat /proc/[0-9]*/stat 2>/dev/null | awk '$4 == %d && $3 == \"Z\" {print $1}'" % ppid)
+    return out.split()
+
+
+def test_no_zombies_left_after_churn(srv):
+    server_pid = int(srv.sh("echo $PPID"))
+    for _ in range(20):
+        srv.run("sh -c 'true & true &'; true &")
+    deadline = time.monotonic() + 10
+    while _zombies_of(srv, server_pid):
+        assert time.monotonic() < deadline, "zombies remain: %s" % _zombies_of(srv, server_pid)
+        time.sleep(0.05)
+
+
+# ==========================================================================
+# Bare PID 1
+# ==========================================================================
+
+def test_pid1_server_is_pid_1(pid1_server):
+    assert pid1_server.sh("echo $PPID").strip() == "1"
+
+
+def test_pid1_reaps_orphans(pid1_server):
+    s = pid1_server
+    jid = s.job("sh -c 'sleep 0.3 >/dev/null 2>&1 & echo $!'")
+    st = s.until_done(jid)
+    assert st["state"] == "success"
+    orphan = int(s.tool("output", {"job_id": jid, "stdout": "all"})["stdout"]["data"])
+    s.collect(jid)
+    s.wait_proc_gone(orphan)
+    deadline = time.monotonic() + 10
+    while _zombies_of(s, 1):
+        assert time.monotonic() < deadline, "zombies under PID 1: %s" % _zombies_of(s, 1)
+        time.sleep(0.05)
+
+
+def test_pid1_exit_status_routing(pid1_server):
+    s = pid1_server
+    ids = [s.job("sleep 0.05 & exit 7") for _ in range(60)]
+    ids += [s.job("exit 3") for _ in range(20)]
+    ids += [s.job("(sleep 0.02 &) ; exit 0") for _ in range(20)]
+    want = {j: 7 for j in ids[:60]}
+    want.update({j: 3 for j in ids[60:80]})
+    want.update({j: 0 for j in ids[80:]})
+    got = {}
+    deadline = time.monotonic() + 60
+    while len(got) < len(ids):
+        assert time.monotonic() < deadline
+        pending = [j for j in ids if j not in got]
+        for e in s.tool("wait", {"job_ids": pending, "timeout": 10}, timeout=30):
+            if e["state"] != "running":
+                got[e["job_id"]] = e["exit_code"]
+    assert got == want
+
+
+def test_pid1_signal_death_reported(pid1_server):
+    s = pid1_server
+    jid = s.job("exec sleep 300")
+    r = s.tool("kill", {"job_id": jid, "signal": "HUP"})
+    assert r["terminated"] is True and r["result"]["signal"] == "hangup"
+
+
+def test_pid1_kill_orphaned_grandchild(pid1_server):
+    s = pid1_server
+    jid = s.job("sh -c 'trap \"\" TERM; sleep 300 >/dev/null 2>&1 & echo $!'")
+    s.until_done(jid)
+    grandchild = int(s.tool("output", {"job_id": jid, "stdout": "all"})["stdout"]["data"])
+    r = s.tool("kill", {"job_id": jid, "signal": "ASSURED", "timeout": 0.5})
+    assert r["terminated"] is True and r.get("escalated") is True
+    assert s.proc_state(grandchild) == "gone"
+
+
+def test_pid1_sigterm_graceful_shutdown(pid1_server):
+    s = pid1_server
+    token = uuid.uuid4().hex
+    jid = s.job(TERM_IGNORING_TREE, env={"MCPX_TOKEN": token})
+    s.poll_output(jid, lambda d: d == "up\n")
+    t0 = time.monotonic()
+    s.send_signal(signal.SIGTERM)
+    rc = s.wait_exit(10)
+    assert time.monotonic() - t0 < 5 + SLACK
+    assert rc == 0
+    assert_no_survivors(token)
+
+
+# ==========================================================================
+# list_jobs
+# ==========================================================================
+
+def test_list_jobs_empty(fresh):
+    assert fresh.tool("list_jobs") == {"jobs": []}
+
+
+def test_list_jobs_oldest_first_and_states(fresh):
+    a = fresh.job("exec sleep 300")
+    b = fresh.job("exit 2")
+    c = fresh.job("echo c")
+    fresh.until_done(b)
+    fresh.until_done(c)
+    jobs = fresh.tool("list_jobs")["jobs"]
+    assert [j["job_id"] for j in jobs] == [a, b, c]
+    assert [j["state"] for j in jobs] == ["running", "error", "success"]
+    assert all(set(j) >= {"job_id", "state"} for j in jobs)
+    fresh.collect(b)
+    assert fresh.list_ids() == [a, c]
+    fresh.run("echo blocking")                 # delivered at once: never listed
+    fresh.tool("execute", {"command": "true", "cwd": "/nonexistent/mcpx"})  # start failure
+    assert fresh.list_ids() == [a, c]
+    fresh.cleanup(a)
+    fresh.collect(c)
+    assert fresh.tool("list_jobs") == {"jobs": []}
+
+
+def test_listed_jobs_are_waitable(fresh):
+    ids = [fresh.job("exit %d" % i) for i in range(5)]
+    for j in ids:
+        fresh.until_done(j)
+    listed = fresh.list_ids()
+    assert listed == ids
+    r = fresh.tool("wait", {"job_ids": listed, "timeout": 5})
+    assert [e["exit_code"] for e in r] == [0, 1, 2, 3, 4]
+    assert fresh.list_ids() == []
+
+
+# ==========================================================================
+# Cancellation
+# ==========================================================================
+
+def test_cancel_blocking_execute_tears_down_job(srv):
+    m = marker()
+    rid = srv.tool_start("execute", {"command": "echo $$ > %s; exec sleep 300" % m})
+    deadline = time.monotonic() + 20
+    while True:
+        pid = srv.sh("cat %s 2>/dev/null || true" % m).strip()
+        if pid:
+            break
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+    before = set(srv.list_ids())
+    srv.cancel(rid)
+    msg = srv.response(rid)
+    assert msg["error"]["code"] == -32800
+    assert srv.proc_state(int(pid)) == "gone"
+    assert set(srv.list_ids()) <= before
+    srv.sh("rm -f %s" % m)
+
+
+def test_cancel_blocking_execute_of_term_ignoring_tree(srv):
+    m = marker()
+    rid = srv.tool_start("execute", {"command": "trap '' TERM; sleep 300 & echo $! > %s; wait" % m})
+    deadline = time.monotonic() + 20
+    while True:
+        pid = srv.sh("cat %s 2>/dev/null || true" % m).strip()
+        if pid:
+            break
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+    srv.cancel(rid)
+    msg = srv.response(rid, timeout=30)
+    assert msg["error"]["code"] == -32800
+    assert srv.proc_state(int(pid)) == "gone"
+    srv.sh("rm -f %s" % m)
+
+
+def test_cancelled_execute_never_listed(fresh):
+    m = marker()
+    rid = fresh.tool_start("execute", {"command": "touch %s; exec sleep 300" % m})
+    deadline = time.monotonic() + 20
+    while fresh.run("test -e %s" % m)["exit_code"] != 0:
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+    fresh.cancel(rid)
+    assert fresh.response(rid)["error"]["code"] == -32800
+    assert fresh.tool("list_jobs") == {"jobs": []}
+    fresh.sh("rm -f %s" % m)
+
+
+def test_cancel_execute_blocked_writing_stdin(fresh):
+    m = marker()
+    rid = fresh.tool_start("execute", {"command": "echo $$ > %s; exec sleep 300" % m,
+                                       "stdin": "s" * (4 * MIB), "close_stdin": True})
+    deadline = time.monotonic() + 20
+    while True:
+        pid = fresh.sh("cat %s 2>/dev/null || true" % m).strip()
+        if pid:
+            break
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+    assert not fresh.has_response(rid)
+    fresh.cancel(rid)
+    assert fresh.response(rid)["error"]["code"] == -32800
+    assert fresh.proc_state(int(pid)) == "gone"
+    assert fresh.tool("list_jobs") == {"jobs": []}
+    fresh.sh("rm -f %s" % m)
+
+
+def test_cancel_wait_leaves_job(srv, idle_job):
+    rid = srv.tool_start("wait", {"job_ids": [idle_job], "timeout": 60})
+    srv.roundtrip()
+    srv.cancel(rid)
+    assert srv.response(rid)["error"]["code"] == -32800
+    assert srv.status(idle_job)["state"] == "running"
+
+
+def test_cancel_kill_leaves_job(srv):
+    jid = srv.job(TERM_IGNORING_TREE)
+    srv.poll_output(jid, lambda d: d == "up\n")
+    try:
+        rid = srv.tool_start("kill", {"job_id": jid, "signal": "TERM", "timeout": 60})
+        srv.roundtrip()
+        srv.cancel(rid)
+        assert srv.response(rid)["error"]["code"] == -32800
+        assert srv.status(jid)["state"] == "running"
+        assert jid in srv.list_ids()
+    finally:
+        srv.cleanup(jid)
+
+
+def test_cancel_with_string_request_id(srv, idle_job):
+    rid = "wait-" + uuid.uuid4().hex
+    srv.tool_start("wait", {"job_ids": [idle_job], "timeout": 60}, id=rid)
+    srv.roundtrip()
+    srv.cancel(rid)
+    msg = srv.response(rid)
+    assert msg["id"] == rid and msg["error"]["code"] == -32800
+
+
+def test_double_cancel_single_reply(srv, idle_job):
+    rid = srv.tool_start("wait", {"job_ids": [idle_job], "timeout": 60})
+    srv.roundtrip()
+    srv.cancel(rid)
+    srv.cancel(rid)
+    assert srv.response(rid)["error"]["code"] == -32800
+    srv.cancel(rid)
+    srv.roundtrip()
+    srv.roundtrip()  # a second reply for rid would be recorded as a protocol problem
+
+
+def test_late_cancel_ignored(srv):
+    jid = srv.job("true")
+    srv.until_done(jid)
+    rid = srv.tool_start("wait", {"job_ids": [jid], "timeout": 5})
+    res = srv.tool_response(rid)
+    assert srv.decode(res)[0]["state"] == "success"
+    srv.cancel(rid)
+    srv.roundtrip()
+    assert srv.run("echo fine")["stdout"]["data"] == "fine\n"
+
+
+@pytest.mark.parametrize("bad", ["mismatched", "string-of-number", "null", "object", "array", "missing"])
+def test_cancel_that_does_not_match_is_ignored(srv, idle_job, bad):
+    rid = srv.tool_start("wait", {"job_ids": [idle_job], "timeout": 0.8})
+    srv.roundtrip()
+    if bad == "missing":
+        srv.notify("notifications/cancelled", {"reason": "no id"})
+    else:
+        value = {"mismatched": rid + 100000, "string-of-number": str(rid), "null": None,
+                 "object": {"id": rid}, "array": [rid]}[bad]
+        srv.notify("notifications/cancelled", {"requestId": value})
+    res = srv.tool_response(rid, timeout=20)
+    assert srv.decode(res) == [{"job_id": idle_job, "state": "running"}]
+
+
+def test_cancel_of_cancel_target_by_other_type_keeps_number_id(srv, idle_job):
+    rid_num = srv.new_id()
+    srv.tool_start("wait", {"job_ids": [idle_job], "timeout": 60}, id=rid_num)
+    srv.tool_start("wait", {"job_ids": [idle_job], "timeout": 0.5}, id=str(rid_num))
+    srv.roundtrip()
+    srv.cancel(rid_num)
+    assert srv.response(rid_num)["error"]["code"] == -32800
+    res = srv.tool_response(str(rid_num), timeout=20)
+    assert srv.decode(res) == [{"job_id": idle_job, "state": "running"}]
+
+
+# ==========================================================================
+# Progress
+# ==========================================================================
+
+@pytest.fixture(scope="module")
+def progress_srv(mcp_bin):
+    s = Server(env={"MCP_EXEC_PROGRESS_INTERVAL": "0.2"})
+    yield s
+    assert s.close() == 0, "graceful shutdown must exit with status 0"
+
+
+def _progress_for(s, token):
+    with s._cond:
+        return [(seq, m["params"]) for seq, m in s.notifications
+                if m.get("method") == "notifications/progress"
+                and isinstance(m.get("params"), dict) and m["params"].get("progressToken") == token]
+
+
+@pytest.mark.parametrize("token", ["tok-" + uuid.uuid4().hex[:6], 424242], ids=["string", "integer"])
+def test_progress_during_blocking_execute(progress_srv, token):
+    s = progress_srv
+    gate = marker()
+    rid = s.tool_start("execute", {"command": "while [ ! -e %s ]; do sleep 0.05; done" % gate},
+                       meta={"progressToken": token})
+    s.wait_notifications(lambda m: m.get("method") == "notifications/progress"
+                         and m["params"].get("progressToken") == token, count=3)
+    # Let the job finish only after progress has been observed: deterministic.
+    s.sh("touch %s" % gate)
+    seq, msg = s.response_seq(rid, timeout=30)
+    s.sh("rm -f %s" % gate)
+    assert "result" in msg
+    notes = _progress_for(s, token)
+    assert len(notes) >= 3
+    values = [p["progress"] for _, p in notes]
+    assert values[0] == 1
+    assert all(b > a for a, b in zip(values, values[1:])), values
+    assert all(isinstance(p.get("message"), str) and p["message"] for _, p in notes)
+    assert all(type(p["progressToken"]) is type(token) for _, p in notes)
+    assert all(nseq < seq for nseq, _ in notes), "progress after the response"
+    time.sleep(0.7)  # three intervals: nothing more may arrive for a finished request
+    assert len(_progress_for(s, token)) == len(notes)
+
+
+def test_progress_during_wait(progress_srv):
+    s = progress_srv
+    jid = s.job("exec sleep 300")
+    try:
+        rid = s.tool_start("wait", {"job_ids": [jid], "timeout": 1.0}, meta={"progressToken": "w1"})
+        res = s.tool_response(rid, timeout=20)
+        assert s.decode(res) == [{"job_id": jid, "state": "running"}]
+        assert len(_progress_for(s, "w1")) >= 2
+    finally:
+        s.cleanup(jid)
+
+
+def test_no_progress_without_token(progress_srv):
+    s = progress_srv
+    jid = s.job("exec sleep 300")
+    before = len([1 for _, m in s.notifications if m.get("method") == "notifications/progress"])
+    s.tool("wait", {"job_ids": [jid], "timeout": 0.8})
+    after = len([1 for _, m in s.notifications if m.get("method") == "notifications/progress"])
+    assert after == before
+    s.cleanup(jid)
+
+
+# ==========================================================================
+# Concurrency
+# ==========================================================================
+
+def test_blocking_wait_does_not_delay_other_requests(srv):
+    jid = srv.job("read x; echo got $x")
+    rid = srv.tool_start("wait", {"job_ids": [jid], "timeout": 60})
+    t0 = time.monotonic()
+    srv.roundtrip()
+    assert srv.status(jid)["state"] == "running"
+    srv.result("tools/list")
+    assert srv.run("echo side")["stdout"]["data"] == "side\n"
+    assert time.monotonic() - t0 < 5 + SLACK
+    assert not srv.has_response(rid)
+    srv.tool("input", {"job_id": jid, "data": "it\n"})
+    r = srv.decode(srv.tool_response(rid))
+    assert r[0]["state"] == "success" and r[0]["stdout"]["data"] == "got it\n"
+
+
+def test_blocking_execute_does_not_delay_ping(srv):
+    m = marker()
+    rid = srv.tool_start("execute", {"command": "while [ ! -e %s ]; do sleep 0.05; done; echo released" % m})
+    for _ in range(3):
+        t0 = time.monotonic()
+        srv.roundtrip()
+        assert time.monotonic() - t0 < 2 + SLACK
+    assert not srv.has_response(rid)
+    srv.sh("touch %s" % m)
+    r = srv.decode(srv.tool_response(rid))
+    assert r["stdout"]["data"] == "released\n"
+    srv.sh("rm -f %s" % m)
+
+
+def test_blocking_kill_does_not_delay_status(srv):
+    jid = srv.job(TERM_IGNORING_TREE)
+    srv.poll_output(jid, lambda d: d == "up\n")
+    rid = srv.tool_start("kill", {"job_id": jid, "signal": "ASSURED", "timeout": 2})
+    t0 = time.monotonic()
+    assert srv.status(jid)["state"] == "running"
+    srv.roundtrip()
+    assert time.monotonic() - t0 < 1.5 + SLACK
+    r = srv.decode(srv.tool_response(rid, timeout=30))
+    assert r["terminated"] is True and r["escalated"] is True
+
+
+# ==========================================================================
+# stdout hygiene
+# ==========================================================================
+
+def test_job_output_never_reaches_server_stdout(fresh):
+    fresh.run("echo '{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}'; echo NOISE; echo NOISE >&2; "
+              "printf 'no newline'")
+    fresh.roundtrip()
+    with fresh._cond:
+        assert not fresh.problems and not fresh.null_id
+        assert _idkey(1) not in fresh.responses
+
+
+# ==========================================================================
+# Graceful shutdown
+# ==========================================================================
+
+def _start_shutdown_scenario(s, token):
+    """One nowait TERM-ignoring tree, one in-flight blocking execute, one
+    in-flight wait.  Returns the ids of the in-flight requests."""
+    env = {"MCPX_TOKEN": token}
+    jid = s.job(TERM_IGNORING_TREE, env=env)
+    s.poll_output(jid, lambda d: d == "up\n")
+    m = marker()
+    ex = s.tool_start("execute", {"command": "trap '' TERM; touch %s; sleep 300 & wait" % m, "env": env})
+    deadline = time.monotonic() + 20
+    while s.run("test -e %s" % m)["exit_code"] != 0:
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+    s.sh("rm -f %s" % m)
+    wt = s.tool_start("wait", {"job_ids": [jid], "timeout": 120})
+    s.roundtrip()
+    if TARGET != "container":
+        assert host_pids_with_token(token), "the survivor scan must see the running jobs"
+    return [ex, wt]
+
+
+def _assert_inflight_cancelled(s, ids):
+    for rid in ids:
+        with s._cond:
+            entry = s.responses.pop(_idkey(rid), None)
+        assert entry is not None, "in-flight request %s was never answered" % rid
+        assert entry[1].get("error", {}).get("code") == -32800, entry
+
+
+def test_shutdown_on_stdin_eof(fresh):
+    token = uuid.uuid4().hex
+    inflight = _start_shutdown_scenario(fresh, token)
+    t0 = time.monotonic()
+    fresh.close_stdin()
+    rc = fresh.wait_exit(10 + SLACK)
+    elapsed = time.monotonic() - t0
+    fresh._reader.join(5)
+    assert elapsed < 5 + SLACK, "took %.1fs" % elapsed
+    assert rc == 0
+    _assert_inflight_cancelled(fresh, inflight)
+    assert_no_survivors(token)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP],
+                         ids=["TERM", "INT", "HUP"])
+def test_shutdown_on_signal(fresh, sig):
+    token = uuid.uuid4().hex
+    inflight = _start_shutdown_scenario(fresh, token)
+    t0 = time.monotonic()
+    fresh.send_signal(sig)
+    rc = fresh.wait_exit(10 + SLACK)
+    elapsed = time.monotonic() - t0
+    fresh._reader.join(5)
+    assert elapsed < 5 + SLACK, "took %.1fs" % elapsed
+    assert rc == 0
+    _assert_inflight_cancelled(fresh, inflight)
+    assert_no_survivors(token)
+
+
+def test_shutdown_idle_server_exits_zero(fresh):
+    assert fresh.close() == 0
+
+
+def test_shutdown_with_many_running_jobs(fresh):
+    token = uuid.uuid4().hex
+    for _ in range(20):
+        fresh.job("exec sleep 300", env={"MCPX_TOKEN": token})
+    t0 = time.monotonic()
+    assert fresh.close(10 + SLACK) == 0
+    assert time.monotonic() - t0 < 5 + SLACK
+    assert_no_survivors(token)
+
+
+# ==========================================================================
+# Additional contract details
+# ==========================================================================
+
+def test_server_environment_reaches_jobs(make_server):
+    s = make_server(env={"MCPX_FROM_SERVER": "inherited"})
+    r = s.run('echo "$MCPX_FROM_SERVER/$MCPX_EXTRA"', env={"MCPX_EXTRA": "layered"})
+    assert r["stdout"]["data"] == "inherited/layered\n"
+
+
+def test_default_cwd_is_server_cwd(srv):
+    out = srv.sh("pwd -P; readlink /proc/$PPID/cwd").split("\n")
+    assert out[0] == out[1], out
+
+
+def test_tools_call_without_arguments_member(srv):
+    msg = srv.request("tools/call", {"name": "list_jobs"})
+    assert "result" in msg and not msg["result"].get("isError")
+    assert "jobs" in json.loads(msg["result"]["content"][0]["text"])
+
+
+def test_tools_call_without_params(srv):
+    assert srv.error("tools/call")["code"] == -32602
+
+
+def test_error_reply_echoes_string_id(srv):
+    msg = srv.request("no/such/method", {}, id="req-" + uuid.uuid4().hex)
+    assert msg["error"]["code"] == -32601
+    assert isinstance(msg["id"], str) and msg["id"].startswith("req-")
+
+
+def test_kill_result_carries_capture(srv):
+    jid = srv.job("echo hi; exec sleep 300", capture={"on_error": "stdout"})
+    srv.poll_output(jid, lambda d: d == "hi\n")
+    r = srv.tool("kill", {"job_id": jid})
+    assert r["terminated"] is True
+    assert r["result"]["stdout"]["data"] == "hi\n"
+    assert "stderr" not in r["result"]
+
+
+def test_kill_default_timeout_is_5s(srv):
+    jid = srv.job(TERM_IGNORING_TREE)
+    srv.poll_output(jid, lambda d: d == "up\n")
+    try:
+        t0 = time.monotonic()
+        r = srv.tool("kill", {"job_id": jid, "signal": "TERM"}, timeout=30)
+        elapsed = time.monotonic() - t0
+        assert r["terminated"] is False
+        assert 4.0 <= elapsed < 9.0 + SLACK, elapsed
+    finally:
+        srv.cleanup(jid)
+
+
+def test_progress_during_kill(progress_srv):
+    s = progress_srv
+    jid = s.job(TERM_IGNORING_TREE)
+    s.poll_output(jid, lambda d: d == "up\n")
+    rid = s.tool_start("kill", {"job_id": jid, "signal": "ASSURED", "timeout": 0.8},
+                       meta={"progressToken": "k1"})
+    r = s.decode(s.tool_response(rid, timeout=30))
+    assert r["terminated"] is True and r["escalated"] is True
+    notes = _progress_for(s, "k1")
+    assert len(notes) >= 2
+    assert [p["progress"] for _, p in notes][0] == 1
+
+
+def test_delivery_has_no_settle_delay(srv):
+    times = []
+    for _ in range(9):
+        t0 = time.monotonic()
+        srv.run("true")
+        times.append(time.monotonic() - t0)
+    times.sort()
+    assert times[len(times) // 2] < 0.25 + SLACK, times
+
+
+@pytest.mark.skipif(TARGET == "container", reason="uses a file in /tmp shared with the host")
+def test_slow_client_does_not_stall_capture(fresh):
+    big = fresh.job("seq 1 300000")
+    fresh.until_done(big, timeout=60)
+    gate, done = marker(), marker()
+    jid = fresh.job("while [ ! -e %s ]; do sleep 0.05; done; seq 1 400000; echo fin; touch %s"
+                    % (gate, done))
+    fresh.read_gate.clear()
+    try:
+        pending = [fresh.tool_start("output", {"job_id": big, "stdout": "all"}) for _ in range(12)]
+        open(gate, "w").close()
+        deadline = time.monotonic() + 30
+        while not os.path.exists(done):
+            assert time.monotonic() < deadline, "job output capture stalled behind a slow client"
+            time.sleep(0.05)
+    finally:
+        fresh.read_gate.set()
+    for rid in pending:
+        fresh.tool_response(rid, timeout=60)
+    r = fresh.collect(jid)
+    assert r["stdout"]["total_bytes"] == len(seq_bytes(400000)) + 4
+    assert r["stdout"]["data"].endswith("400000\nfin\n")
+    fresh.collect(big)
+    for f in (gate, done):
+        os.unlink(f)
+
+
+def test_shutdown_answers_blocked_input_with_32800(fresh):
+    token = uuid.uuid4().hex
+    sink = fresh.job("exec sleep 300", env={"MCPX_TOKEN": token})
+    rid = fresh.tool_start("input", {"job_id": sink, "data": "z" * (4 * MIB)})
+    fresh.roundtrip()
+    assert not fresh.has_response(rid)
+    fresh.close_stdin()
+    assert fresh.wait_exit(10 + SLACK) == 0
+    fresh._reader.join(5)
+    _assert_inflight_cancelled(fresh, [rid])
+    assert_no_survivors(token)
