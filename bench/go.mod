@@ -1,0 +1,3 @@
+module mcp-exec/bench
+
+go 1.26.8

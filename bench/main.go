@@ -1,0 +1,425 @@
+// Command bench measures mcp-exec against the physical floors it is compared
+// to, in the same run, and prints each figure with its floor and ratio.
+//
+//	go run ./bench -bin ./mcp-exec        (from the bench directory: go run . -bin ../mcp-exec)
+//
+// The machines are shared and noisy, so targets are ratios of medians.
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+var (
+	binPath = flag.String("bin", "./mcp-exec", "the mcp-exec binary")
+	rounds  = flag.Int("rounds", 300, "execute round trips (and bare spawns) to time")
+	only    = flag.String("only", "", "run only rows whose name contains this")
+	jsonOut = flag.String("json", "", "also write the rows as JSON to this file")
+)
+
+// row is one line of the report.
+type row struct {
+	Name   string  `json:"name"`
+	Value  float64 `json:"value"`
+	Floor  float64 `json:"floor"`
+	Unit   string  `json:"unit"`
+	Ratio  float64 `json:"ratio"`
+	Target string  `json:"target"`
+	Pass   bool    `json:"pass"`
+}
+
+func main() {
+	flag.Parse()
+	bin, err := filepath.Abs(*binPath)
+	check(err)
+	type bench struct {
+		name string
+		run  func(bin string) row
+	}
+	benches := []bench{
+		{"execute round trip", benchRoundTrip},
+		{"capture throughput", benchThroughput},
+		{"memory", benchMemory},
+		{"startup", benchStartup},
+		{"idle cost", benchIdle},
+		{"delivery delay", benchDelivery},
+		{"wait fan-in", benchFanIn},
+		{"list_jobs", benchListJobs},
+	}
+	var rows []row
+	fmt.Printf("%-20s %14s %14s %8s  %-10s %s\n", "figure", "mcp-exec", "floor", "ratio", "target", "")
+	failed := false
+	for _, b := range benches {
+		if *only != "" && !strings.Contains(b.name, *only) {
+			continue
+		}
+		r := b.run(bin)
+		r.Name = b.name
+		rows = append(rows, r)
+		verdict := "ok"
+		if !r.Pass {
+			verdict, failed = "MISSED", true
+		}
+		fmt.Printf("%-20s %12.3f%-2s %12.3f%-2s %8.3f  %-10s %s\n", r.Name, r.Value, r.Unit, r.Floor, r.Unit, r.Ratio, r.Target, verdict)
+	}
+	if *jsonOut != "" {
+		b, _ := json.MarshalIndent(rows, "", "  ")
+		check(os.WriteFile(*jsonOut, b, 0o644))
+	}
+	if failed {
+		os.Exit(1)
+	}
+}
+
+func check(err error) {
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(2)
+	}
+}
+
+// server is one running mcp-exec driven over its stdio.
+type server struct {
+	cmd *exec.Cmd
+	in  io.WriteCloser
+	out *bufio.Reader
+	mu  sync.Mutex // guards next and waiting
+	// waiting carries each reply to its caller by id.
+	waiting map[int]chan map[string]any
+	next    int
+}
+
+func startServer(bin string, env ...string) *server {
+	s := launch(bin, env...)
+	go s.readLoop()
+	s.call("initialize", map[string]any{"protocolVersion": "2025-11-25", "capabilities": map[string]any{}, "clientInfo": map[string]any{"name": "bench", "version": "1"}})
+	return s
+}
+
+// launch starts the server without a reader; startServer adds one.
+func launch(bin string, env ...string) *server {
+	cmd := exec.Command(bin)
+	// Jobs use the same shell as the floors they are compared with.
+	cmd.Env = append(append(os.Environ(), "SHELL=/bin/sh"), env...)
+	cmd.Stderr = os.Stderr
+	in, err := cmd.StdinPipe()
+	check(err)
+	outPipe, err := cmd.StdoutPipe()
+	check(err)
+	check(cmd.Start())
+	return &server{cmd: cmd, in: in, out: bufio.NewReaderSize(outPipe, 1<<20), waiting: map[int]chan map[string]any{}}
+}
+
+func (s *server) readLoop() {
+	for {
+		line, err := s.out.ReadBytes('\n')
+		if err != nil {
+			return
+		}
+		var msg map[string]any
+		if json.Unmarshal(line, &msg) != nil {
+			continue
+		}
+		id, ok := msg["id"].(float64)
+		if !ok {
+			continue
+		}
+		s.mu.Lock()
+		ch := s.waiting[int(id)]
+		delete(s.waiting, int(id))
+		s.mu.Unlock()
+		if ch != nil {
+			ch <- msg
+		}
+	}
+}
+
+// send writes a request and returns the channel its reply arrives on.
+func (s *server) send(method string, params any) chan map[string]any {
+	s.mu.Lock()
+	s.next++
+	id := s.next
+	ch := make(chan map[string]any, 1)
+	s.waiting[id] = ch
+	s.mu.Unlock()
+	b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "method": method, "params": params})
+	_, err := s.in.Write(append(b, '\n'))
+	check(err)
+	return ch
+}
+
+func (s *server) call(method string, params any) map[string]any {
+	select {
+	case r := <-s.send(method, params):
+		return r
+	case <-time.After(10 * time.Minute):
+		check(fmt.Errorf("%s: no reply within 10 minutes", method))
+	}
+	return nil
+}
+
+// tool calls a tool and decodes its JSON text.
+func (s *server) tool(name string, args map[string]any) any {
+	return decodeTool(s.call("tools/call", map[string]any{"name": name, "arguments": args}))
+}
+
+func decodeTool(r map[string]any) any {
+	res, ok := r["result"].(map[string]any)
+	if !ok {
+		check(fmt.Errorf("error reply: %v", r))
+	}
+	text := res["content"].([]any)[0].(map[string]any)["text"].(string)
+	if res["isError"] == true {
+		check(fmt.Errorf("tool error: %s", text))
+	}
+	var v any
+	check(json.Unmarshal([]byte(text), &v))
+	return v
+}
+
+func (s *server) stop() {
+	s.in.Close()
+	_ = s.cmd.Wait()
+}
+
+// rssKiB reads the resident set of pid.
+func rssKiB(pid int) float64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	check(err)
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(line, "VmRSS:") {
+			f := strings.Fields(line)
+			n, _ := strconv.ParseFloat(f[1], 64)
+			return n
+		}
+	}
+	return 0
+}
+
+// cpuTime reads utime+stime of pid.
+func cpuTime(pid int) time.Duration {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	check(err)
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
+	ut, _ := strconv.ParseInt(f[11], 10, 64)
+	st, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(ut+st) * time.Second / 100 // USER_HZ
+}
+
+func median(d []time.Duration) time.Duration {
+	sort.Slice(d, func(i, j int) bool { return d[i] < d[j] })
+	return d[len(d)/2]
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+func benchRoundTrip(bin string) row {
+	// A lean client: requests are prepared bytes and replies are read on
+	// this goroutine, so the figure is the server's, not JSON's or a
+	// goroutine hand-off's in the harness.
+	s := launch(bin)
+	defer s.stop()
+	var ours, bare []time.Duration
+	for i := 0; i < *rounds; i++ { // interleaved, so drift hits both alike
+		req := fmt.Appendf(nil, `{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"execute","arguments":{"command":"true"}}}`+"\n", i)
+		t := time.Now()
+		_, err := s.in.Write(req)
+		check(err)
+		reply, err := s.out.ReadBytes('\n')
+		check(err)
+		ours = append(ours, time.Since(t))
+		if !strings.Contains(string(reply), `\"state\":\"success\"`) {
+			check(fmt.Errorf("unexpected reply: %s", reply))
+		}
+		t = time.Now()
+		check(exec.Command("/bin/sh", "-c", "true").Run())
+		bare = append(bare, time.Since(t))
+	}
+	v, f := median(ours), median(bare)
+	r := float64(v) / float64(f)
+	return row{Value: ms(v), Floor: ms(f), Unit: "ms", Ratio: r, Target: "<= 1.3", Pass: r <= 1.3}
+}
+
+func benchThroughput(bin string) row {
+	const cmd = "head -c 268435456 /dev/zero"
+	s := startServer(bin)
+	defer s.stop()
+	var ours, bare []time.Duration
+	for i := 0; i < 5; i++ {
+		t := time.Now()
+		s.tool("execute", map[string]any{"command": cmd, "capture": map[string]any{"on_success": "none", "on_error": "none"}})
+		ours = append(ours, time.Since(t))
+		t = time.Now()
+		check(exec.Command("/bin/sh", "-c", cmd+" | cat >/dev/null").Run())
+		bare = append(bare, time.Since(t))
+	}
+	mib := 256.0
+	v := mib / median(ours).Seconds()
+	f := mib / median(bare).Seconds()
+	r := v / f
+	return row{Value: v, Floor: f, Unit: "MiB/s", Ratio: r, Target: ">= 0.8", Pass: r >= 0.8}
+}
+
+func benchMemory(bin string) row {
+	s := startServer(bin)
+	defer s.stop()
+	// Warm the runtime with one job so idle RSS includes what any job costs.
+	s.tool("execute", map[string]any{"command": "true"})
+	idle := rssKiB(s.cmd.Process.Pid)
+	var ids []string
+	for i := 0; i < 100; i++ {
+		r := s.tool("execute", map[string]any{"command": "head -c 2097152 /dev/zero; exec sleep 600", "nowait": true})
+		ids = append(ids, r.(map[string]any)["job_id"].(string))
+	}
+	for _, id := range ids { // until every job has written its 2 MB
+		for {
+			r := s.tool("output", map[string]any{"job_id": id, "stdout": map[string]any{"from": 0, "length": 0}})
+			if r.(map[string]any)["stdout"].(map[string]any)["total_bytes"].(float64) >= 2097152 {
+				break
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	used := rssKiB(s.cmd.Process.Pid)
+	for _, id := range ids {
+		s.tool("kill", map[string]any{"job_id": id, "signal": "KILL"})
+	}
+	floor := idle + 100*1024
+	r := used / floor
+	return row{Value: used / 1024, Floor: floor / 1024, Unit: "MiB", Ratio: r, Target: "<= 1.15", Pass: r <= 1.15}
+}
+
+func benchStartup(bin string) row {
+	var ours []time.Duration
+	for i := 0; i < 20; i++ {
+		t := time.Now()
+		s := startServer(bin)
+		ours = append(ours, time.Since(t))
+		s.stop()
+	}
+	v := median(ours)
+	return row{Value: ms(v), Floor: 5, Unit: "ms", Ratio: ms(v) / 5, Target: "<= 5 ms", Pass: v <= 5*time.Millisecond}
+}
+
+func benchIdle(bin string) row {
+	s := startServer(bin)
+	defer s.stop()
+	var ids []string
+	for i := 0; i < 50; i++ {
+		r := s.tool("execute", map[string]any{"command": "exec sleep 600", "nowait": true})
+		ids = append(ids, r.(map[string]any)["job_id"].(string))
+	}
+	time.Sleep(500 * time.Millisecond) // let start-up work finish before measuring
+	before := cpuTime(s.cmd.Process.Pid)
+	time.Sleep(10 * time.Second)
+	used := cpuTime(s.cmd.Process.Pid) - before
+	for _, id := range ids {
+		s.tool("kill", map[string]any{"job_id": id, "signal": "KILL"})
+	}
+	return row{Value: ms(used), Floor: 20, Unit: "ms", Ratio: ms(used) / 20, Target: "<= 20 ms", Pass: used <= 20*time.Millisecond}
+}
+
+func benchDelivery(bin string) row {
+	s := startServer(bin)
+	defer s.stop()
+	stamp, err := os.CreateTemp("", "mcp-exec-bench-*")
+	check(err)
+	stamp.Close()
+	defer os.Remove(stamp.Name())
+	var delays []time.Duration
+	for i := 0; i < 20; i++ {
+		// The shell's last act is to stamp the time; it exits right after.
+		cmd := fmt.Sprintf("echo x; (while :; do echo y; sleep 0.01; done) & date +%%s%%N > %s", stamp.Name())
+		s.tool("execute", map[string]any{"command": cmd})
+		got := time.Now()
+		b, err := os.ReadFile(stamp.Name())
+		check(err)
+		ns, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+		check(err)
+		delays = append(delays, got.Sub(time.Unix(0, ns)))
+	}
+	v := median(delays)
+	return row{Value: ms(v), Floor: 50, Unit: "ms", Ratio: ms(v) / 50, Target: "<= 50 ms", Pass: v <= 50*time.Millisecond}
+}
+
+func benchFanIn(bin string) row {
+	s := startServer(bin)
+	defer s.stop()
+	var ids []string
+	for i := 0; i < 999; i++ {
+		r := s.tool("execute", map[string]any{"command": "exec sleep 600", "nowait": true})
+		ids = append(ids, r.(map[string]any)["job_id"].(string))
+	}
+	var samples []time.Duration
+	for i := 0; i < 5; i++ {
+		reader := s.tool("execute", map[string]any{"command": "read line", "nowait": true}).(map[string]any)["job_id"].(string)
+		all := append(append([]string{}, ids...), reader)
+		waitReply := s.send("tools/call", map[string]any{"name": "wait", "arguments": map[string]any{"job_ids": all, "timeout": 60}})
+		time.Sleep(200 * time.Millisecond) // the wait must be parked before the job ends
+		t := time.Now()
+		s.tool("input", map[string]any{"job_id": reader, "data": "go\n"})
+		decodeTool(<-waitReply)
+		samples = append(samples, time.Since(t))
+	}
+	for _, id := range ids {
+		s.tool("kill", map[string]any{"job_id": id, "signal": "KILL"})
+	}
+	v := median(samples)
+	return row{Value: ms(v), Floor: 20, Unit: "ms", Ratio: ms(v) / 20, Target: "<= 20 ms", Pass: v <= 20*time.Millisecond}
+}
+
+func benchListJobs(bin string) row {
+	s := startServer(bin)
+	defer s.stop()
+	const n = 10000
+	var pending []chan map[string]any
+	for i := 0; i < n; i++ {
+		pending = append(pending, s.send("tools/call", map[string]any{"name": "execute", "arguments": map[string]any{"command": "true", "nowait": true}}))
+		if len(pending) == 200 {
+			for _, ch := range pending {
+				decodeTool(<-ch)
+			}
+			pending = pending[:0]
+		}
+	}
+	for _, ch := range pending {
+		decodeTool(<-ch)
+	}
+	for { // until none is running
+		jobs := s.tool("list_jobs", map[string]any{}).(map[string]any)["jobs"].([]any)
+		running := 0
+		for _, j := range jobs {
+			if j.(map[string]any)["state"] == "running" {
+				running++
+			}
+		}
+		if len(jobs) != n {
+			check(fmt.Errorf("list_jobs shows %d jobs, want %d", len(jobs), n))
+		}
+		if running == 0 {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	var samples []time.Duration
+	for i := 0; i < 11; i++ {
+		t := time.Now()
+		s.tool("list_jobs", map[string]any{})
+		samples = append(samples, time.Since(t))
+	}
+	v := median(samples)
+	return row{Value: ms(v), Floor: 50, Unit: "ms", Ratio: ms(v) / 50, Target: "<= 50 ms", Pass: v <= 50*time.Millisecond}
+}
