@@ -727,25 +727,16 @@ func (p *pump) run() {
 }
 
 // pass performs one read and reports whether to go on. The read callback
-// runs inside the poller: on EAGAIN it returns its buffer and, if the child
-// has exited, notes that everything the child wrote has been taken.
+// runs inside the poller. A window that has grown big is read into
+// directly; otherwise the bytes go through a pooled buffer. On EAGAIN the
+// callback keeps no buffer and, if the child has exited, notes that
+// everything the child wrote has been taken.
 func (p *pump) pass(rc syscall.RawConn) bool {
-	var buf *[]byte
 	var n int
 	var rerr error
 	err := rc.Read(func(fd uintptr) bool {
-		if buf == nil {
-			buf = readBuffers.Get().(*[]byte)
-		}
-		for {
-			n, rerr = syscall.Read(int(fd), *buf)
-			if !errors.Is(rerr, syscall.EINTR) {
-				break
-			}
-		}
+		n, rerr = p.readInto(int(fd))
 		if errors.Is(rerr, syscall.EAGAIN) {
-			readBuffers.Put(buf)
-			buf = nil
 			if p.exited.Load() {
 				p.markSettled()
 			}
@@ -753,9 +744,6 @@ func (p *pump) pass(rc syscall.RawConn) bool {
 		}
 		return true
 	})
-	if buf != nil {
-		defer readBuffers.Put(buf)
-	}
 	switch {
 	case errors.Is(err, os.ErrDeadlineExceeded):
 		// settle's wake-up: look at the pipe again with no deadline.
@@ -764,10 +752,37 @@ func (p *pump) pass(rc syscall.RawConn) bool {
 	case err != nil, rerr != nil, n <= 0:
 		return false // closed, read error, or EOF
 	}
-	if w := p.sink.Load(); w != nil {
+	return true
+}
+
+// readInto reads once from fd into the sink window: straight into its
+// storage when it offers some, else through a pooled buffer.
+func (p *pump) readInto(fd int) (int, error) {
+	w := p.sink.Load()
+	if w != nil {
+		if span := w.reserve(readBufferBytes); span != nil {
+			n, err := readRetrying(fd, span)
+			w.commit(max(n, 0))
+			return n, err
+		}
+	}
+	buf := readBuffers.Get().(*[]byte)
+	defer readBuffers.Put(buf)
+	n, err := readRetrying(fd, *buf)
+	if n > 0 && w != nil {
 		_, _ = w.Write((*buf)[:n]) // never fails
 	}
-	return true
+	return n, err
+}
+
+// readRetrying is read(2) retried on EINTR.
+func readRetrying(fd int, b []byte) (int, error) {
+	for {
+		n, err := syscall.Read(fd, b)
+		if !errors.Is(err, syscall.EINTR) {
+			return n, err
+		}
+	}
 }
 
 // settle waits, at most until deadline, for the pump to take everything the

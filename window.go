@@ -24,6 +24,9 @@ type window struct {
 	// allocated when first written; only the first grows gradually.
 	chunks [][]byte
 	total  int64 // bytes ever written
+	// hidden is how many of the oldest retained bytes a reservation is
+	// about to overwrite; readers do not see them until the commit.
+	hidden int64
 }
 
 // newWindow returns an empty window that retains at most limit bytes.
@@ -98,7 +101,39 @@ type slice struct {
 
 // span returns the retained range [start, total) under the caller's lock.
 func (w *window) span() (start, total int64) {
-	return max(0, w.total-int64(w.limit)), w.total
+	return max(0, w.total-int64(w.limit)) + w.hidden, w.total
+}
+
+// reserve returns storage for the next bytes of the stream, at most max, so
+// a pump can read straight into the window instead of copying. It returns
+// nil while the window is still small (Write grows it then). The oldest
+// bytes the storage overlaps are hidden from readers until commit. One
+// writer at a time: every reserve must be followed by commit before the next
+// reserve or Write.
+func (w *window) reserve(max int) []byte {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	q := int(w.total % int64(w.limit))
+	i, off := q/windowChunkBytes, q%windowChunkBytes
+	full := min(windowChunkBytes, w.limit-i*windowChunkBytes)
+	if i == 0 && (len(w.chunks) == 0 || len(w.chunks[0]) < full) {
+		return nil // the first chunk grows with the stream: no big storage yet
+	}
+	c := w.room(q, full-off)
+	c = c[:min(len(c), max)]
+	if w.total >= int64(w.limit) {
+		w.hidden = int64(len(c))
+	}
+	return c
+}
+
+// commit records that n bytes were written into the reserved storage and
+// shows readers the window again.
+func (w *window) commit(n int) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.total += int64(n)
+	w.hidden = 0
 }
 
 // at returns the retained byte at absolute offset p. Caller holds w.mu and
