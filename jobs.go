@@ -735,9 +735,12 @@ func (p *pump) pass(rc syscall.RawConn) bool {
 	var n int
 	var rerr error
 	err := rc.Read(func(fd uintptr) bool {
+		// exited is read before the read: an empty pipe proves everything
+		// the shell wrote was taken only if the shell had already exited.
+		exited := p.exited.Load()
 		n, rerr = p.readInto(int(fd))
 		if errors.Is(rerr, syscall.EAGAIN) {
-			if p.exited.Load() {
+			if exited {
 				p.markSettled()
 			}
 			return false

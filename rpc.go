@@ -55,7 +55,11 @@ func readLine(r *bufio.Reader, limit int) ([]byte, error) {
 	var line []byte
 	for {
 		chunk, err := r.ReadSlice('\n')
-		if len(line)+len(chunk) > limit+1 { // +1: the newline itself
+		content := len(line) + len(chunk)
+		if err == nil {
+			content-- // the newline is not part of the line
+		}
+		if content > limit {
 			for errors.Is(err, bufio.ErrBufferFull) {
 				_, err = r.ReadSlice('\n')
 			}

@@ -1500,15 +1500,17 @@ def test_window_exactly_full_not_truncated(small, window_job):
 
 
 @pytest.mark.parametrize("frm,length,offset,nbytes,dropped", [
-    (0, 100, WSTART, 100, WSTART),
+    # dropped_bytes counts the requested bytes that fell below the window start
+    (0, 100, WSTART, 100, 100),
+    (0, None, WSTART, 1000, WSTART),
     (WSTART - 100, 200, WSTART, 200, 100),
     (WSTART - 1, None, WSTART, 1000, 1),
-    (-50, 10, WSTART, 10, WSTART),
+    (-50, 10, WSTART, 10, 10),
     (WSTART, 200, WSTART, 200, None),
     (T1000 - 10, 5, T1000 - 10, 5, None),
     (T1000 - 10, None, T1000 - 10, 10, None),
     (T1000 + 5, 10, T1000, 0, None),
-], ids=["head", "straddle", "one-dropped", "negative", "window-start", "near-end", "to-end", "beyond"])
+], ids=["head", "head-to-end", "straddle", "one-dropped", "negative", "window-start", "near-end", "to-end", "beyond"])
 def test_window_from_math(small, window_job, frm, length, offset, nbytes, dropped):
     spec = {"from": frm}
     if length is not None:
@@ -1613,7 +1615,7 @@ def test_mb_window_range_in_middle(srv, mb_job):
 def test_mb_window_dropped_range(srv, mb_job):
     total = len(SEQ300K)
     s = srv.tool("output", {"job_id": mb_job, "stdout": {"from": 1000, "length": 50}})["stdout"]
-    assert s["truncated"] is True and s["dropped_bytes"] == total - MIB - 1000
+    assert s["truncated"] is True and s["dropped_bytes"] == 50  # all 50 requested bytes are gone
     assert s["offset"] == total - MIB and s["bytes"] == 50
     assert s["data"].encode() == SEQ300K[total - MIB:total - MIB + 50]
 

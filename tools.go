@@ -439,7 +439,7 @@ func parseRangeSpec(obj map[string]json.RawMessage) (streamSpec, error) {
 // int64 saturate.
 func parseInteger(r json.RawMessage) (int64, error) {
 	var n json.Number
-	if json.Unmarshal(r, &n) != nil {
+	if len(r) == 0 || r[0] == '"' || json.Unmarshal(r, &n) != nil { // json.Number would take "3" too
 		return 0, fmt.Errorf("must be an integer, got %s", clip(r))
 	}
 	if i, err := n.Int64(); err == nil {

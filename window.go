@@ -168,7 +168,13 @@ func (w *window) readRange(from, length int64, unaligned bool) slice {
 		from = 0
 	}
 	if from < start {
-		s.truncated, s.dropped = true, start-from
+		// dropped counts the requested bytes that are gone; the read
+		// still serves length bytes from the oldest retained one.
+		s.dropped = start - from
+		if length >= 0 && length < s.dropped {
+			s.dropped = length
+		}
+		s.truncated = s.dropped > 0
 		from = start
 	}
 	if from > total {
