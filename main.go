@@ -44,6 +44,7 @@ type config struct {
 	defaultTimeout   time.Duration // wait's timeout when none is given
 	maxOutputBytes   int           // window size per stream per job
 	progressInterval time.Duration // between progress notifications
+	debug            bool          // serve debug/stats (tests and the soak script)
 	shell            string        // the shell jobs run in
 	baseEnv          []string      // the environment jobs start from
 }
@@ -68,6 +69,15 @@ var configVars = []configVar{
 		}},
 	{"MCP_EXEC_PROGRESS_INTERVAL", "10", "seconds between progress notifications of a blocking call (> 0)",
 		func(c *config, v string) (err error) { c.progressInterval, err = parseSeconds(v, false); return }},
+	{"MCP_EXEC_DEBUG", "0", "1 serves the debug/stats method (goroutines, fds, RSS) for tests and soak runs",
+		func(c *config, v string) error {
+			switch v {
+			case "0", "1":
+				c.debug = v == "1"
+				return nil
+			}
+			return errors.New("must be 0 or 1")
+		}},
 }
 
 // parseSeconds reads a number of seconds; zero is allowed only if zeroOK.

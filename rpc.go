@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"regexp"
+	"runtime"
 	"sync"
 	"time"
 )
@@ -271,6 +272,7 @@ var methods = map[string]methodSpec{
 	"tools/call":                {call: (*conn).callTool},
 	"notifications/initialized": {notification: true, notify: func(*conn, message) {}},
 	"notifications/cancelled":   {notification: true, notify: (*conn).cancelRequest},
+	"debug/stats":               {inline: true, call: (*conn).stats},
 }
 
 // conn serves one client session over a line-oriented byte stream.
@@ -499,6 +501,25 @@ func (c *conn) initialize(_ context.Context, m message) (any, error) {
 		"serverInfo":      map[string]any{"name": "mcp-exec", "version": version},
 		"instructions": "Run shell commands as jobs. execute blocks until exit by default; use nowait:true for long commands, " +
 			"then wait/status/output/input/kill with the job_id. A finished job's result is delivered once, then the job is gone.",
+	}, nil
+}
+
+// stats answers debug/stats when MCP_EXEC_DEBUG=1: what the soak script
+// and the leak tests compare before and after a load.
+func (c *conn) stats(context.Context, message) (any, error) {
+	if !c.cfg.debug {
+		return nil, newError(codeNoMethod, "method not found: debug/stats (set MCP_EXEC_DEBUG=1 to enable it)")
+	}
+	children.mu.Lock()
+	tracked, orphans := len(children.byPid), children.orphans
+	children.mu.Unlock()
+	return map[string]any{
+		"goroutines":     runtime.NumGoroutine(),
+		"open_fds":       countOpenFds(),
+		"rss_kib":        residentKiB(),
+		"jobs":           len(c.reg.list()),
+		"children":       tracked,
+		"orphans_reaped": orphans,
 	}, nil
 }
 

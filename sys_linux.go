@@ -113,6 +113,31 @@ func pipeCloseOnExec() ([2]int, error) {
 	return fds, err
 }
 
+// countOpenFds counts this process's open descriptors (not counting the
+// one used to list them).
+func countOpenFds() int {
+	entries, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return -1
+	}
+	return len(entries) - 1
+}
+
+// residentKiB is this process's resident set size.
+func residentKiB() int {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return -1
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			n, _ := strconv.Atoi(strings.TrimSuffix(strings.TrimSpace(rest), " kB"))
+			return n
+		}
+	}
+	return -1
+}
+
 // enlargePipe asks for a bigger pipe buffer, so a fast writer needs fewer
 // wake-ups; failure only costs speed.
 func enlargePipe(fd uintptr, size int) {

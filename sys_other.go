@@ -2,7 +2,10 @@
 
 package main
 
-import "syscall"
+import (
+	"os"
+	"syscall"
+)
 
 // pipeCloseOnExec creates a pipe whose ends are close-on-exec. Without
 // pipe2, ForkLock keeps a concurrent fork from inheriting them in between.
@@ -37,6 +40,18 @@ func groupMembers(pgid int) []procInfo { return nil }
 
 // descendants needs /proc; without it shutdown relies on group signals.
 func descendants(pid int) []procInfo { return nil }
+
+// countOpenFds counts open descriptors through /dev/fd.
+func countOpenFds() int {
+	entries, err := os.ReadDir("/dev/fd")
+	if err != nil {
+		return -1
+	}
+	return len(entries) - 1
+}
+
+// residentKiB needs /proc; -1 says unknown.
+func residentKiB() int { return -1 }
 
 // enlargePipe has no portable equivalent outside Linux.
 func enlargePipe(fd uintptr, size int) {}

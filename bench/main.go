@@ -208,15 +208,21 @@ func rssKiB(pid int) float64 {
 	return 0
 }
 
-// cpuTime reads utime+stime of pid.
+// cpuTime sums the CPU time of every thread of pid, in nanoseconds
+// (schedstat), since /proc/PID/stat counts in 10 ms ticks.
 func cpuTime(pid int) time.Duration {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
 	check(err)
-	s := string(b)
-	f := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
-	ut, _ := strconv.ParseInt(f[11], 10, 64)
-	st, _ := strconv.ParseInt(f[12], 10, 64)
-	return time.Duration(ut+st) * time.Second / 100 // USER_HZ
+	var sum time.Duration
+	for _, t := range tasks {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/schedstat", pid, t.Name()))
+		if err != nil {
+			continue // the thread just exited
+		}
+		ns, _ := strconv.ParseInt(strings.Fields(string(b))[0], 10, 64)
+		sum += time.Duration(ns)
+	}
+	return sum
 }
 
 func median(d []time.Duration) time.Duration {
