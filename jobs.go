@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -71,14 +72,7 @@ type job struct {
 }
 
 // terminal reports whether the job has finished.
-func (j *job) terminal() bool {
-	select {
-	case <-j.done:
-		return true
-	default:
-		return false
-	}
-}
+func (j *job) terminal() bool { return isClosed(j.done) }
 
 // outcome returns the job's state; for a running job only state is set.
 func (j *job) outcome() outcome {
@@ -249,10 +243,7 @@ func mergeEnv(base []string, overlay map[string]string) []string {
 	}
 	env := make([]string, 0, len(base)+len(overlay))
 	for _, kv := range base {
-		k := kv
-		if i := indexByte(kv, '='); i >= 0 {
-			k = kv[:i]
-		}
+		k, _, _ := strings.Cut(kv, "=")
 		if _, replaced := overlay[k]; !replaced {
 			env = append(env, kv)
 		}
@@ -261,15 +252,6 @@ func mergeEnv(base []string, overlay map[string]string) []string {
 		env = append(env, k+"="+v)
 	}
 	return env
-}
-
-func indexByte(s string, c byte) int {
-	for i := 0; i < len(s); i++ {
-		if s[i] == c {
-			return i
-		}
-	}
-	return -1
 }
 
 // exited runs on the reaper's goroutine when the job's shell has exited. The
