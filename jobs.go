@@ -441,9 +441,11 @@ func (r *registry) kill(w *waiter, id string, plan killPlan) (*job, killOutcome,
 			if err := j.signal(sig); err != nil {
 				return nil, killOutcome{}, err
 			}
-			if plan.wait <= 0 {
-				out.terminated = j.terminal() && !groupAlive(j.pid)
-				break
+			if plan.wait <= 0 { // no waiting: look once, and escalate at once
+				if out.terminated = j.terminal() && !groupAlive(j.pid); out.terminated {
+					break
+				}
+				continue
 			}
 			dead, err := j.awaitDeath(w, time.Now().Add(plan.wait))
 			if err != nil {
@@ -507,13 +509,25 @@ func describeSurvivors(j *job) string {
 	if len(members) > 0 {
 		what = fmt.Sprintf("%d process(es) in group %d survived:", len(members), j.pid)
 		for _, m := range members {
-			what += fmt.Sprintf(" %d (%s, state %s)", m.pid, m.comm, m.state)
-			if m.state == "D" {
-				what += " [uninterruptible sleep: even KILL waits until it unblocks]"
-			}
+			what += fmt.Sprintf(" %d (%s, %s)", m.pid, m.comm, stateWords(m.state))
 		}
 	}
 	return what + "; send signal KILL, use ASSURED, or call kill again with a longer timeout"
+}
+
+// stateWords explains a /proc process state letter for a survivor report.
+func stateWords(state string) string {
+	switch state {
+	case "D":
+		return "uninterruptible sleep: even KILL waits until it unblocks"
+	case "Z":
+		return "exited, not yet reaped by its parent"
+	case "T", "t":
+		return "stopped"
+	case "R":
+		return "running"
+	}
+	return "sleeping"
 }
 
 // teardown terminates the job's tree: TERM, then KILL after grace, and waits
