@@ -508,7 +508,12 @@ func describeSurvivors(j *job) string {
 	}
 	if len(members) > 0 {
 		what = fmt.Sprintf("%d process(es) in group %d survived:", len(members), j.pid)
-		for _, m := range members {
+		const named = 10 // a fork bomb's thousand survivors would drown the rest
+		for i, m := range members {
+			if i == named {
+				what += fmt.Sprintf(" and %d more", len(members)-named)
+				break
+			}
 			what += fmt.Sprintf(" %d (%s, %s)", m.pid, m.comm, stateWords(m.state))
 		}
 	}
