@@ -9,6 +9,9 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"runtime"
+	"runtime/debug"
+	"runtime/metrics"
 	"sort"
 	"strconv"
 	"strings"
@@ -25,6 +28,16 @@ const (
 	shutdownKillDuration = time.Second
 	// shutdownFlushDuration bounds the last write of replies at shutdown.
 	shutdownFlushDuration = 500 * time.Millisecond
+	// trimQuietDuration is how long requests must pause before memory a
+	// burst freed is handed back to the system.
+	trimQuietDuration = time.Second
+	// trimMinBytes is how much must have been allocated since the last
+	// trim for another to be worth a collection.
+	trimMinBytes = 16 << 20
+	// trimRechecks and trimMinFreeBytes bound the looks after a trim: free
+	// heap above the floor is handed back again.
+	trimRechecks     = 5
+	trimMinFreeBytes = 512 << 10
 )
 
 func main() {
@@ -34,6 +47,7 @@ func main() {
 	prepareProcess()
 	out := newWriter(os.Stdout)
 	c := newConn(cfg, out)
+	go trimWhenIdle(c.activity)
 	reason := serveUntilDone(c, out, signals)
 	shutdown(c, out, reason)
 	os.Exit(0)
@@ -310,6 +324,51 @@ func pollableStdin() *os.File {
 	}
 	stdinFile = os.NewFile(0, "stdin")
 	return stdinFile
+}
+
+// trimWhenIdle hands memory a burst of work freed back to the system once
+// requests pause. The runtime would otherwise keep the burst's heap until
+// its next collection, which an idle server may not start for minutes. After
+// the first trim it looks again each quiet second, a few times, because the
+// burst's last frees can land after it. It costs a few collections per burst
+// and nothing while the server is idle.
+func trimWhenIdle(activity <-chan struct{}) {
+	last := readMetric("/gc/heap/allocs:bytes")
+	for range activity {
+		for !quietFor(activity, trimQuietDuration) {
+		}
+		if readMetric("/gc/heap/allocs:bytes")-last < trimMinBytes {
+			continue
+		}
+		runtime.GC() // the first collection only moves sync.Pool buffers to its victim cache
+		debug.FreeOSMemory()
+		for i := 0; i < trimRechecks && quietFor(activity, trimQuietDuration); i++ {
+			if readMetric("/memory/classes/heap/free:bytes") < trimMinFreeBytes {
+				break
+			}
+			debug.FreeOSMemory()
+		}
+		last = readMetric("/gc/heap/allocs:bytes")
+	}
+}
+
+// quietFor waits d and reports whether no activity arrived meanwhile.
+func quietFor(activity <-chan struct{}, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-activity:
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// readMetric reads one uint64 runtime metric.
+func readMetric(name string) uint64 {
+	s := []metrics.Sample{{Name: name}}
+	metrics.Read(s)
+	return s[0].Value.Uint64()
 }
 
 // waitHandlers waits, at most timeout, for running requests to reply.

@@ -1022,7 +1022,7 @@ func TestParseSignal(t *testing.T) {
 	}{
 		{`"TERM"`, syscall.SIGTERM}, {`"SIGTERM"`, syscall.SIGTERM}, {`"term"`, syscall.SIGTERM},
 		{`"KILL"`, syscall.SIGKILL}, {`"SIGKILL"`, syscall.SIGKILL}, {`"sigkill"`, syscall.SIGKILL},
-		{`"9"`, syscall.SIGKILL}, {`9`, syscall.SIGKILL}, {`"15"`, syscall.SIGTERM}, {`" KILL "`, syscall.SIGKILL},
+		{`"9"`, syscall.SIGKILL}, {`"15"`, syscall.SIGTERM}, {`" KILL "`, syscall.SIGKILL},
 		{`"HUP"`, syscall.SIGHUP}, {`"INT"`, syscall.SIGINT}, {`"USR1"`, syscall.SIGUSR1},
 		{`"ASSURED"`, assured}, {`"assured"`, assured},
 	}
@@ -1037,7 +1037,8 @@ func TestParseSignal(t *testing.T) {
 		{`"SIGFOO"`, []string{"unknown signal", "SIGFOO"}},
 		{`""`, []string{"unknown signal"}},
 		{`"0"`, []string{"unknown signal", "0"}},
-		{`0`, []string{"unknown signal", "0"}},
+		{`0`, []string{"string", "0"}},
+		{`9`, []string{"string", "9"}}, // the schema says string: a JSON number is the wrong type
 		{`"-1"`, []string{"unknown signal", "-1"}},
 		{`"99"`, []string{"unknown signal", "99"}},
 		{`true`, []string{"signal", "true"}},

@@ -12,6 +12,7 @@ import (
 	"runtime"
 	"sync"
 	"time"
+	"unicode/utf8"
 )
 
 // This file is the protocol: framing (one JSON value per line), message
@@ -68,6 +69,13 @@ func readLine(r *bufio.Reader, limit int) ([]byte, error) {
 				return nil, err
 			}
 			return nil, errLineTooLong
+		}
+		if cap(line)-len(line) < len(chunk) {
+			// Double explicitly: append's gentler growth would allocate
+			// about five times a long line's size on the way to the cap.
+			grown := make([]byte, len(line), min(max(2*cap(line), len(line)+len(chunk)), limit+1))
+			copy(grown, line)
+			line = grown
 		}
 		line = append(line, chunk...)
 		if errors.Is(err, bufio.ErrBufferFull) {
@@ -150,8 +158,10 @@ func decodeMessage(line []byte) (m message, replyID json.RawMessage, rerr *rpcEr
 // so 2^53+1 survives). null, fractions and exponents are rejected.
 func validID(id json.RawMessage) bool {
 	if len(id) > 0 && id[0] == '"' {
+		// Echoed byte for byte, so it must be valid UTF-8 itself: stdout
+		// carries nothing else.
 		var s string
-		return json.Unmarshal(id, &s) == nil
+		return utf8.Valid(id) && json.Unmarshal(id, &s) == nil
 	}
 	return integerID.Match(id)
 }
@@ -286,11 +296,13 @@ type conn struct {
 	closing  bool                          // shutdown began: no new requests
 
 	handlers sync.WaitGroup // running request goroutines
+	activity chan struct{}  // 1-buffered: a request finished (see trimWhenIdle)
 }
 
 // newConn returns a session that writes replies to out.
 func newConn(cfg *config, out *writer) *conn {
-	return &conn{cfg: cfg, reg: newRegistry(cfg), out: out, inflight: map[string]context.CancelFunc{}}
+	return &conn{cfg: cfg, reg: newRegistry(cfg), out: out, inflight: map[string]context.CancelFunc{},
+		activity: make(chan struct{}, 1)}
 }
 
 // serve reads requests from in until EOF or a read error.
@@ -379,6 +391,10 @@ func (c *conn) start(m message, spec methodSpec) {
 		c.mu.Unlock()
 		cancel()
 		c.out.sendNow(encodeReply(m.id, res, err))
+		select {
+		case c.activity <- struct{}{}:
+		default:
+		}
 	}()
 }
 
@@ -520,8 +536,14 @@ func (c *conn) stats(context.Context, message) (any, error) {
 		"jobs":           len(c.reg.list()),
 		"children":       tracked,
 		"orphans_reaped": orphans,
+		"heap_kib":       memoryKiB("/memory/classes/heap/objects:bytes"),
+		"heap_free_kib":  memoryKiB("/memory/classes/heap/free:bytes"),
+		"runtime_kib":    memoryKiB("/memory/classes/total:bytes") - memoryKiB("/memory/classes/heap/released:bytes"),
 	}, nil
 }
+
+// memoryKiB reads one runtime/metrics memory class, in KiB.
+func memoryKiB(name string) uint64 { return readMetric(name) >> 10 }
 
 // toolResult is the tools/call result shape.
 type toolResult struct {

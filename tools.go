@@ -524,15 +524,12 @@ func parseCapturePolicy(r json.RawMessage) (capturePolicy, error) {
 // assured is the pseudo-signal for TERM-then-KILL.
 const assured = syscall.Signal(-1)
 
-// parseSignal accepts "TERM", "SIGTERM", "term", "15", 15 or "ASSURED".
+// parseSignal accepts "TERM", "SIGTERM", "term", "15" or "ASSURED": a
+// string, as the schema says.
 func parseSignal(r json.RawMessage) (syscall.Signal, error) {
 	var name string
 	if json.Unmarshal(r, &name) != nil {
-		var n int
-		if json.Unmarshal(r, &n) != nil {
-			return 0, fmt.Errorf("must be a signal name or number, got %s", clip(r))
-		}
-		name = strconv.Itoa(n)
+		return 0, fmt.Errorf(`a signal must be a string such as "TERM", "KILL", "9" or "ASSURED", got %s`, clip(r))
 	}
 	up := strings.ToUpper(strings.TrimSpace(name))
 	if up == "ASSURED" {
