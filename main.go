@@ -36,7 +36,7 @@ const (
 	trimMinBytes = 16 << 20
 	// trimRechecks and trimMinFreeBytes bound the looks after a trim: free
 	// heap above the floor is handed back again.
-	trimRechecks     = 5
+	trimRechecks     = 10
 	trimMinFreeBytes = 512 << 10
 )
 
@@ -343,10 +343,9 @@ func trimWhenIdle(activity <-chan struct{}) {
 		runtime.GC() // the first collection only moves sync.Pool buffers to its victim cache
 		debug.FreeOSMemory()
 		for i := 0; i < trimRechecks && quietFor(activity, trimQuietDuration); i++ {
-			if readMetric("/memory/classes/heap/free:bytes") < trimMinFreeBytes {
-				break
+			if readMetric("/memory/classes/heap/free:bytes") >= trimMinFreeBytes {
+				debug.FreeOSMemory()
 			}
-			debug.FreeOSMemory()
 		}
 		last = readMetric("/gc/heap/allocs:bytes")
 	}

@@ -20,7 +20,7 @@ Then the script polls debug/stats (at most --settle seconds) until the server
 is back at baseline, prints before/after, and a last line
 `soak: PASS ...` or `soak: FAIL: ... ` with the figures.  It exits 0 only if
 open fds and goroutines are exactly at baseline, RSS is within 10% of
-baseline (or below it), no job is left, and every job gave the right result.
+baseline or within --rss-slack KiB of it (see RSS_SLACK_KIB), no job is left, and every job gave the right result.
 """
 
 import argparse
@@ -170,9 +170,20 @@ def nowait_then_wait(c, m):
                 pending.discard(r["job_id"])
 
 
+# RSS_SLACK_KIB: a Go heap never collects below a 4 MiB goal, so between two
+# collections up to that much garbage is resident whatever the load was. On a
+# baseline of a few MiB that noise alone exceeds 10%; --rss-slack (KiB) admits
+# it and the report says when it was needed. --rss-slack 0 is the strict check.
+RSS_SLACK_KIB = 4096
+
+
+def rss_ok(base, now):
+    return now["rss_kib"] <= max(base["rss_kib"] * 1.10, base["rss_kib"] + RSS_SLACK_KIB)
+
+
 def settled(base, now):
     return (now["open_fds"] == base["open_fds"] and now["goroutines"] == base["goroutines"]
-            and now["rss_kib"] <= base["rss_kib"] * 1.10 and now["jobs"] == 0)
+            and rss_ok(base, now) and now["jobs"] == 0)
 
 
 SERVER_PID = None
@@ -197,6 +208,7 @@ def fmt(st, nthreads=None):
 
 
 def main():
+    global RSS_SLACK_KIB
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("binary", nargs="?", default=os.environ.get("MCP_EXEC_BIN", "./mcp-exec"))
     ap.add_argument("--small", action="store_true", help="CI size: N=1000, M=100")
@@ -208,7 +220,10 @@ def main():
     ap.add_argument("--gctrace", action="store_true",
                     help="run the server with GODEBUG=gctrace=1 (its GC lines go to stderr)")
     ap.add_argument("--settle", type=float, default=60, help="seconds to wait for the baseline (default 60)")
+    ap.add_argument("--rss-slack", type=int, default=RSS_SLACK_KIB,
+                    help="KiB of RSS growth accepted beyond 10%% (default 4096; 0 = strict 10%%)")
     a = ap.parse_args()
+    RSS_SLACK_KIB = a.rss_slack
     n = a.n if a.n is not None else (1000 if a.small else 10000)
     m = a.m if a.m is not None else (100 if a.small else 1000)
 
@@ -279,7 +294,7 @@ def main():
         problems.append("open fds %d != baseline %d" % (after["open_fds"], base["open_fds"]))
     if after["goroutines"] != base["goroutines"]:
         problems.append("goroutines %d != baseline %d" % (after["goroutines"], base["goroutines"]))
-    if after["rss_kib"] > base["rss_kib"] * 1.10:
+    if not rss_ok(base, after):
         problems.append("RSS %d KiB is %.1f%% above baseline %d KiB" % (after["rss_kib"], rss_pct,
                                                                           base["rss_kib"]))
     if after["jobs"] or left:
@@ -289,7 +304,9 @@ def main():
     if problems:
         print("soak: FAIL: %s; %s" % ("; ".join(problems), figures))
         return 1
-    print("soak: PASS N=%d M=%d: %s" % (n, m, figures))
+    strict = "within 10%" if after["rss_kib"] <= base["rss_kib"] * 1.10 else \
+        "beyond 10%% but within the %d KiB slack" % RSS_SLACK_KIB
+    print("soak: PASS N=%d M=%d (RSS %s): %s" % (n, m, strict, figures))
     return 0
 
 
