@@ -105,7 +105,7 @@ var integerID = regexp.MustCompile(`^-?(0|[1-9][0-9]*)$`)
 // that get no reply at all come back with response set.
 func decodeMessage(line []byte) (m message, replyID json.RawMessage, rerr *rpcError) {
 	null := json.RawMessage("null")
-	trimmed := bytes.TrimSpace(line)
+	trimmed := trimJSONSpace(line)
 	if len(trimmed) > 0 && trimmed[0] == '[' {
 		if !json.Valid(trimmed) {
 			return m, null, newError(codeParse, "parse error: the line is not valid JSON")
@@ -192,7 +192,7 @@ var (
 // error, so no spelling can smuggle a second value past a check; case
 // variants are simply different keys.
 func decodeObject(data []byte) (map[string]json.RawMessage, error) {
-	data = bytes.TrimSpace(data)
+	data = trimJSONSpace(data)
 	if !json.Valid(data) {
 		var v any
 		return nil, json.Unmarshal(data, &v) // the decoder says what is wrong
@@ -223,6 +223,9 @@ func decodeObject(data []byte) (map[string]json.RawMessage, error) {
 	}
 	return obj, nil
 }
+
+// trimJSONSpace trims the four whitespace bytes JSON allows, and no others.
+func trimJSONSpace(b []byte) []byte { return bytes.Trim(b, " \t\r\n") }
 
 // skipSpace returns the index of the first non-space byte at or after i.
 func skipSpace(data []byte, i int) int {
@@ -329,7 +332,7 @@ func (c *conn) serve(in io.Reader) error {
 // handleLine dispatches one line per the methods table.
 func (c *conn) handleLine(line []byte) {
 	line = bytes.TrimRight(line, "\r \t")
-	if len(bytes.TrimSpace(line)) == 0 {
+	if len(trimJSONSpace(line)) == 0 {
 		return
 	}
 	m, replyID, rerr := decodeMessage(line)

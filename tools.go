@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -388,12 +389,8 @@ func parseStreamSpec(r json.RawMessage) (streamSpec, error) {
 	if err != nil {
 		return streamSpec{}, fmt.Errorf(`stream spec must be "none", "all", {"tail": N} or {"from": P, ...}, got %s`, clip(r))
 	}
-	for k := range obj {
-		switch k {
-		case "tail", "from", "length", "unaligned":
-		default:
-			return streamSpec{}, fmt.Errorf("stream spec has unknown key %q", k)
-		}
+	if k := unknownKey(obj, "tail", "from", "length", "unaligned"); k != "" {
+		return streamSpec{}, fmt.Errorf("stream spec has unknown key %q", k)
 	}
 	if t, ok := obj["tail"]; ok {
 		if len(obj) != 1 {
@@ -472,21 +469,35 @@ func parseCaptureSpec(r json.RawMessage) (captureSpec, error) {
 		return captureSpec{}, fmt.Errorf(`capture spec must be a word or {"stdout": ..., "stderr": ...}, got %s`, clip(r))
 	}
 	var c captureSpec
-	for k, v := range obj {
-		var s streamSpec
-		if s, err = parseStreamSpec(v); err != nil {
-			return c, fmt.Errorf("%s: %v", k, err)
-		}
-		switch k {
-		case "stdout":
-			c.stdout = s
-		case "stderr":
-			c.stderr = s
-		default:
-			return c, fmt.Errorf("capture spec has unknown key %q", k)
+	if k := unknownKey(obj, "stdout", "stderr"); k != "" {
+		return c, fmt.Errorf("capture spec has unknown key %q", k)
+	}
+	for _, f := range []struct {
+		key  string
+		spec *streamSpec
+	}{{"stdout", &c.stdout}, {"stderr", &c.stderr}} {
+		if v, ok := obj[f.key]; ok {
+			if *f.spec, err = parseStreamSpec(v); err != nil {
+				return c, fmt.Errorf("%s: %v", f.key, err)
+			}
 		}
 	}
 	return c, nil
+}
+
+// unknownKey returns the first key of obj, in sorted order, that is not
+// allowed, or "" when all are; errors then do not depend on map order.
+func unknownKey(obj map[string]json.RawMessage, allowed ...string) string {
+	var unknown []string
+	for k := range obj {
+		if !slices.Contains(allowed, k) {
+			unknown = append(unknown, k)
+		}
+	}
+	if len(unknown) == 0 {
+		return ""
+	}
+	return slices.Min(unknown)
 }
 
 // parseCapturePolicy parses {on_success, on_error}; a bare capture spec
@@ -501,21 +512,17 @@ func parseCapturePolicy(r json.RawMessage) (capturePolicy, error) {
 		}
 		return capturePolicy{onSuccess: c, onError: c}, nil
 	}
-	for k, v := range obj {
-		if isNull(v) {
-			continue
-		}
-		c, err := parseCaptureSpec(v)
-		if err != nil {
-			return p, fmt.Errorf("%s: %v", k, err)
-		}
-		switch k {
-		case "on_success":
-			p.onSuccess = c
-		case "on_error":
-			p.onError = c
-		default:
-			return p, fmt.Errorf("capture has unknown key %q (use on_success and on_error)", k)
+	if k := unknownKey(obj, "on_success", "on_error"); k != "" {
+		return p, fmt.Errorf("capture has unknown key %q (use on_success and on_error)", k)
+	}
+	for _, f := range []struct {
+		key  string
+		spec *captureSpec
+	}{{"on_success", &p.onSuccess}, {"on_error", &p.onError}} {
+		if v, ok := obj[f.key]; ok && !isNull(v) {
+			if *f.spec, err = parseCaptureSpec(v); err != nil {
+				return p, fmt.Errorf("%s: %v", f.key, err)
+			}
 		}
 	}
 	return p, nil

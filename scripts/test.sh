@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs every test suite: formatting, vet, Go unit tests under the race
-# detector, the pytest e2e suite against the binary and as bare PID 1, the
-# official MCP SDK client check, and the e2e suite in a container. Installs what it can (Debian packages as
+# detector, the fuzz targets briefly, the pytest e2e and fault suites against
+# the binary and as bare PID 1, the official MCP SDK client check, a reduced
+# soak, and the e2e and fault suites in a container. Installs what it can (Debian packages as
 # root); says exactly what is missing otherwise.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -30,16 +31,19 @@ step "build"
 make -s build
 ./mcp-exec --version
 
-step "go test -race"
+step "go test -race (unit tests, transcripts, fuzz corpora)"
 go test -race -count=1 ./...
+
+step "fuzz targets, briefly (scripts/fuzz.sh 600 is the full run)"
+scripts/fuzz.sh "${FUZZ_SECONDS:-5}"
 
 need_pytest
 export MCP_EXEC_BIN="$PWD/mcp-exec"
 step "pytest: binary target"
-MCP_EXEC_TARGET=binary /usr/bin/python3 -m pytest -q -p no:cacheprovider test_mcp_exec.py
+MCP_EXEC_TARGET=binary /usr/bin/python3 -m pytest -q -p no:cacheprovider test_mcp_exec.py test_faults.py
 if [ "$(id -u)" = 0 ] && command -v unshare >/dev/null; then
   step "pytest: bare PID 1 target (unshare --pid)"
-  MCP_EXEC_TARGET=pid1 /usr/bin/python3 -m pytest -q -p no:cacheprovider test_mcp_exec.py
+  MCP_EXEC_TARGET=pid1 /usr/bin/python3 -m pytest -q -p no:cacheprovider test_mcp_exec.py test_faults.py
 else
   echo "skipped: the bare PID 1 target needs root and unshare" >&2
 fi
@@ -47,12 +51,15 @@ fi
 step "official MCP SDK client"
 ./scripts/sdk-check.sh
 
+step "soak, reduced size (scripts/soak.py without --small is the full run)"
+/usr/bin/python3 scripts/soak.py --small ./mcp-exec
+
 # The container target needs podman (or PODMAN=docker) and a Debian mirror
 # for the offline base image. It is required in CI; elsewhere it is skipped
 # with a reason when the machine cannot run containers.
 step "pytest: container target (offline image)"
 if image=$(scripts/offline-image.sh); then
-  MCP_EXEC_TARGET=container MCP_EXEC_IMAGE="$image" /usr/bin/python3 -m pytest -q -p no:cacheprovider test_mcp_exec.py
+  MCP_EXEC_TARGET=container MCP_EXEC_IMAGE="$image" /usr/bin/python3 -m pytest -q -p no:cacheprovider test_mcp_exec.py test_faults.py
 elif [ "${CI:-}" = true ]; then
   echo "the container image could not be built" >&2; exit 1
 else
