@@ -13,8 +13,8 @@ import (
 
 // The reaper is the one owner of child reaping in this process. Nothing else
 // may call wait4/waitid or use os/exec: a second waiter would steal exit
-// statuses (anchors note B4). It collects every child with wait4(-1), routes a
-// job's status to the channel registered at spawn, and simply discards the
+// statuses (anchors note B4). It collects every child with wait4(-1), hands a
+// job's status to the callback registered at spawn, and simply discards the
 // statuses of orphans that were re-parented to us (as PID 1 or subreaper).
 
 // exitStatus is how a child ended.
@@ -32,21 +32,19 @@ type childTable struct {
 	// It is the one lock held across a syscall (fork), and only for that.
 	gate sync.RWMutex
 
-	mu       sync.Mutex               // guards byPid and reaped
-	byPid    map[int]func(exitStatus) // live children and who to tell of their exit
-	reaped   chan struct{}            // closed (and replaced) after each reap batch
-	orphans  int                      // statuses discarded because no job owned them
-	start    sync.Once                // starts the reaper loop
-	sigchld  chan os.Signal           // carries SIGCHLD; 1-buffered, signals coalesce
-	rescanCh chan struct{}            // 1-buffered wake-up for tests and spawners
+	mu      sync.Mutex               // guards byPid, reaped and orphans
+	byPid   map[int]func(exitStatus) // live children and who to tell of their exit
+	reaped  chan struct{}            // closed (and replaced) after each reap batch
+	orphans int                      // statuses discarded because no job owned them
+	start   sync.Once                // starts the reaper loop
+	sigchld chan os.Signal           // carries SIGCHLD; 1-buffered, signals coalesce
 }
 
 // children is the process-wide child table.
 var children = &childTable{
-	byPid:    map[int]func(exitStatus){},
-	reaped:   make(chan struct{}),
-	sigchld:  make(chan os.Signal, 1),
-	rescanCh: make(chan struct{}, 1),
+	byPid:   map[int]func(exitStatus){},
+	reaped:  make(chan struct{}),
+	sigchld: make(chan os.Signal, 1),
 }
 
 // startReaper subscribes to SIGCHLD and starts the reap loop once. spawn calls
@@ -62,10 +60,7 @@ func (t *childTable) startReaper() {
 // every exited child until wait4 reports none ready or no children.
 func (t *childTable) loop() {
 	for {
-		select {
-		case <-t.sigchld:
-		case <-t.rescanCh:
-		}
+		<-t.sigchld
 		if t.reapAll() > 0 {
 			t.mu.Lock()
 			close(t.reaped)
@@ -120,14 +115,6 @@ func (t *childTable) reapedSignal() <-chan struct{} {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return t.reaped
-}
-
-// rescan asks the reaper for a pass without a SIGCHLD.
-func (t *childTable) rescan() {
-	select {
-	case t.rescanCh <- struct{}{}:
-	default:
-	}
 }
 
 // spawnSpec is what spawn needs to start one child.
