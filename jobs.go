@@ -307,7 +307,13 @@ func (r *registry) claim(j *job) bool {
 
 // claimLocked is claim for a caller that holds r.mu.
 func (r *registry) claimLocked(j *job) bool {
-	if !j.terminal() || r.jobs[j.id] != j {
+	return j.terminal() && r.removeLocked(j)
+}
+
+// removeLocked takes j out of the registry and stops keeping its output; it
+// reports false when j was no longer there. Caller holds r.mu.
+func (r *registry) removeLocked(j *job) bool {
+	if r.jobs[j.id] != j {
 		return false
 	}
 	delete(r.jobs, j.id)
@@ -331,11 +337,7 @@ func (j *job) release() {
 func (r *registry) forget(j *job) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.jobs[j.id] == j {
-		delete(r.jobs, j.id)
-		r.order.Remove(j.elem)
-	}
-	j.release()
+	r.removeLocked(j)
 }
 
 // list returns the waitable jobs, oldest first.
