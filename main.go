@@ -286,22 +286,7 @@ func awaitAllGone(jobs []*job, deadline time.Time) bool {
 			return false
 		}
 	}
-	for {
-		reaped := children.reapedSignal()
-		if len(descendants(os.Getpid())) == 0 {
-			return true
-		}
-		left := time.Until(deadline)
-		if left <= 0 {
-			return false
-		}
-		t := time.NewTimer(min(left, 20*time.Millisecond))
-		select {
-		case <-reaped:
-		case <-t.C:
-		}
-		t.Stop()
-	}
+	return awaitProcesses(func() bool { return len(descendants(os.Getpid())) == 0 }, deadline, nil)
 }
 
 // stdinFile keeps the pollable stdin alive: its finalizer would close fd 0.

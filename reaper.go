@@ -204,33 +204,35 @@ func groupAlive(pgid int) bool {
 }
 
 // awaitGroupGone blocks until group pgid has no members, stop is closed, or
-// deadline passes, and reports whether the group is gone. It wakes on every
-// reap batch (members that were our children or were re-parented to us) and
-// otherwise re-checks on a backoff, for members reaped by someone else.
+// deadline passes, and reports whether the group is gone.
 func awaitGroupGone(pgid int, deadline time.Time, stop <-chan struct{}) bool {
+	return awaitProcesses(func() bool { return !groupAlive(pgid) }, deadline, stop)
+}
+
+// awaitProcesses blocks until gone reports true, stop is closed, or deadline
+// passes, and reports gone's last answer. Processes end without telling us
+// directly, so it re-checks on every reap batch (our children and orphans
+// re-parented to us) and otherwise on a backoff, for processes reaped by
+// someone else.
+func awaitProcesses(gone func() bool, deadline time.Time, stop <-chan struct{}) bool {
 	backoff := time.Millisecond
 	for {
 		reaped := children.reapedSignal()
-		if !groupAlive(pgid) {
+		if gone() {
 			return true
 		}
 		left := time.Until(deadline)
 		if left <= 0 {
 			return false
 		}
-		if backoff < left {
-			left = backoff
-		}
-		timer := time.NewTimer(left)
+		timer := time.NewTimer(min(backoff, left))
 		select {
 		case <-reaped:
 		case <-timer.C:
-			if backoff < 64*time.Millisecond {
-				backoff *= 2
-			}
+			backoff = min(2*backoff, 64*time.Millisecond)
 		case <-stop:
 			timer.Stop()
-			return !groupAlive(pgid)
+			return gone()
 		}
 		timer.Stop()
 	}
