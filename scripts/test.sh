@@ -52,7 +52,9 @@ step "official MCP SDK client"
 ./scripts/sdk-check.sh
 
 step "soak, reduced size (scripts/soak.py without --small is the full run)"
-/usr/bin/python3 scripts/soak.py --small ./mcp-exec
+# At this size the baseline is ~6 MiB and RSS between two collections moves by
+# several MiB whatever the load (see scripts/soak.py); the full size is strict.
+/usr/bin/python3 scripts/soak.py --small --rss-slack 8192 ./mcp-exec
 
 # The container target needs podman (or PODMAN=docker) and a Debian mirror
 # for the offline base image. It is required in CI; elsewhere it is skipped
