@@ -271,6 +271,13 @@ def _every_test_is_checked(request):
 def table_idle(table_server):
     """A long-running job of the shared server (its processes predate each case)."""
     jid = table_server.job("exec sleep 600")
+    # Each case snapshots the processes that predate it; the shell must have
+    # become `sleep` first, or a snapshot taken mid-exec misses it and the
+    # case's check would kill the shared job as a leftover.
+    deadline = time.monotonic() + 10
+    while not any(d.startswith("sleep ") for d in token_processes(table_server.token).values()):
+        assert time.monotonic() < deadline, "the shared idle job never became sleep"
+        time.sleep(0.02)
     yield jid
     table_server.cleanup(jid)
 
