@@ -11,7 +11,6 @@ import (
 	"os/signal"
 	"runtime"
 	"runtime/debug"
-	"runtime/metrics"
 	"sort"
 	"strconv"
 	"strings"
@@ -318,21 +317,24 @@ func pollableStdin() *os.File {
 // burst's last frees can land after it. It costs a few collections per burst
 // and nothing while the server is idle.
 func trimWhenIdle(activity <-chan struct{}) {
-	last := readMetric("/gc/heap/allocs:bytes")
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	last := m.TotalAlloc
 	for range activity {
 		for !quietFor(activity, trimQuietDuration) {
 		}
-		if readMetric("/gc/heap/allocs:bytes")-last < trimMinBytes {
+		if runtime.ReadMemStats(&m); m.TotalAlloc-last < trimMinBytes {
 			continue
 		}
 		runtime.GC() // the first collection only moves sync.Pool buffers to its victim cache
 		debug.FreeOSMemory()
 		for i := 0; i < trimRechecks && quietFor(activity, trimQuietDuration); i++ {
-			if readMetric("/memory/classes/heap/free:bytes") >= trimMinFreeBytes {
+			if runtime.ReadMemStats(&m); heapFreeBytes(&m) >= trimMinFreeBytes {
 				debug.FreeOSMemory()
 			}
 		}
-		last = readMetric("/gc/heap/allocs:bytes")
+		runtime.ReadMemStats(&m)
+		last = m.TotalAlloc
 	}
 }
 
@@ -348,12 +350,9 @@ func quietFor(activity <-chan struct{}, d time.Duration) bool {
 	}
 }
 
-// readMetric reads one uint64 runtime metric.
-func readMetric(name string) uint64 {
-	s := []metrics.Sample{{Name: name}}
-	metrics.Read(s)
-	return s[0].Value.Uint64()
-}
+// heapFreeBytes is heap memory free for reuse and not yet returned to the
+// system: what FreeOSMemory would hand back.
+func heapFreeBytes(m *runtime.MemStats) uint64 { return m.HeapIdle - m.HeapReleased }
 
 // waitHandlers waits, at most timeout, for running requests to reply.
 func waitHandlers(c *conn, timeout time.Duration) {

@@ -1455,6 +1455,21 @@ func (cl *rpcClient) recordReply(where string) []byte {
 
 // TestTranscripts replays every testdata/transcripts/*.jsonl against a fresh
 // conn (so job ids start at 1 in each file).
+// TestIntegerIDAfterRegexpRemoval pins the hand-written id check to the
+// grammar the regular expression it replaced accepted: ^-?(0|[1-9][0-9]*)$.
+func TestIntegerIDAfterRegexpRemoval(t *testing.T) {
+	for id, want := range map[string]bool{
+		"0": true, "-0": true, "7": true, "-12": true, "9007199254740993": true,
+		"123456789012345678901234567890": true,
+		"": false, "-": false, "01": false, "-01": false, "+1": false, "1.0": false,
+		"1e3": false, " 1": false, "1 ": false, "--1": false, "null": false, `"1"`: false,
+	} {
+		if got := integerID([]byte(id)); got != want {
+			t.Errorf("integerID(%q) = %v, want %v", id, got, want)
+		}
+	}
+}
+
 func TestTranscripts(t *testing.T) {
 	t.Parallel()
 	paths, err := filepath.Glob(filepath.Join("testdata", "transcripts", "*.jsonl"))
