@@ -1461,7 +1461,7 @@ func TestIntegerIDAfterRegexpRemoval(t *testing.T) {
 	for id, want := range map[string]bool{
 		"0": true, "-0": true, "7": true, "-12": true, "9007199254740993": true,
 		"123456789012345678901234567890": true,
-		"": false, "-": false, "01": false, "-01": false, "+1": false, "1.0": false,
+		"":                               false, "-": false, "01": false, "-01": false, "+1": false, "1.0": false,
 		"1e3": false, " 1": false, "1 ": false, "--1": false, "null": false, `"1"`: false,
 	} {
 		if got := integerID([]byte(id)); got != want {
