@@ -1957,7 +1957,9 @@ def test_kill_timeout_zero_on_survivor(srv):
 
 
 def test_kill_surviving_children_after_shell_died(srv):
-    jid = srv.job("(trap '' TERM; exec sleep 300) & echo $!; wait")
+    # The child prints its pid only once it ignores TERM ($! could be printed
+    # before the subshell ran its trap, and then TERM killed it).
+    jid = srv.job("sh -c 'trap \"\" TERM; echo $$; exec sleep 300' & wait")
     out = srv.poll_output(jid, lambda d: d.endswith("\n"))
     child = int(out["stdout"]["data"])
     r = srv.tool("kill", {"job_id": jid, "signal": "TERM", "timeout": 0.5})
