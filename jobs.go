@@ -101,12 +101,12 @@ type registry struct {
 	jobs    map[string]*job // waitable jobs: running, or finished and not delivered
 	order   *list.List      // the same jobs, oldest first
 	nextID  uint64
-	changed chan struct{} // closed (and replaced) whenever a job finishes
+	changed broadcast // announced whenever a job finishes
 }
 
 // newRegistry returns an empty registry for one session.
 func newRegistry(cfg *config) *registry {
-	return &registry{cfg: cfg, jobs: map[string]*job{}, order: list.New(), changed: make(chan struct{})}
+	return &registry{cfg: cfg, jobs: map[string]*job{}, order: list.New(), changed: newBroadcast()}
 }
 
 // start launches req as a new job and reports whether it started. A job that
@@ -281,8 +281,7 @@ func (r *registry) publish(j *job, st exitStatus) {
 	close(j.done)
 	j.stdin.shut()
 	r.mu.Lock()
-	close(r.changed)
-	r.changed = make(chan struct{})
+	r.changed.announce()
 	r.mu.Unlock()
 }
 
@@ -390,7 +389,7 @@ func (r *registry) claimAmong(ids []string) (map[string]*job, <-chan struct{}, e
 			claimed[id] = j
 		}
 	}
-	return claimed, r.changed, nil
+	return claimed, r.changed.next(), nil
 }
 
 // describeWait says what a blocked wait is waiting for, for progress.

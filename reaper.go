@@ -34,7 +34,7 @@ type childTable struct {
 
 	mu      sync.Mutex               // guards byPid, reaped and orphans
 	byPid   map[int]func(exitStatus) // live children and who to tell of their exit
-	reaped  chan struct{}            // closed (and replaced) after each reap batch
+	reaped  broadcast                // announced after each reap batch
 	orphans int                      // statuses discarded because no job owned them
 	start   sync.Once                // starts the reaper loop
 	sigchld chan os.Signal           // carries SIGCHLD; 1-buffered, signals coalesce
@@ -43,7 +43,7 @@ type childTable struct {
 // children is the process-wide child table.
 var children = &childTable{
 	byPid:   map[int]func(exitStatus){},
-	reaped:  make(chan struct{}),
+	reaped:  newBroadcast(),
 	sigchld: make(chan os.Signal, 1),
 }
 
@@ -63,8 +63,7 @@ func (t *childTable) loop() {
 		<-t.sigchld
 		if t.reapAll() > 0 {
 			t.mu.Lock()
-			close(t.reaped)
-			t.reaped = make(chan struct{})
+			t.reaped.announce()
 			t.mu.Unlock()
 		}
 	}
@@ -114,7 +113,7 @@ func (t *childTable) route(pid int, st exitStatus) {
 func (t *childTable) reapedSignal() <-chan struct{} {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return t.reaped
+	return t.reaped.next()
 }
 
 // spawnSpec is what spawn needs to start one child.
