@@ -662,9 +662,20 @@ func TestWindowMemoryGrowth(t *testing.T) {
 // target takes (FuzzWindow(f, data, cuts []byte, size uint16)): size picks
 // the limit, cuts split data into writes, and after every write a set of
 // reads derived from the inputs must agree with the reference.
+// windowLimitFor maps a test's size to a window limit: sizes below 0xF000
+// are limits of one chunk or less (size+1); the 4096 sizes above step
+// through limits of about one to four chunks, so chunk boundaries and a
+// ring made of several chunks are reachable.
+func windowLimitFor(size uint16) int {
+	if size < 0xF000 {
+		return 1 + int(size)
+	}
+	return windowChunkBytes - 2048 + int(size-0xF000)*48
+}
+
 func diffWindow(t *testing.T, data, cuts []byte, size uint16) {
 	t.Helper()
-	limit := 1 + int(size)%(windowChunkBytes+300)
+	limit := windowLimitFor(size)
 	w, ref := newWindow(limit), &refWindow{limit: limit}
 	check := func(what string, got, want slice) {
 		t.Helper()
@@ -723,9 +734,11 @@ func TestWindowMatchesReference(t *testing.T) {
 	for round := 0; round < 300; round++ {
 		size := sizes[rng.IntN(len(sizes))]
 		if round%50 == 49 {
-			size = uint16(windowChunkBytes + 1 + rng.IntN(200)) // more than one chunk
+			// A ring of one to four chunks. (This once wrapped around
+			// uint16 and only ever made small windows.)
+			size = uint16(0xF000 + rng.IntN(0x1000))
 		}
-		limit := 1 + int(size)%(windowChunkBytes+300)
+		limit := windowLimitFor(size)
 		var data []byte
 		for len(data) < 3*limit+rng.IntN(limit+8) {
 			data = append(data, windowPieces[rng.IntN(len(windowPieces))]...)
