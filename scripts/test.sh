@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs every test suite: formatting, vet, Go unit tests under the race
 # detector, the fuzz targets briefly, the pytest e2e and fault suites against
-# the binary and as bare PID 1, the official MCP SDK client check, a reduced
+# the binary and as bare PID 1, the official MCP SDK client checks (TypeScript and Go), a reduced
 # soak, and the e2e and fault suites in a container. Installs what it can (Debian packages as
 # root); says exactly what is missing otherwise.
 set -euo pipefail
@@ -48,8 +48,9 @@ else
   echo "skipped: the bare PID 1 target needs root and unshare" >&2
 fi
 
-step "official MCP SDK client"
+step "official MCP SDK clients (TypeScript, Go)"
 ./scripts/sdk-check.sh
+./scripts/go-sdk-check.sh
 
 step "soak, reduced size (scripts/soak.py without --small is the full run)"
 # At this size the baseline is ~6 MiB and RSS between two collections moves by
