@@ -530,7 +530,7 @@ func (c *conn) initialize(_ context.Context, m message) (any, error) {
 	}
 	return map[string]any{
 		"protocolVersion": negotiated,
-		"capabilities":    map[string]any{"tools": map[string]any{"listChanged": false}},
+		"capabilities":    map[string]any{"tools": map[string]any{}}, // exactly the wire shape
 		"serverInfo":      map[string]any{"name": "mcp-exec", "version": version},
 		"instructions": "Run shell commands as jobs. execute blocks until exit by default; use nowait:true for long commands, " +
 			"then wait/status/output/input/kill with the job_id. A finished job's result is delivered once, then the job is gone.",

@@ -676,7 +676,7 @@ def idle_job(srv):
 def test_initialize_result_shape(fresh):
     r = fresh.init_result
     assert r["protocolVersion"] == "2025-06-18"
-    assert isinstance(r["capabilities"]["tools"], dict)
+    assert r["capabilities"] == {"tools": {}}, r  # the wire shape, exactly
     assert r["serverInfo"]["name"] == "mcp-exec"
     assert isinstance(r["serverInfo"]["version"], str) and r["serverInfo"]["version"]
 
