@@ -137,9 +137,3 @@ func residentKiB() int {
 	}
 	return -1
 }
-
-// enlargePipe asks for a bigger pipe buffer, so a fast writer needs fewer
-// wake-ups; failure only costs speed.
-func enlargePipe(fd uintptr, size int) {
-	_, _ = unix.FcntlInt(fd, unix.F_SETPIPE_SZ, size) // best effort: the limit may be lower
-}

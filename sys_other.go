@@ -52,6 +52,3 @@ func countOpenFds() int {
 
 // residentKiB needs /proc; -1 says unknown.
 func residentKiB() int { return -1 }
-
-// enlargePipe has no portable equivalent outside Linux.
-func enlargePipe(fd uintptr, size int) {}
