@@ -1483,6 +1483,36 @@ func TestIntegerIDAfterRegexpRemoval(t *testing.T) {
 	}
 }
 
+// TestTextReplyMatchesEncodingJSON checks the hand-built tools/call reply
+// line against encoding the same result with encoding/json, byte for byte,
+// for every ASCII byte, invalid and multi-byte UTF-8 (U+2028/U+2029
+// included) and random bytes.
+func TestTextReplyMatchesEncodingJSON(t *testing.T) {
+	inputs := [][]byte{nil, []byte(`{"a":"b\\c\"d"}`), []byte("\xff\xfe\xe2\x82"), []byte("\u2028\u2029é€😀\x00<>&")}
+	for c := 0; c < 256; c++ {
+		inputs = append(inputs, []byte{'x', byte(c), 'y'})
+	}
+	rng := rand.New(rand.NewPCG(7, 11))
+	for i := 0; i < 500; i++ {
+		b := make([]byte, rng.IntN(64))
+		for j := range b {
+			b[j] = byte(rng.IntN(256))
+		}
+		inputs = append(inputs, b)
+	}
+	id := json.RawMessage(`"x"`)
+	for _, in := range inputs {
+		want := encodeReply(id, toolResult{Content: []textContent{{Type: "text", Text: string(in)}}}, nil)
+		got := textReply(id, in)
+		if !bytes.Equal(got, want) {
+			t.Fatalf("text %q:\n got %s\nwant %s", in, got, want)
+		}
+		if cap(got) != len(got) {
+			t.Errorf("text %q: reply buffer cap %d for %d bytes; the size must be exact", in, cap(got), len(got))
+		}
+	}
+}
+
 func TestTranscripts(t *testing.T) {
 	t.Parallel()
 	paths, err := filepath.Glob(filepath.Join("testdata", "transcripts", "*.jsonl"))

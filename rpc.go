@@ -465,6 +465,9 @@ func encodeReply(id json.RawMessage, result any, err error) []byte {
 	case err != nil:
 		rerr = newError(codeInternal, "internal error: %v", err)
 	default:
+		if text, ok := result.(toolText); ok {
+			return textReply(id, text)
+		}
 		res, merr := marshal(result)
 		if merr == nil {
 			return concat(`{"jsonrpc":"2.0","id":`, id, `,"result":`, res, "}\n")
@@ -561,6 +564,87 @@ func (c *conn) stats(context.Context, message) (any, error) {
 	}, nil
 }
 
+// toolText is a successful tools/call result: one text item holding a JSON
+// document. encodeReply writes it straight into the reply line, so a big
+// result is escaped once into one buffer of the right size instead of
+// passing through a string and a second encoder.
+type toolText []byte
+
+// textReply is the reply line of a toolText result: exactly what encoding
+// the toolResult {content: [{type: "text", text}]} would give.
+func textReply(id json.RawMessage, text []byte) []byte {
+	const (
+		head = `{"jsonrpc":"2.0","id":`
+		open = `,"result":{"content":[{"type":"text","text":"`
+		tail = "\"}]}}\n"
+	)
+	b := make([]byte, 0, len(head)+len(id)+len(open)+quotedLen(text)+len(tail))
+	b = append(append(append(b, head...), id...), open...)
+	b = appendQuoted(b, text)
+	return append(b, tail...)
+}
+
+// quotedLen is how many bytes appendQuoted adds for s.
+func quotedLen(s []byte) int {
+	n := 0
+	for i := 0; i < len(s); {
+		esc, size := jsonEscape(s[i:])
+		if esc == "" {
+			n += size
+		} else {
+			n += len(esc)
+		}
+		i += size
+	}
+	return n
+}
+
+// appendQuoted appends s as the inside of a JSON string, escaped exactly as
+// encoding/json escapes a string without HTML escaping.
+func appendQuoted(b, s []byte) []byte {
+	for i := 0; i < len(s); {
+		esc, size := jsonEscape(s[i:])
+		if esc == "" {
+			b = append(b, s[i:i+size]...)
+		} else {
+			b = append(b, esc...)
+		}
+		i += size
+	}
+	return b
+}
+
+// jsonEscape says how the character that starts s is written inside a JSON
+// string: esc is its escape, or "" when its size bytes are copied as they
+// are. Quote, backslash and control characters are escaped, invalid UTF-8
+// becomes U+FFFD, and U+2028 and U+2029 are escaped, as encoding/json does.
+func jsonEscape(s []byte) (esc string, size int) {
+	if c := s[0]; c < utf8.RuneSelf {
+		return asciiEscapes[c], 1
+	}
+	r, size := utf8.DecodeRune(s)
+	switch {
+	case r == utf8.RuneError && size == 1:
+		return `\ufffd`, 1
+	case r == '\u2028':
+		return `\u2028`, size
+	case r == '\u2029':
+		return `\u2029`, size
+	}
+	return "", size
+}
+
+// asciiEscapes holds the JSON string escape of every ASCII byte that needs one.
+var asciiEscapes = func() (t [utf8.RuneSelf]string) {
+	const hex = "0123456789abcdef"
+	for c := 0; c < 0x20; c++ {
+		t[c] = `\u00` + hex[c>>4:c>>4+1] + hex[c&0xF:c&0xF+1]
+	}
+	t['\b'], t['\f'], t['\n'], t['\r'], t['\t'] = `\b`, `\f`, `\n`, `\r`, `\t`
+	t['"'], t['\\'] = `\"`, `\\`
+	return t
+}()
+
 // toolResult is the tools/call result shape.
 type toolResult struct {
 	Content []textContent `json:"content"`
@@ -613,7 +697,7 @@ func (c *conn) callTool(ctx context.Context, m message) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return toolResult{Content: []textContent{{Type: "text", Text: string(text)}}}, nil
+	return toolText(text), nil
 }
 
 // toolFailure is a tool error result with a plain-English message.
