@@ -264,9 +264,7 @@ func (r *registry) exited(j *job, st exitStatus) {
 		return
 	}
 	go func() {
-		settleBy := time.Now().Add(settleMaxDuration)
-		j.stdoutPump.settle(settleBy)
-		j.errPump.settle(settleBy)
+		settlePumps(settleMaxDuration, j.stdoutPump, j.errPump)
 		r.publish(j, st)
 	}()
 }
@@ -697,18 +695,21 @@ type pump struct {
 	sink atomic.Pointer[window] // where bytes go; nil once the job is delivered
 
 	exited     atomic.Bool   // the job's direct child has exited
+	looked     chan struct{} // closed once a read has run that began after exited was set
+	lookOnce   sync.Once
 	settled    chan struct{} // closed once the pipe was seen empty after exit, or at EOF
 	settleOnce sync.Once
 }
 
 // startPump starts copying f into w.
 func startPump(f *os.File, w *window) *pump {
-	p := &pump{f: f, settled: make(chan struct{})}
+	p := &pump{f: f, looked: make(chan struct{}), settled: make(chan struct{})}
 	p.sink.Store(w)
 	go p.run()
 	return p
 }
 
+func (p *pump) markLooked()  { p.lookOnce.Do(func() { close(p.looked) }) }
 func (p *pump) markSettled() { p.settleOnce.Do(func() { close(p.settled) }) }
 
 // drained reports whether the pump has reached EOF, or has seen its pipe
@@ -741,6 +742,9 @@ func (p *pump) pass(rc syscall.RawConn) bool {
 		// the shell wrote was taken only if the shell had already exited.
 		exited := p.exited.Load()
 		n, rerr = p.readInto(int(fd))
+		if exited {
+			p.markLooked()
+		}
 		if errors.Is(rerr, syscall.EAGAIN) {
 			if exited {
 				p.markSettled()
@@ -790,17 +794,33 @@ func readRetrying(fd int, b []byte) (int, error) {
 	}
 }
 
-// settle waits, at most until deadline, for the pump to take everything the
-// job's direct child wrote before exiting: the pipe is seen empty once after
-// the exit, or reaches EOF. The read deadline wakes a pump parked on an empty
-// pipe so it looks again.
-func (p *pump) settle(deadline time.Time) {
-	p.exited.Store(true)
-	_ = p.f.SetReadDeadline(pastDeadline) // fails only when already closed: then settled is closed too
-	timer := time.NewTimer(time.Until(deadline))
-	defer timer.Stop()
-	select {
-	case <-p.settled:
-	case <-timer.C:
+// settlePumps waits until each pump has taken everything the job's direct
+// child wrote before exiting: its pipe was seen empty once after the exit,
+// or reached EOF. The limit bounds only how long an orphan that keeps a pipe
+// busy can hold the result back, so it starts at a pump's first read after
+// the exit: a pump the scheduler has not run yet (a thousand jobs ending
+// at once on a slow machine) is waited for, or the result would lose bytes.
+// The read deadline wakes a pump parked on an empty pipe so it looks again.
+func settlePumps(limit time.Duration, pumps ...*pump) {
+	for _, p := range pumps {
+		p.exited.Store(true)
+		_ = p.f.SetReadDeadline(pastDeadline) // fails only when already closed: then settled is closed too
+	}
+	var deadline time.Time
+	for _, p := range pumps {
+		select {
+		case <-p.settled:
+			continue
+		case <-p.looked:
+		}
+		if deadline.IsZero() {
+			deadline = time.Now().Add(limit)
+		}
+		timer := time.NewTimer(time.Until(deadline))
+		select {
+		case <-p.settled:
+		case <-timer.C:
+		}
+		timer.Stop()
 	}
 }

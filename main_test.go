@@ -2325,6 +2325,30 @@ func TestOrphanOutputCapturedAfterExit(t *testing.T) {
 	collect(t, reg, j)
 }
 
+// TestResultCompleteWhenPumpStarvedPastSettleLimit: a pump the scheduler
+// does not run for longer than the settle limit after the shell exits (1,000
+// concurrent jobs on a slow machine) must still hand over everything the
+// shell wrote. The full soak once got a 64 KiB job's result with part of its
+// output: the settle limit was counted from the exit, not from the pump's
+// first look at its pipe. Holding the window's lock stalls the pump here.
+func TestResultCompleteWhenPumpStarvedPastSettleLimit(t *testing.T) {
+	t.Parallel()
+	reg := newRegistry(testConfig())
+	j := startJob(t, reg, "sleep 0.2; head -c 60000 /dev/zero")
+	j.stdout.mu.Lock() // the pump stalls at its first read
+	select {
+	case <-j.done:
+		t.Error("the result was published while the pump could not read its pipe")
+	case <-time.After(3 * settleMaxDuration):
+	}
+	j.stdout.mu.Unlock()
+	awaitDone(t, j)
+	if got := j.stdout.readAll(); got.total != 60000 {
+		t.Errorf("the result holds %d of the 60000 bytes the shell wrote", got.total)
+	}
+	collect(t, reg, j)
+}
+
 // jobFDs runs `ls /proc/self/fd` as a job and returns the listed fds.
 func jobFDs(t *testing.T, reg *registry) []string {
 	t.Helper()
