@@ -313,29 +313,52 @@ func pollableStdin() *os.File {
 // trimWhenIdle hands memory a burst of work freed back to the system once
 // requests pause. The runtime would otherwise keep the burst's heap until
 // its next collection, which an idle server may not start for minutes. After
-// the first trim it looks again each quiet second, a few times, because the
-// burst's last frees can land after it. It costs a few collections per burst
-// and nothing while the server is idle.
+// a trim it looks again each quiet second, a few times, because the burst's
+// last frees can land after it; a request that finishes meanwhile means the
+// burst went on, so it waits for the next quiet second and trims again if
+// enough was allocated since. It costs a few collections per burst and
+// nothing while the server is idle.
 func trimWhenIdle(activity <-chan struct{}) {
-	var m runtime.MemStats
-	runtime.ReadMemStats(&m)
-	last := m.TotalAlloc
+	var trimmedAt uint64 // bytes allocated in all when memory was last handed back
 	for range activity {
-		for !quietFor(activity, trimQuietDuration) {
-		}
-		if runtime.ReadMemStats(&m); m.TotalAlloc-last < trimMinBytes {
-			continue
-		}
-		runtime.GC() // the first collection only moves sync.Pool buffers to its victim cache
-		debug.FreeOSMemory()
-		for i := 0; i < trimRechecks && quietFor(activity, trimQuietDuration); i++ {
-			if runtime.ReadMemStats(&m); heapFreeBytes(&m) >= trimMinFreeBytes {
-				debug.FreeOSMemory()
+		for {
+			for !quietFor(activity, trimQuietDuration) {
+			}
+			allocated := totalAllocBytes()
+			if allocated-trimmedAt < trimMinBytes {
+				break
+			}
+			trimmedAt = allocated
+			runtime.GC() // the first collection only moves sync.Pool buffers to its victim cache
+			debug.FreeOSMemory()
+			if recheckTrim(activity) {
+				break
 			}
 		}
-		runtime.ReadMemStats(&m)
-		last = m.TotalAlloc
 	}
+}
+
+// recheckTrim looks at the heap each quiet second, trimRechecks times, and
+// hands free memory above the floor back again. It reports false as soon
+// as a request finishes meanwhile.
+func recheckTrim(activity <-chan struct{}) bool {
+	var m runtime.MemStats
+	for i := 0; i < trimRechecks; i++ {
+		if !quietFor(activity, trimQuietDuration) {
+			return false
+		}
+		if runtime.ReadMemStats(&m); heapFreeBytes(&m) >= trimMinFreeBytes {
+			debug.FreeOSMemory()
+		}
+	}
+	return true
+}
+
+// totalAllocBytes is how many heap bytes the process has allocated in all.
+func totalAllocBytes() uint64 {
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.TotalAlloc
 }
 
 // quietFor waits d and reports whether no activity arrived meanwhile.
