@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"runtime"
+	"runtime/debug"
 	"sync"
 	"time"
 	"unicode/utf8"
@@ -542,9 +543,16 @@ func (c *conn) initialize(_ context.Context, m message) (any, error) {
 
 // stats answers debug/stats when MCP_EXEC_DEBUG=1: what the soak script
 // and the leak tests compare before and after a load.
-func (c *conn) stats(context.Context, message) (any, error) {
+func (c *conn) stats(_ context.Context, req message) (any, error) {
 	if !c.cfg.debug {
 		return nil, newError(codeNoMethod, "method not found: debug/stats (set MCP_EXEC_DEBUG=1 to enable it)")
+	}
+	if p, err := decodeObject(req.params); err == nil && string(p["collect"]) == "true" {
+		// {"collect": true}: measure what the server holds, not the garbage
+		// since its last collection (the heap may grow by its 4 MiB minimum
+		// goal before one starts, and RSS with it).
+		runtime.GC()
+		debug.FreeOSMemory()
 	}
 	children.mu.Lock()
 	tracked, orphans := len(children.byPid), children.orphans

@@ -9,13 +9,15 @@ MCP_EXEC_DEBUG=1 so that the `debug/stats` method reports its goroutines,
 open fds, RSS and jobs.  Python 3 standard library only.
 
 Phases, all on one connection:
-  warm-up  50 jobs shaped like the phases below (30 sequential, 10 concurrent
-           64 KiB, 10 nowait 64 KiB collected by wait): the runtime's first
-           jobs allocate pools, heap and threads that stay, so the baseline
-           is taken after them
+  warm-up  30 sequential jobs and one full-size round of (b) and (c): the
+           runtime's first jobs allocate pools, heap metadata and threads
+           that stay, so the baseline is taken after them
   (a)      N sequential short jobs, alternating `true` and `echo hi`
   (b)      M concurrent blocking jobs, each writing 64 KiB to stdout
   (c)      M nowait jobs writing 64 KiB each, collected by `wait`
+The baseline and the figures after the load are read with debug/stats
+{"collect": true}: the server collects garbage first, so RSS is what it holds,
+not the up to 4 MiB of garbage its heap may carry before the next collection.
 Then the script polls debug/stats (at most --settle seconds) until the server
 is back at baseline, prints before/after, and a last line
 `soak: PASS ...` or `soak: FAIL: ... ` with the figures.  It exits 0 only if
@@ -105,8 +107,10 @@ class Client:
             raise SystemExit("soak: FAIL: %s: %s" % (name, text))
         return json.loads(text)
 
-    def stats(self):
-        return self.result("debug/stats")
+    def stats(self, collect=False):
+        """debug/stats; with collect, the server collects garbage first, so
+        RSS shows what it holds rather than what it has not yet freed."""
+        return self.result("debug/stats", {"collect": True} if collect else None)
 
     def close(self, timeout=10):
         self.proc.stdin.close()
@@ -249,7 +253,7 @@ def main():
     concurrent(c, m)
     nowait_then_wait(c, m)
     time.sleep(2.5)
-    base = c.stats()
+    base = c.stats(collect=True)
     base_threads = threads()
     print("soak: N=%d M=%d; baseline after a warm-up of %d sequential and %d+%d burst jobs: %s"
           % (n, m, a.warmup, m, m, fmt(base)), flush=True)
@@ -275,7 +279,7 @@ def main():
         # for the server to trim (trimWhenIdle). Rapid polling would itself
         # allocate and keep fresh pages resident until the next collection.
         time.sleep(2.5)
-        after = c.stats()
+        after = c.stats(collect=True)
     settle_s = time.monotonic() - t
     left = c.tool("list_jobs", {})["jobs"]
     before_line, after_line = fmt(base, base_threads), fmt(after)
