@@ -102,6 +102,26 @@ type registry struct {
 	changed broadcast // announced whenever a job finishes
 }
 
+// broadcast wakes every waiter at once. A waiter takes the current channel
+// and selects on it; announce closes it and puts a fresh one in its place.
+// Both calls must be made under the lock of the state the waiters watch, so
+// a waiter that checked that state and then took the channel cannot miss
+// the change that follows.
+type broadcast struct {
+	ch chan struct{} // closed at the next announce
+}
+
+func newBroadcast() broadcast { return broadcast{ch: make(chan struct{})} }
+
+// next returns the channel the next announce closes. Caller holds the lock.
+func (b *broadcast) next() <-chan struct{} { return b.ch }
+
+// announce wakes everyone waiting on next. Caller holds the lock.
+func (b *broadcast) announce() {
+	close(b.ch)
+	b.ch = make(chan struct{})
+}
+
 // newRegistry returns an empty registry for one session.
 func newRegistry(cfg *config) *registry {
 	return &registry{cfg: cfg, jobs: map[string]*job{}, order: list.New(), changed: newBroadcast()}
