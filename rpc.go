@@ -99,7 +99,8 @@ type message struct {
 
 // integerID reports whether id is a number id we accept: an integer of any
 // size with no sign but '-', no leading zero, no fraction or exponent.
-// (A hand-written check: the regexp package alone cost startup time.)
+// (Hand-written: this was the only use of regexp, which added 0.3 MB to the
+// static binary.)
 func integerID(id []byte) bool {
 	if len(id) > 0 && id[0] == '-' {
 		id = id[1:]
