@@ -99,8 +99,8 @@ type message struct {
 
 // integerID reports whether id is a number id we accept: an integer of any
 // size with no sign but '-', no leading zero, no fraction or exponent.
-// (Hand-written: this was the only use of regexp, which added 0.3 MB to the
-// static binary.)
+// (Hand-written: it was the only use of regexp; dropping that and
+// runtime/metrics took the static binary from 2.83 to 2.55 MB.)
 func integerID(id []byte) bool {
 	if len(id) > 0 && id[0] == '-' {
 		id = id[1:]
