@@ -37,6 +37,9 @@ const (
 	// settleMaxDuration bounds how long a finished job waits for its pipes to
 	// hand over what the direct child wrote, when an orphan keeps them busy.
 	settleMaxDuration = 500 * time.Millisecond
+	// settleStuckDuration bounds the wait for a pump's first read after the
+	// shell exited (a pump can be slow to run under load, never this slow).
+	settleStuckDuration = 30 * time.Second
 	// teardownGraceDuration is how long TERM gets before KILL when the server
 	// tears a job down (cancelled execute, shutdown).
 	teardownGraceDuration = 2 * time.Second
@@ -826,12 +829,19 @@ func settlePumps(limit time.Duration, pumps ...*pump) {
 		p.exited.Store(true)
 		_ = p.f.SetReadDeadline(pastDeadline) // fails only when already closed: then settled is closed too
 	}
+	// A pump that has not run at all for this long is broken, not busy;
+	// the result is not held back for ever.
+	stuck := time.NewTimer(settleStuckDuration)
+	defer stuck.Stop()
 	var deadline time.Time
 	for _, p := range pumps {
 		select {
 		case <-p.settled:
 			continue
 		case <-p.looked:
+		case <-stuck.C:
+			logf("a job's output pump did not run for %v after its shell exited; its result may miss output", settleStuckDuration)
+			return
 		}
 		if deadline.IsZero() {
 			deadline = time.Now().Add(limit)
