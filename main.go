@@ -329,8 +329,7 @@ func trimWhenIdle(activity <-chan struct{}) {
 				break
 			}
 			trimmedAt = allocated
-			runtime.GC() // the first collection only moves sync.Pool buffers to its victim cache
-			debug.FreeOSMemory()
+			returnMemory()
 			if recheckTrim(activity) {
 				break
 			}
@@ -352,6 +351,12 @@ func recheckTrim(activity <-chan struct{}) bool {
 		}
 	}
 	return true
+}
+
+// returnMemory collects garbage and hands free heap back to the system.
+func returnMemory() {
+	runtime.GC() // the first collection only moves sync.Pool buffers to its victim cache
+	debug.FreeOSMemory()
 }
 
 // totalAllocBytes is how many heap bytes the process has allocated in all.

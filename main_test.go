@@ -658,10 +658,6 @@ func TestWindowMemoryGrowth(t *testing.T) {
 	}
 }
 
-// diffWindow is the differential check against refWindow, in the shape a fuzz
-// target takes (FuzzWindow(f, data, cuts []byte, size uint16)): size picks
-// the limit, cuts split data into writes, and after every write a set of
-// reads derived from the inputs must agree with the reference.
 // windowLimitFor maps a test's size to a window limit: sizes below 0xF000
 // are limits of one chunk or less (size+1); the 4096 sizes above step
 // through limits of about one to four chunks, so chunk boundaries and a
@@ -673,6 +669,10 @@ func windowLimitFor(size uint16) int {
 	return windowChunkBytes - 2048 + int(size-0xF000)*48
 }
 
+// diffWindow is the differential check against refWindow, in the shape a fuzz
+// target takes (FuzzWindow(f, data, cuts []byte, size uint16)): size picks
+// the limit, cuts split data into writes, and after every write a set of
+// reads derived from the inputs must agree with the reference.
 func diffWindow(t *testing.T, data, cuts []byte, size uint16) {
 	t.Helper()
 	limit := windowLimitFor(size)
@@ -1466,8 +1466,6 @@ func (cl *rpcClient) recordReply(where string) []byte {
 	return nil
 }
 
-// TestTranscripts replays every testdata/transcripts/*.jsonl against a fresh
-// conn (so job ids start at 1 in each file).
 // TestIntegerIDAfterRegexpRemoval pins the hand-written id check to the
 // grammar the regular expression it replaced accepted: ^-?(0|[1-9][0-9]*)$.
 func TestIntegerIDAfterRegexpRemoval(t *testing.T) {
@@ -1513,6 +1511,8 @@ func TestTextReplyMatchesEncodingJSON(t *testing.T) {
 	}
 }
 
+// TestTranscripts replays every testdata/transcripts/*.jsonl against a fresh
+// conn (so job ids start at 1 in each file).
 func TestTranscripts(t *testing.T) {
 	t.Parallel()
 	paths, err := filepath.Glob(filepath.Join("testdata", "transcripts", "*.jsonl"))
@@ -2336,17 +2336,23 @@ func TestResultCompleteWhenPumpStarvedPastSettleLimit(t *testing.T) {
 	reg := newRegistry(testConfig())
 	j := startJob(t, reg, "sleep 0.2; head -c 60000 /dev/zero")
 	j.stdout.mu.Lock() // the pump stalls at its first read
+	// settlePumps marks the pump once the shell has exited; from then on
+	// the old code published after settleMaxDuration.
+	eventually(t, jobDeadline, "the shell exits", j.stdoutPump.exited.Load)
+	if j.stdout.total != 0 { // read under the held lock
+		j.stdout.mu.Unlock()
+		t.Fatalf("the pump read %d bytes before it was stalled; the test proves nothing", j.stdout.total)
+	}
 	select {
 	case <-j.done:
 		t.Error("the result was published while the pump could not read its pipe")
-	case <-time.After(3 * settleMaxDuration):
+	case <-time.After(3 * settleMaxDuration): // nothing may happen: no event to await
 	}
 	j.stdout.mu.Unlock()
-	awaitDone(t, j)
-	if got := j.stdout.readAll(); got.total != 60000 {
-		t.Errorf("the result holds %d of the 60000 bytes the shell wrote", got.total)
+	r := resultOf(collect(t, reg, j))
+	if r.Stdout == nil || r.Stdout.TotalBytes != 60000 || len(r.Stdout.Data) != 60000 {
+		t.Errorf("the delivered result holds %+v, want all 60000 bytes the shell wrote", r.Stdout)
 	}
-	collect(t, reg, j)
 }
 
 // TestTrimAfterBurstThatEndsDuringRechecks: a big request that finishes
@@ -2376,7 +2382,7 @@ func TestTrimAfterBurstThatEndsDuringRechecks(t *testing.T) {
 	eventually(t, 10*trimQuietDuration, "the first burst is trimmed", func() bool { return forced() >= before+2 })
 	before = forced()
 	burst() // while the trim re-checks each quiet second
-	eventually(t, 10*trimQuietDuration, "the second burst is trimmed with no further request", func() bool { return forced() > before })
+	eventually(t, 10*trimQuietDuration, "the second burst is trimmed with no further request", func() bool { return forced() >= before+2 })
 }
 
 // sink keeps allocations in the trim test from being optimised away.

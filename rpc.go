@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"runtime"
-	"runtime/debug"
 	"sync"
 	"time"
 	"unicode/utf8"
@@ -456,6 +455,9 @@ func (c *conn) reply(id json.RawMessage, result any, err error) {
 	c.out.send(encodeReply(id, result, err))
 }
 
+// replyHead starts every reply line; the id follows.
+const replyHead = `{"jsonrpc":"2.0","id":`
+
 // encodeReply builds the answer to a request: a result, or an error —
 // *rpcError as is, errCancelled as -32800, anything else as internal.
 func encodeReply(id json.RawMessage, result any, err error) []byte {
@@ -472,12 +474,12 @@ func encodeReply(id json.RawMessage, result any, err error) []byte {
 		}
 		res, merr := marshal(result)
 		if merr == nil {
-			return concat(`{"jsonrpc":"2.0","id":`, id, `,"result":`, res, "}\n")
+			return concat(replyHead, id, `,"result":`, res, "}\n")
 		}
 		rerr = newError(codeInternal, "internal error: %v", merr)
 	}
 	e, _ := marshal(rerr) // cannot fail: two plain fields
-	return concat(`{"jsonrpc":"2.0","id":`, id, `,"error":`, e, "}\n")
+	return concat(replyHead, id, `,"error":`, e, "}\n")
 }
 
 // notify sends a notification from a request goroutine.
@@ -552,8 +554,7 @@ func (c *conn) stats(_ context.Context, req message) (any, error) {
 		// {"collect": true}: measure what the server holds, not the garbage
 		// since its last collection (the heap may grow by its 4 MiB minimum
 		// goal before one starts, and RSS with it).
-		runtime.GC()
-		debug.FreeOSMemory()
+		returnMemory()
 	}
 	children.mu.Lock()
 	tracked, orphans := len(children.byPid), children.orphans
@@ -583,12 +584,11 @@ type toolText []byte
 // the toolResult {content: [{type: "text", text}]} would give.
 func textReply(id json.RawMessage, text []byte) []byte {
 	const (
-		head = `{"jsonrpc":"2.0","id":`
 		open = `,"result":{"content":[{"type":"text","text":"`
 		tail = "\"}]}}\n"
 	)
-	b := make([]byte, 0, len(head)+len(id)+len(open)+quotedLen(text)+len(tail))
-	b = append(append(append(b, head...), id...), open...)
+	b := make([]byte, 0, len(replyHead)+len(id)+len(open)+quotedLen(text)+len(tail))
+	b = append(append(append(b, replyHead...), id...), open...)
 	b = appendQuoted(b, text)
 	return append(b, tail...)
 }

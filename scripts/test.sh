@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Runs every test suite: formatting, vet, Go unit tests under the race
 # detector, the fuzz targets briefly, the pytest e2e and fault suites against
-# the binary and as bare PID 1, the official MCP SDK client checks (TypeScript and Go), a reduced
-# soak, and the e2e and fault suites in a container. Installs what it can (Debian packages as
-# root); says exactly what is missing otherwise.
+# the binary and as bare PID 1, the official MCP SDK client checks
+# (TypeScript and Go), a reduced soak, and the e2e and fault suites in a
+# container. Installs what it can (Debian packages as root); says exactly
+# what is missing otherwise.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
