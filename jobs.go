@@ -69,7 +69,8 @@ type job struct {
 	done  chan struct{} // closed once final is set; never reopened
 	final outcome       // written once, before done is closed
 
-	elem *list.Element // place in registry.order; guarded by registry.mu
+	elem     *list.Element // place in registry.order; guarded by registry.mu
+	watchers int           // waits, kills and executes under way on the job; guarded by registry.mu
 }
 
 // terminal reports whether the job has finished.
@@ -310,24 +311,43 @@ func (r *registry) publish(j *job, st exitStatus) {
 func (r *registry) lookup(id string) (*job, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	return r.lookupLocked(id)
+}
+
+// lookupLocked is lookup for a caller that holds r.mu.
+func (r *registry) lookupLocked(id string) (*job, error) {
 	if j, ok := r.jobs[id]; ok {
 		return j, nil
 	}
 	return nil, fmt.Errorf("%w: %s", errUnknownJob, id)
 }
 
-// claim delivers a finished job: it leaves the registry, and only the caller
-// that claimed it may report its result. It reports false when someone else
-// claimed it first or it is still running.
-func (r *registry) claim(j *job) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.claimLocked(j)
+// The delivery rule, in one place. A call holds a job from the moment it
+// finds it in the registry (or, for a blocking execute, starts it) until it
+// answers. A finished job's result goes to every call that holds it when it
+// finishes — each wait blocked on it, the kill that ended it, a concurrent
+// kill, its own blocking execute — and the job leaves the registry at the
+// first of those deliveries. So a result may reach several calls, but never
+// is lost for a call that was already waiting; calls that look the job up
+// after it left get unknown job_id. A cancelled call delivers nothing: the
+// job stays for the next caller.
+
+// deliverLocked hands a finished job to a call that holds it, taking it out
+// of the registry if it is still there, and reports whether it had finished.
+// Caller holds r.mu.
+func (r *registry) deliverLocked(j *job) bool {
+	if !j.terminal() {
+		return false
+	}
+	r.removeLocked(j)
+	return true
 }
 
-// claimLocked is claim for a caller that holds r.mu.
-func (r *registry) claimLocked(j *job) bool {
-	return j.terminal() && r.removeLocked(j)
+// deliver is deliverLocked for a caller that does not hold r.mu.
+func (r *registry) deliver(j *job) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.deliverLocked(j)
 }
 
 // removeLocked takes j out of the registry and stops keeping its output; it
@@ -344,7 +364,8 @@ func (r *registry) removeLocked(j *job) bool {
 
 // release stops keeping the output of a delivered job. Pumps still held open
 // by orphans keep draining their pipes, so those processes never get SIGPIPE
-// just because the result was collected.
+// just because the result was collected. What the windows hold stays
+// readable by the calls that hold the job.
 func (j *job) release() {
 	if j.stdoutPump != nil {
 		j.stdoutPump.sink.Store(nil)
@@ -372,56 +393,93 @@ func (r *registry) list() []*job {
 }
 
 // waitAny blocks until at least one of ids has finished, the deadline passes
-// (zero deadline: never) or the call is cancelled. It claims every finished
-// job among ids and returns them by id; unknown ids fail the whole call.
+// (zero deadline: never) or the call is cancelled, and returns the finished
+// jobs it delivered, by id. Every id is looked up before anything is
+// delivered: a call that fails on an unknown id must not swallow a result.
 func (r *registry) waitAny(w *waiter, ids []string, deadline time.Time, poll bool) (map[string]*job, error) {
+	r.mu.Lock()
+	jobs := make([]*job, len(ids))
+	for i, id := range ids {
+		j, err := r.lookupLocked(id)
+		if err != nil {
+			r.mu.Unlock()
+			return nil, err
+		}
+		jobs[i] = j
+	}
+	r.mu.Unlock()
+	return r.await(w, jobs, deadline, poll)
+}
+
+// await blocks until at least one of jobs, which the caller holds, has
+// finished, the deadline passes (zero: never) or the call is cancelled. It
+// delivers every finished one and returns them by id.
+func (r *registry) await(w *waiter, jobs []*job, deadline time.Time, poll bool) (map[string]*job, error) {
+	jobs = distinct(jobs) // a wait that names a job twice is one call under way on it
+	r.watch(jobs, 1)
+	defer r.watch(jobs, -1)
 	for {
-		claimed, changed, err := r.claimAmong(ids)
-		if err != nil || len(claimed) > 0 || poll {
-			return claimed, err
+		delivered, changed := r.deliverAmong(jobs)
+		if len(delivered) > 0 || poll {
+			return delivered, nil
 		}
 		if !deadline.IsZero() && !time.Now().Before(deadline) {
-			return claimed, nil
+			return nil, nil
 		}
-		if err := w.sleep(changed, deadline, func() string { return r.describeWait(ids) }); err != nil {
+		if err := w.sleep(changed, deadline, func() string { return describeWait(jobs) }); err != nil {
 			return nil, err
 		}
 	}
 }
 
-// claimAmong claims the finished jobs among ids under one lock and returns
-// the channel that announces the next change. Every id is checked before
-// anything is claimed: a call that fails must not swallow a result.
-func (r *registry) claimAmong(ids []string) (map[string]*job, <-chan struct{}, error) {
+// distinct returns jobs without repeats, in their first order.
+func distinct(jobs []*job) []*job {
+	seen := make(map[*job]bool, len(jobs))
+	out := jobs[:0:0]
+	for _, j := range jobs {
+		if !seen[j] {
+			seen[j] = true
+			out = append(out, j)
+		}
+	}
+	return out
+}
+
+// watch counts the calls under way on each of jobs (delta +1 or -1).
+func (r *registry) watch(jobs []*job, delta int) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	for _, id := range ids {
-		if _, ok := r.jobs[id]; !ok {
-			return nil, nil, fmt.Errorf("%w: %s", errUnknownJob, id)
-		}
+	for _, j := range jobs {
+		j.watchers += delta
 	}
-	var claimed map[string]*job
-	for _, id := range ids {
-		j, ok := r.jobs[id]
-		if ok && r.claimLocked(j) {
-			if claimed == nil {
-				claimed = map[string]*job{}
+}
+
+// deliverAmong delivers the finished jobs among jobs under one lock and
+// returns the channel that announces the next change; a job that finishes
+// after the check closes it, so no end is missed.
+func (r *registry) deliverAmong(jobs []*job) (map[string]*job, <-chan struct{}) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var delivered map[string]*job
+	for _, j := range jobs {
+		if r.deliverLocked(j) {
+			if delivered == nil {
+				delivered = map[string]*job{}
 			}
-			claimed[id] = j
+			delivered[j.id] = j
 		}
 	}
-	return claimed, r.changed.next(), nil
+	return delivered, r.changed.next()
 }
 
 // describeWait says what a blocked wait is waiting for, for progress.
-func (r *registry) describeWait(ids []string) string {
-	if len(ids) == 1 {
-		if j, err := r.lookup(ids[0]); err == nil {
-			return fmt.Sprintf("job %s running for %.0fs, %d bytes of output", j.id,
-				time.Since(j.started).Seconds(), j.outputBytes())
-		}
+func describeWait(jobs []*job) string {
+	if len(jobs) == 1 {
+		j := jobs[0]
+		return fmt.Sprintf("job %s running for %.0fs, %d bytes of output", j.id,
+			time.Since(j.started).Seconds(), j.outputBytes())
 	}
-	return fmt.Sprintf("waiting for any of %d jobs to finish", len(ids))
+	return fmt.Sprintf("waiting for any of %d jobs to finish", len(jobs))
 }
 
 // outputBytes is how much the job has written to stdout and stderr.
@@ -448,12 +506,15 @@ type killOutcome struct {
 
 // kill signals job id's process group per plan and waits for observed death:
 // the direct child reaped and no process left in the group. A job whose
-// tree died is claimed; the caller reports its result.
+// tree died is delivered to the kill (see the delivery rule); the caller
+// reports its result.
 func (r *registry) kill(w *waiter, id string, plan killPlan) (*job, killOutcome, error) {
 	j, err := r.lookup(id)
 	if err != nil {
 		return nil, killOutcome{}, err
 	}
+	r.watch([]*job{j}, 1)
+	defer r.watch([]*job{j}, -1)
 	var out killOutcome
 	if j.terminal() && !groupAlive(j.pid) {
 		out.terminated, out.alreadyTerminated = true, true
@@ -482,9 +543,7 @@ func (r *registry) kill(w *waiter, id string, plan killPlan) (*job, killOutcome,
 		out.survivors = describeSurvivors(j)
 		return j, out, nil
 	}
-	if !r.claim(j) {
-		return nil, killOutcome{}, fmt.Errorf("%w: %s (its result was delivered to another request)", errUnknownJob, id)
-	}
+	r.deliver(j) // the kill held the job: its result is ours even if a wait took it too
 	return j, out, nil
 }
 

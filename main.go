@@ -175,8 +175,14 @@ func mustLoadConfig(environ []string) *config {
 }
 
 // handleFlags answers --version and --help; any other argument is a usage
-// error. The server itself takes no arguments.
+// error. The server itself takes no arguments, except that a first argument
+// naming this very executable is skipped: an image started with the
+// server's own path as its command (`podman run IMAGE /usr/local/bin/mcp-exec`)
+// hands it to us through the entrypoint, and must still serve.
 func handleFlags(args []string) {
+	if len(args) > 0 && isOwnExecutable(args[0]) {
+		args = args[1:]
+	}
 	if len(args) == 0 {
 		return
 	}
@@ -192,12 +198,27 @@ func handleFlags(args []string) {
 	os.Exit(2)
 }
 
+// isOwnExecutable reports whether path names the file this process runs.
+func isOwnExecutable(path string) bool {
+	if !strings.Contains(path, "/") {
+		return false // a bare word is a flag or a typo, never our path
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return false
+	}
+	a, errA := os.Stat(path)
+	b, errB := os.Stat(self)
+	return errA == nil && errB == nil && os.SameFile(a, b)
+}
+
 // usage is the --help text.
 func usage() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "mcp-exec %s: an MCP server over stdio that runs shell commands as jobs.\n\n", version)
 	b.WriteString("Usage: mcp-exec            serve MCP (newline-delimited JSON-RPC) on stdin/stdout\n")
-	b.WriteString("       mcp-exec --version  print the version\n       mcp-exec --help     print this help\n\n")
+	b.WriteString("       mcp-exec --version  print the version\n       mcp-exec --help     print this help\n")
+	b.WriteString("A first argument naming this executable itself is skipped (an image run with its own path).\n\n")
 	b.WriteString("Environment:\n")
 	for _, v := range configVars {
 		fmt.Fprintf(&b, "  %-27s default %-8s %s\n", v.name, v.def, v.doc)
@@ -209,10 +230,37 @@ func usage() string {
 // watchSignals subscribes to the signals that end the server. As PID 1 an
 // unhandled SIGTERM would do nothing at all, so they are always handled.
 // SIGPIPE is subscribed so a vanished client turns into EPIPE, not death.
+// A SIGHUP or SIGINT that was ignored when the server started (nohup, a
+// background job of a script) stays without effect on it. It is still
+// handled rather than left ignored, because a child inherits an ignored
+// signal but gets the default action for one the runtime handles: jobs
+// start with default dispositions either way.
 func watchSignals() <-chan os.Signal {
-	stop := make(chan os.Signal, 1)
-	signal.Notify(stop, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	ignored := map[os.Signal]bool{}
+	for _, sig := range []os.Signal{syscall.SIGHUP, syscall.SIGINT} {
+		ignored[sig] = signal.Ignored(sig) // only true before Notify takes it over
+	}
+	arrived := make(chan os.Signal, 4) // carries every subscribed signal
+	signal.Notify(arrived, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
+	return stoppingSignals(arrived, ignored)
+}
+
+// stoppingSignals passes on the first signal from arrived that is not in
+// ignored; later ones are dropped, shutdown having begun.
+func stoppingSignals(arrived <-chan os.Signal, ignored map[os.Signal]bool) <-chan os.Signal {
+	stop := make(chan os.Signal, 1) // carries the signal that ends the server
+	go func() {
+		for sig := range arrived {
+			if ignored[sig] {
+				continue
+			}
+			select {
+			case stop <- sig:
+			default:
+			}
+		}
+	}()
 	return stop
 }
 

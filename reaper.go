@@ -169,8 +169,14 @@ func decodeStatus(ws syscall.WaitStatus) exitStatus {
 }
 
 // signalWords describes sig as strsignal(3) does, in lower case
-// ("terminated", "killed", "hangup").
+// ("terminated", "killed", "hangup", "real-time signal 2").
 func signalWords(sig syscall.Signal) string {
+	switch {
+	case realtimeMin != 0 && sig >= realtimeMin && sig <= realtimeMax:
+		return fmt.Sprintf("real-time signal %d", sig-realtimeMin)
+	case isRealtime(sig):
+		return fmt.Sprintf("unknown signal %d", int(sig)) // kept by the C library; strsignal names none
+	}
 	return strings.ToLower(sig.String())
 }
 

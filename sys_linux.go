@@ -5,8 +5,17 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"syscall"
 
 	"golang.org/x/sys/unix"
+)
+
+// The real-time signals: the kernel's run from 32 to 64, and the C library
+// keeps the first two for itself, so RTMIN is 34 to kill(1) and strsignal(3).
+const (
+	realtimeFirst syscall.Signal = 32
+	realtimeMin   syscall.Signal = 34
+	realtimeMax   syscall.Signal = 64
 )
 
 // becomeSubreaper makes orphaned descendants re-parent to this process, so

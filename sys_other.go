@@ -7,6 +7,13 @@ import (
 	"syscall"
 )
 
+// Real-time signals are Linux's; zero says there are none.
+const (
+	realtimeFirst syscall.Signal = 0
+	realtimeMin   syscall.Signal = 0
+	realtimeMax   syscall.Signal = 0
+)
+
 // pipeCloseOnExec creates a pipe whose ends are close-on-exec. Without
 // pipe2, ForkLock keeps a concurrent fork from inheriting them in between.
 func pipeCloseOnExec() ([2]int, error) {

@@ -531,8 +531,8 @@ func parseCapturePolicy(r json.RawMessage) (capturePolicy, error) {
 // assured is the pseudo-signal for TERM-then-KILL.
 const assured = syscall.Signal(-1)
 
-// parseSignal accepts "TERM", "SIGTERM", "term", "15" or "ASSURED": a
-// string, as the schema says.
+// parseSignal accepts "TERM", "SIGTERM", "term", "15", a real-time signal
+// ("34", "RTMIN+2", "SIGRTMAX-1") or "ASSURED": a string, as the schema says.
 func parseSignal(r json.RawMessage) (syscall.Signal, error) {
 	var name string
 	if json.Unmarshal(r, &name) != nil {
@@ -542,14 +542,61 @@ func parseSignal(r json.RawMessage) (syscall.Signal, error) {
 	if up == "ASSURED" {
 		return assured, nil
 	}
-	if n, err := strconv.Atoi(up); err == nil {
-		if n > 0 && unix.SignalName(syscall.Signal(n)) != "" {
-			return syscall.Signal(n), nil
-		}
-	} else if sig := unix.SignalNum("SIG" + strings.TrimPrefix(up, "SIG")); sig != 0 {
+	if sig, ok := signalByName(up); ok {
 		return sig, nil
 	}
-	return 0, fmt.Errorf("unknown signal %q: use a name such as TERM, KILL, INT or HUP, a number such as \"9\", or ASSURED", name)
+	return 0, fmt.Errorf("unknown signal %q: use a name such as TERM, KILL, INT or HUP, a number such as \"9\", a real-time signal such as RTMIN+1, or ASSURED", name)
+}
+
+// signalByName resolves an upper-case signal number or name, with or
+// without the SIG prefix.
+func signalByName(up string) (syscall.Signal, bool) {
+	if n, err := strconv.Atoi(up); err == nil {
+		sig := syscall.Signal(n)
+		return sig, n > 0 && (unix.SignalName(sig) != "" || isRealtime(sig))
+	}
+	up = strings.TrimPrefix(up, "SIG")
+	if sig, ok := realtimeByName(up); ok {
+		return sig, true
+	}
+	sig := unix.SignalNum("SIG" + up)
+	return sig, sig != 0
+}
+
+// realtimeByName resolves RTMIN, RTMIN+n, RTMAX and RTMAX-n, numbered as
+// kill(1) numbers them for programs built on the C library.
+func realtimeByName(up string) (syscall.Signal, bool) {
+	for _, base := range []struct {
+		name string
+		sig  syscall.Signal
+		step int
+	}{{"RTMIN", realtimeMin, 1}, {"RTMAX", realtimeMax, -1}} {
+		rest, ok := strings.CutPrefix(up, base.name)
+		if !ok || realtimeMin == 0 {
+			continue
+		}
+		n := 0
+		if rest != "" {
+			sign := "+"
+			if base.step < 0 {
+				sign = "-"
+			}
+			digits, ok := strings.CutPrefix(rest, sign)
+			var err error
+			if n, err = strconv.Atoi(digits); !ok || err != nil || n < 0 {
+				return 0, false
+			}
+		}
+		sig := base.sig + syscall.Signal(n*base.step)
+		return sig, sig >= realtimeMin && sig <= realtimeMax
+	}
+	return 0, false
+}
+
+// isRealtime reports whether sig is one of the system's real-time signals,
+// the two the C library keeps for itself included.
+func isRealtime(sig syscall.Signal) bool {
+	return realtimeFirst != 0 && sig >= realtimeFirst && sig <= realtimeMax
 }
 
 // resultJSON is the wire form of a job result or status.
@@ -632,7 +679,9 @@ func runExecute(c *toolCall) (any, error) {
 	if c.flag("nowait") {
 		return &resultJSON{JobID: j.id, State: stateRunning}, nil
 	}
-	claimed, err := c.reg.waitAny(c.waiter, []string{j.id}, time.Time{}, false)
+	// The execute holds its job from the start, so it gets the result even
+	// if a kill or a wait that guessed the id took it first.
+	delivered, err := c.reg.await(c.waiter, []*job{j}, time.Time{}, false)
 	if errors.Is(err, errCancelled) {
 		// The caller never learned the job_id: nobody can collect it.
 		c.reg.forget(j)
@@ -642,7 +691,7 @@ func runExecute(c *toolCall) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return resultOf(claimed[j.id]), nil
+	return resultOf(delivered[j.id]), nil
 }
 
 func runWait(c *toolCall) (any, error) {
@@ -652,13 +701,13 @@ func runWait(c *toolCall) (any, error) {
 	if timeout > 0 {
 		deadline = time.Now().Add(timeout)
 	}
-	claimed, err := c.reg.waitAny(c.waiter, ids, deadline, timeout <= 0)
+	delivered, err := c.reg.waitAny(c.waiter, ids, deadline, timeout <= 0)
 	if err != nil {
 		return nil, err
 	}
 	entries := make([]*resultJSON, len(ids))
 	for i, id := range ids {
-		if j, ok := claimed[id]; ok {
+		if j, ok := delivered[id]; ok {
 			entries[i] = resultOf(j)
 		} else {
 			entries[i] = &resultJSON{JobID: id, State: stateRunning}

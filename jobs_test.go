@@ -1,0 +1,339 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"os"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// deliveryRounds is how often each delivery interleaving is repeated: the
+// races it guards against are narrow.
+const deliveryRounds = 200
+
+// watchersOf is how many calls are under way on j.
+func watchersOf(reg *registry, j *job) int {
+	reg.mu.Lock()
+	defer reg.mu.Unlock()
+	return j.watchers
+}
+
+// awaitWatchers waits until n calls are under way on j.
+func awaitWatchers(t *testing.T, reg *registry, j *job, n int) {
+	t.Helper()
+	eventually(t, jobDeadline, "calls under way on the job", func() bool { return watchersOf(reg, j) == n })
+}
+
+// waitResult is what one wait call returned.
+type waitResult struct {
+	got map[string]*job
+	err error
+}
+
+// startWait runs a blocking wait on ids in the background.
+func startWait(reg *registry, ids ...string) <-chan waitResult {
+	done := make(chan waitResult, 1)
+	go func() {
+		got, err := reg.waitAny(plainWaiter(), ids, time.Now().Add(jobDeadline), false)
+		done <- waitResult{got, err}
+	}()
+	return done
+}
+
+// killResult is what one kill call returned.
+type killResult struct {
+	j   *job
+	out killOutcome
+	err error
+}
+
+// startKill runs a kill of id in the background.
+func startKill(reg *registry, id string, sig syscall.Signal) <-chan killResult {
+	done := make(chan killResult, 1)
+	go func() {
+		j, out, err := reg.kill(plainWaiter(), id, killPlan{signals: []syscall.Signal{sig}, wait: jobDeadline})
+		done <- killResult{j, out, err}
+	}()
+	return done
+}
+
+// receive takes one value from ch or fails the test after jobDeadline.
+func receive[T any](t *testing.T, what string, ch <-chan T) T {
+	t.Helper()
+	timer := time.NewTimer(jobDeadline)
+	defer timer.Stop()
+	select {
+	case v := <-ch:
+		return v
+	case <-timer.C:
+		t.Fatalf("%s did not answer within %v", what, jobDeadline)
+		panic("unreachable")
+	}
+}
+
+// checkKilledResult checks that a kill delivered j's result, ended by sig.
+func checkKilledResult(t *testing.T, r killResult, j *job, sig syscall.Signal) {
+	t.Helper()
+	if r.err != nil || !r.out.terminated || r.j != j {
+		t.Fatalf("kill: %+v, %v; want terminated with the job's result", r.out, r.err)
+	}
+	if res := resultOf(r.j); res.Signal != signalWords(sig) || res.ExitCode == nil || *res.ExitCode != -1 {
+		t.Fatalf("kill's result %+v, want death by %v", res, sig)
+	}
+}
+
+// checkWaitGot checks that a wait delivered j.
+func checkWaitGot(t *testing.T, r waitResult, j *job) {
+	t.Helper()
+	if r.err != nil || r.got[j.id] != j {
+		t.Fatalf("wait: %v, %v; want the result of job %s", r.got, r.err, j.id)
+	}
+}
+
+// checkForgotten checks that later calls no longer find j.
+func checkForgotten(t *testing.T, reg *registry, j *job) {
+	t.Helper()
+	if _, err := reg.lookup(j.id); !errors.Is(err, errUnknownJob) {
+		t.Fatalf("after delivery: %v, want unknown job_id", err)
+	}
+}
+
+// TestKillDuringBlockedWaitDeliversToBoth: a wait blocked on a job and the
+// kill that ends it both get the result (a wait lost it to the kill, or the
+// kill answered unknown job_id, when only the first claim counted).
+func TestKillDuringBlockedWaitDeliversToBoth(t *testing.T) {
+	onLinux(t)
+	t.Parallel()
+	reg := newRegistry(testConfig())
+	for i := 0; i < deliveryRounds; i++ {
+		j := startJob(t, reg, "exec sleep 60")
+		waited := startWait(reg, j.id)
+		awaitWatchers(t, reg, j, 1)
+		checkKilledResult(t, receive(t, "kill", startKill(reg, j.id, syscall.SIGKILL)), j, syscall.SIGKILL)
+		checkWaitGot(t, receive(t, "wait", waited), j)
+		checkForgotten(t, reg, j)
+	}
+}
+
+// TestKillRacingWaitDeliversToBoth: the same with no ordering at all
+// between the wait and the kill; whoever looks the job up first, both
+// answer with the result or the wait came too late for it.
+func TestKillRacingWaitDeliversToBoth(t *testing.T) {
+	onLinux(t)
+	t.Parallel()
+	reg := newRegistry(testConfig())
+	for i := 0; i < deliveryRounds; i++ {
+		j := startJob(t, reg, "exec sleep 60")
+		waited := startWait(reg, j.id)
+		checkKilledResult(t, receive(t, "kill", startKill(reg, j.id, syscall.SIGKILL)), j, syscall.SIGKILL)
+		if r := receive(t, "wait", waited); !errors.Is(r.err, errUnknownJob) {
+			checkWaitGot(t, r, j)
+		}
+		checkForgotten(t, reg, j)
+	}
+}
+
+// TestWaitDuringKillDrainGetsResult: the shell died from the kill's TERM
+// but a TERM-ignoring process keeps the group alive; a wait that arrives
+// meanwhile finds the finished job and gets its result, and the kill still
+// answers terminated with it once the group is gone.
+func TestWaitDuringKillDrainGetsResult(t *testing.T) {
+	onLinux(t)
+	t.Parallel()
+	reg := newRegistry(testConfig())
+	for i := 0; i < deliveryRounds/10; i++ {
+		j := startJob(t, reg, "(trap '' TERM; exec sleep 60) & exec sleep 60")
+		waitForSleeps(t, j.pid, 2)
+		killed := startKill(reg, j.id, syscall.SIGTERM)
+		awaitDone(t, j)
+		checkWaitGot(t, receive(t, "wait", startWait(reg, j.id)), j)
+		killGroup(j.pid) // the drain ends
+		r := receive(t, "kill", killed)
+		if r.err != nil || !r.out.terminated || r.j != j {
+			t.Fatalf("kill: %+v, %v; want terminated with the result", r.out, r.err)
+		}
+		if res := resultOf(r.j); res.Signal != "terminated" {
+			t.Fatalf("kill's result %+v, want the shell's death by TERM", res)
+		}
+		checkForgotten(t, reg, j)
+	}
+}
+
+// TestConcurrentKillsBothReportTerminated: two kills under way on one job
+// both answer terminated:true with its result.
+func TestConcurrentKillsBothReportTerminated(t *testing.T) {
+	onLinux(t)
+	t.Parallel()
+	reg := newRegistry(testConfig())
+	for i := 0; i < deliveryRounds; i++ {
+		j := startJob(t, reg, "trap '' TERM; exec sleep 60")
+		waitForSleeps(t, j.pid, 1)
+		first, second := startKill(reg, j.id, syscall.SIGTERM), startKill(reg, j.id, syscall.SIGTERM)
+		awaitWatchers(t, reg, j, 2)
+		killGroup(j.pid)
+		checkKilledResult(t, receive(t, "first kill", first), j, syscall.SIGKILL)
+		checkKilledResult(t, receive(t, "second kill", second), j, syscall.SIGKILL)
+		checkForgotten(t, reg, j)
+	}
+}
+
+// TestConcurrentWaitsAllGetResult: every wait blocked on a job when it ends
+// gets its result, duplicated ids included.
+func TestConcurrentWaitsAllGetResult(t *testing.T) {
+	onLinux(t)
+	t.Parallel()
+	reg := newRegistry(testConfig())
+	const waiters = 8
+	for i := 0; i < deliveryRounds/10; i++ {
+		j := startJob(t, reg, "exec sleep 60")
+		var waits []<-chan waitResult
+		for k := 0; k < waiters; k++ {
+			waits = append(waits, startWait(reg, j.id, j.id))
+		}
+		awaitWatchers(t, reg, j, waiters)
+		killGroup(j.pid)
+		for _, w := range waits {
+			checkWaitGot(t, receive(t, "wait", w), j)
+		}
+		checkForgotten(t, reg, j)
+	}
+}
+
+// TestKillDuringBlockingExecuteDeliversToBoth: a blocking execute and the
+// kill that ends its job both answer with the result.
+func TestKillDuringBlockingExecuteDeliversToBoth(t *testing.T) {
+	onLinux(t)
+	t.Parallel()
+	reg := newRegistry(testConfig())
+	for i := 0; i < deliveryRounds; i++ {
+		executed := make(chan any, 1)
+		go func() {
+			res, err := runExecute(&toolCall{reg: reg, cfg: reg.cfg, waiter: plainWaiter(),
+				vals: map[string]any{"command": "exec sleep 60"}})
+			if err != nil {
+				res = err
+			}
+			executed <- res
+		}()
+		var j *job
+		eventually(t, jobDeadline, "the execute's job is listed", func() bool {
+			jobs := reg.list()
+			if len(jobs) == 1 {
+				j = jobs[0]
+			}
+			return j != nil && watchersOf(reg, j) == 1
+		})
+		t.Cleanup(func() { killGroup(j.pid) })
+		checkKilledResult(t, receive(t, "kill", startKill(reg, j.id, syscall.SIGTERM)), j, syscall.SIGTERM)
+		res, ok := receive(t, "execute", executed).(*resultJSON)
+		if !ok || res.JobID != j.id || res.Signal != "terminated" {
+			t.Fatalf("execute answered %+v, want the killed job's result", res)
+		}
+		checkForgotten(t, reg, j)
+	}
+}
+
+// TestWaitOnSeveralJobsOneKilled: a wait blocked on three jobs returns the
+// killed one's result and leaves the other two running and listed.
+func TestWaitOnSeveralJobsOneKilled(t *testing.T) {
+	onLinux(t)
+	t.Parallel()
+	reg := newRegistry(testConfig())
+	for i := 0; i < deliveryRounds/10; i++ {
+		a, b, c := startJob(t, reg, "exec sleep 60"), startJob(t, reg, "exec sleep 60"), startJob(t, reg, "exec sleep 60")
+		waited := startWait(reg, a.id, b.id, c.id)
+		awaitWatchers(t, reg, b, 1)
+		checkKilledResult(t, receive(t, "kill", startKill(reg, b.id, syscall.SIGKILL)), b, syscall.SIGKILL)
+		r := receive(t, "wait", waited)
+		if r.err != nil || len(r.got) != 1 || r.got[b.id] != b {
+			t.Fatalf("wait: %v, %v; want only job %s", r.got, r.err, b.id)
+		}
+		for _, j := range []*job{a, c} {
+			if _, err := reg.lookup(j.id); err != nil || j.terminal() {
+				t.Fatalf("job %s: %v, terminal %v; want it running and listed", j.id, err, j.terminal())
+			}
+			killGroup(j.pid)
+			collect(t, reg, j)
+		}
+	}
+}
+
+// TestCancelledWaitLeavesFinishedJob: a blocked wait cancelled just as its
+// job ends delivers nothing, so the result stays for the next caller.
+func TestCancelledWaitLeavesFinishedJob(t *testing.T) {
+	onLinux(t)
+	t.Parallel()
+	reg := newRegistry(testConfig())
+	j := startJob(t, reg, "exec sleep 60")
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() {
+		_, err := reg.await(&waiter{ctx: ctx}, []*job{j}, time.Time{}, false)
+		errc <- err
+	}()
+	awaitWatchers(t, reg, j, 1)
+	// Holding the registry lock keeps the end from being announced, so the
+	// wait sees the cancel and the end together.
+	reg.mu.Lock()
+	killGroup(j.pid)
+	awaitDone(t, j)
+	cancel()
+	reg.mu.Unlock()
+	if err := receive(t, "the cancelled wait", errc); !errors.Is(err, errCancelled) {
+		t.Fatalf("cancelled wait: %v, want errCancelled", err)
+	}
+	if _, err := reg.lookup(j.id); err != nil {
+		t.Fatalf("the finished job must stay for the next caller: %v", err)
+	}
+	collect(t, reg, j)
+}
+
+// TestKillRealtimeSignal: a real-time signal number ends a job whose shell
+// traps TERM (34 was refused as an unknown signal).
+func TestKillRealtimeSignal(t *testing.T) {
+	onLinux(t)
+	t.Parallel()
+	reg := newRegistry(testConfig())
+	j := startJob(t, reg, "trap '' TERM; exec sleep 60")
+	waitForSleeps(t, j.pid, 1)
+	sig, err := parseSignal([]byte(`"34"`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := receive(t, "kill", startKill(reg, j.id, sig))
+	if r.err != nil || !r.out.terminated || r.out.sent != 34 {
+		t.Fatalf("kill 34: %+v, %v", r.out, r.err)
+	}
+	if res := resultOf(r.j); res.Signal != "real-time signal 0" || *res.ExitCode != -1 {
+		t.Errorf("result %+v, want death by real-time signal 0", res)
+	}
+}
+
+// TestIgnoredHangupDoesNotStop: a SIGHUP or SIGINT ignored when the server
+// started does not end it (under nohup it exited on SIGHUP); TERM still does.
+func TestIgnoredHangupDoesNotStop(t *testing.T) {
+	t.Parallel()
+	arrived := make(chan os.Signal, 3)
+	stop := stoppingSignals(arrived, map[os.Signal]bool{syscall.SIGHUP: true, syscall.SIGINT: true})
+	arrived <- syscall.SIGHUP
+	arrived <- syscall.SIGINT
+	arrived <- syscall.SIGTERM
+	if got := receive(t, "the stop channel", stop); got != syscall.SIGTERM {
+		t.Errorf("stopped on %v, want SIGTERM: ignored signals must pass", got)
+	}
+	close(arrived)
+}
+
+// TestNotIgnoredHangupStops: without nohup, SIGHUP ends the server.
+func TestNotIgnoredHangupStops(t *testing.T) {
+	t.Parallel()
+	arrived := make(chan os.Signal, 1)
+	stop := stoppingSignals(arrived, map[os.Signal]bool{syscall.SIGHUP: false})
+	arrived <- syscall.SIGHUP
+	if got := receive(t, "the stop channel", stop); got != syscall.SIGHUP {
+		t.Errorf("stopped on %v, want SIGHUP", got)
+	}
+	close(arrived)
+}
