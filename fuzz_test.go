@@ -164,7 +164,7 @@ var (
 // instead of a shell: every tool stays reachable (execute's arguments are
 // bound and a job really starts), but whatever command the fuzzer writes,
 // the job does nothing and exits at once, so no process outlives the call.
-// A fresh conn has no jobs, so wait, input and kill fail fast with an
+// A fresh session has no jobs, so wait, input and kill fail fast with an
 // unknown job_id.
 func fuzzConfig(t testing.TB) *config {
 	fzConfigOnce.Do(func() {
@@ -190,13 +190,13 @@ func fuzzConfig(t testing.TB) *config {
 // fzDeadline bounds the wait for a request's reply.
 const fzDeadline = 10 * time.Second
 
-// fzServeLine sends one line through a fresh conn and returns everything the
+// fzServeLine sends one line through a fresh session and returns everything the
 // conn wrote once its handlers finished and the writer flushed.
 func fzServeLine(t *testing.T, line []byte) []byte {
 	t.Helper()
 	sink := &fzCollector{}
 	out := newWriter(sink)
-	c := newConn(fuzzConfig(t), out)
+	c := newSession(fuzzConfig(t), out, nil)
 	c.handleLine(line)
 	done := make(chan struct{})
 	go func() { c.handlers.Wait(); close(done) }()

@@ -2,28 +2,14 @@ package main
 
 import (
 	"container/list"
-	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
-)
-
-// Sentinels that tool handlers map to replies. Everything a tool reports as a
-// tool error wraps errInvalid, errUnknownJob, errNotRunning or
-// errAlreadyClosed; errCancelled becomes JSON-RPC error -32800.
-var (
-	errCancelled     = errors.New("request cancelled")
-	errInvalid       = errors.New("invalid argument")
-	errUnknownJob    = errors.New("unknown job_id")
-	errNotRunning    = errors.New("no longer running")
-	errAlreadyClosed = errors.New("already closed")
 )
 
 // Job states as they appear on the wire.
@@ -31,20 +17,6 @@ const (
 	stateRunning = "running"
 	stateSuccess = "success"
 	stateError   = "error"
-)
-
-const (
-	// settleMaxDuration bounds how long a finished job waits for its pipes to
-	// hand over what the direct child wrote, when an orphan keeps them busy.
-	settleMaxDuration = 500 * time.Millisecond
-	// settleStuckDuration bounds the wait for a pump's first read after the
-	// shell exited (a pump can be slow to run under load, never this slow).
-	settleStuckDuration = 30 * time.Second
-	// teardownGraceDuration is how long TERM gets before KILL when the server
-	// tears a job down (cancelled execute, shutdown).
-	teardownGraceDuration = 2 * time.Second
-	// readBufferBytes is the size of one pipe read.
-	readBufferBytes = 64 << 10
 )
 
 // outcome is how a job ended; it is fixed before job.done is closed.
@@ -104,26 +76,6 @@ type registry struct {
 	order   *list.List      // the same jobs, oldest first
 	nextID  uint64
 	changed broadcast // announced whenever a job finishes
-}
-
-// broadcast wakes every waiter at once. A waiter takes the current channel
-// and selects on it; announce closes it and puts a fresh one in its place.
-// Both calls must be made under the lock of the state the waiters watch, so
-// a waiter that checked that state and then took the channel cannot miss
-// the change that follows.
-type broadcast struct {
-	ch chan struct{} // closed at the next announce
-}
-
-func newBroadcast() broadcast { return broadcast{ch: make(chan struct{})} }
-
-// next returns the channel the next announce closes. Caller holds the lock.
-func (b *broadcast) next() <-chan struct{} { return b.ch }
-
-// announce wakes everyone waiting on next. Caller holds the lock.
-func (b *broadcast) announce() {
-	close(b.ch)
-	b.ch = make(chan struct{})
 }
 
 // newRegistry returns an empty registry for one session.
@@ -283,12 +235,12 @@ func mergeEnv(base []string, overlay map[string]string) []string {
 // pumps have taken it: at once when both pipes already reached EOF (the
 // common case), otherwise from a goroutine that waits for them to settle.
 func (r *registry) exited(j *job, st exitStatus) {
-	if j.stdoutPump.drained() && j.errPump.drained() {
+	if j.stdoutPump.settle.settled() && j.errPump.settle.settled() {
 		r.publish(j, st)
 		return
 	}
 	go func() {
-		settlePumps(settleMaxDuration, j.stdoutPump, j.errPump)
+		awaitSettled(settleMaxDuration, j.stdoutPump, j.errPump)
 		r.publish(j, st)
 	}()
 }
@@ -489,145 +441,6 @@ func (j *job) outputBytes() int64 {
 	return out + errb
 }
 
-// killPlan is the signal sequence kill sends.
-type killPlan struct {
-	signals []syscall.Signal // sent in order while the tree survives
-	wait    time.Duration    // how long each signal gets; 0 = do not wait
-}
-
-// killOutcome is what kill observed.
-type killOutcome struct {
-	terminated        bool
-	alreadyTerminated bool
-	sent              syscall.Signal
-	escalated         bool
-	survivors         string // what was left alive, when terminated is false
-}
-
-// kill signals job id's process group per plan and waits for observed death:
-// the direct child reaped and no process left in the group. A job whose
-// tree died is delivered to the kill (see the delivery rule); the caller
-// reports its result.
-func (r *registry) kill(w *waiter, id string, plan killPlan) (*job, killOutcome, error) {
-	j, err := r.lookup(id)
-	if err != nil {
-		return nil, killOutcome{}, err
-	}
-	r.watch([]*job{j}, 1)
-	defer r.watch([]*job{j}, -1)
-	var out killOutcome
-	if j.terminal() && !groupAlive(j.pid) {
-		out.terminated, out.alreadyTerminated = true, true
-	} else {
-		for i, sig := range plan.signals {
-			out.sent, out.escalated = sig, i > 0
-			if err := j.signal(sig); err != nil {
-				return nil, killOutcome{}, err
-			}
-			if plan.wait <= 0 { // no waiting: look once, and escalate at once
-				if out.terminated = j.terminal() && !groupAlive(j.pid); out.terminated {
-					break
-				}
-				continue
-			}
-			dead, err := j.awaitDeath(w, time.Now().Add(plan.wait))
-			if err != nil {
-				return nil, killOutcome{}, err
-			}
-			if out.terminated = dead; dead {
-				break
-			}
-		}
-	}
-	if !out.terminated {
-		out.survivors = describeSurvivors(j)
-		return j, out, nil
-	}
-	r.deliver(j) // the kill held the job: its result is ours even if a wait took it too
-	return j, out, nil
-}
-
-// signal sends sig to the job's process group. A stopped process keeps a TERM
-// pending until it runs again, so TERM is followed by CONT.
-func (j *job) signal(sig syscall.Signal) error {
-	err := signalGroup(j.pid, sig)
-	if errors.Is(err, errGroupGone) {
-		return nil // already gone: death is observed below
-	}
-	if err == nil && sig == syscall.SIGTERM {
-		_ = signalGroup(j.pid, syscall.SIGCONT) // best effort: the group may have just died
-	}
-	return err
-}
-
-// awaitDeath waits until the job's direct child has been reaped and its
-// process group has no members left, or deadline. It reports whether both
-// happened.
-func (j *job) awaitDeath(w *waiter, deadline time.Time) (bool, error) {
-	describe := func() string { return fmt.Sprintf("waiting for job %s's process group to exit", j.id) }
-	for !j.terminal() {
-		if !time.Now().Before(deadline) {
-			return false, nil
-		}
-		if err := w.sleep(j.done, deadline, describe); err != nil {
-			return false, err
-		}
-	}
-	gone := awaitGroupGone(j.pid, deadline, w.ctx.Done())
-	if !gone && w.ctx.Err() != nil {
-		return false, errCancelled
-	}
-	return gone, nil
-}
-
-// describeSurvivors names what is left of a job's tree and what to do next.
-func describeSurvivors(j *job) string {
-	members := groupMembers(j.pid)
-	what := "the shell has not exited"
-	if j.terminal() {
-		what = "the shell exited but its process group still has members"
-	}
-	if len(members) > 0 {
-		what = fmt.Sprintf("%d process(es) in group %d survived:", len(members), j.pid)
-		const named = 10 // a fork bomb's thousand survivors would drown the rest
-		for i, m := range members {
-			if i == named {
-				what += fmt.Sprintf(" and %d more", len(members)-named)
-				break
-			}
-			what += fmt.Sprintf(" %d (%s, %s)", m.pid, m.comm, stateWords(m.state))
-		}
-	}
-	return what + "; send signal KILL, use ASSURED, or call kill again with a longer timeout"
-}
-
-// stateWords explains a /proc process state letter for a survivor report.
-func stateWords(state string) string {
-	switch state {
-	case "D":
-		return "uninterruptible sleep: even KILL waits until it unblocks"
-	case "Z":
-		return "exited, not yet reaped by its parent"
-	case "T", "t":
-		return "stopped"
-	case "R":
-		return "running"
-	}
-	return "sleeping"
-}
-
-// teardown terminates the job's tree: TERM, then KILL after grace, and waits
-// for the group to be gone (bounded). Used when nobody will collect the job.
-func (j *job) teardown(grace time.Duration) {
-	w := &waiter{ctx: context.Background()}
-	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGKILL} {
-		_ = j.signal(sig) // best effort: errors mean the group is gone
-		if dead, _ := j.awaitDeath(w, time.Now().Add(grace)); dead {
-			return
-		}
-	}
-}
-
 // input writes data to the job's stdin and closes it when asked.
 func (r *registry) input(w *waiter, id, data string, closeAfter bool) (*job, error) {
 	j, err := r.lookup(id)
@@ -644,272 +457,4 @@ func (r *registry) input(w *waiter, id, data string, closeAfter bool) (*job, err
 		return nil, fmt.Errorf("job %s: %w", id, err)
 	}
 	return j, nil
-}
-
-// stdinPipe is the server's end of a job's stdin.
-type stdinPipe struct {
-	f *os.File
-	// token is 1-buffered and holds one value while nobody writes: taking it
-	// is the right to write to or close f. Writers select on it, so a wait
-	// for the pipe can be cancelled.
-	token  chan struct{}
-	closed bool // guarded by holding token
-}
-
-func newStdinPipe(f *os.File) *stdinPipe {
-	s := &stdinPipe{f: f, token: make(chan struct{}, 1)}
-	s.token <- struct{}{}
-	return s
-}
-
-// pastDeadline aborts a pending pipe write at once.
-var pastDeadline = time.Unix(1, 0)
-
-// feed writes execute's stdin argument in the background. It takes the token
-// before returning, so later input calls queue behind it.
-func (s *stdinPipe) feed(data string, closeAfter bool, done <-chan struct{}) {
-	<-s.token
-	go func() {
-		defer func() { s.token <- struct{}{} }()
-		_ = s.writeHeld(context.Background(), data, closeAfter, done) // nobody to tell: errors surface as a closed or dead pipe later
-	}()
-}
-
-// write waits for its turn, then writes data and closes the pipe if asked.
-// A cancelled ctx aborts the wait or the write; done closing means the job
-// finished and nothing more can be written.
-func (s *stdinPipe) write(ctx context.Context, data string, closeAfter bool, done <-chan struct{}) error {
-	select {
-	case <-s.token:
-	case <-ctx.Done():
-		return errCancelled
-	case <-done:
-		if ctx.Err() != nil {
-			return errCancelled // a cancel that raced with the job's end wins
-		}
-		return errNotRunning
-	}
-	defer func() { s.token <- struct{}{} }()
-	return s.writeHeld(ctx, data, closeAfter, done)
-}
-
-// writeHeld is write for a caller that holds the token.
-func (s *stdinPipe) writeHeld(ctx context.Context, data string, closeAfter bool, done <-chan struct{}) error {
-	if ctx.Err() != nil {
-		return errCancelled
-	}
-	if isClosed(done) {
-		return errNotRunning
-	}
-	if s.closed {
-		return errAlreadyClosed
-	}
-	if data != "" {
-		if err := s.writeCancellable(ctx, data); err != nil {
-			if ctx.Err() != nil {
-				return errCancelled // checked first: shutdown both cancels and ends jobs
-			}
-			if isClosed(done) {
-				return errNotRunning
-			}
-			if errors.Is(err, syscall.EPIPE) {
-				return errors.New("nothing reads its stdin any more (broken pipe)")
-			}
-			return fmt.Errorf("write stdin: %w", err)
-		}
-	}
-	if closeAfter {
-		s.closed = true
-		_ = s.f.Close() // best effort: the reader may be gone already
-	}
-	return nil
-}
-
-// writeCancellable writes data, aborting through a past write deadline when
-// ctx ends; the deadline is reset afterwards so the pipe stays usable.
-func (s *stdinPipe) writeCancellable(ctx context.Context, data string) error {
-	aborted := make(chan struct{})
-	stop := context.AfterFunc(ctx, func() {
-		_ = s.f.SetWriteDeadline(pastDeadline) // best effort: the file may be closed
-		close(aborted)
-	})
-	_, err := io.WriteString(s.f, data)
-	if !stop() {
-		<-aborted
-		_ = s.f.SetWriteDeadline(time.Time{}) // best effort, as above
-	}
-	return err
-}
-
-// shut closes stdin once the job has finished, without blocking: a pending
-// write is aborted, and if a writer still holds the token, closing waits for
-// it on another goroutine.
-func (s *stdinPipe) shut() {
-	_ = s.f.SetWriteDeadline(pastDeadline) // best effort: the file may be closed
-	closeHeld := func() {
-		if !s.closed {
-			s.closed = true
-			_ = s.f.Close() // best effort: nobody reads it any more
-		}
-		s.token <- struct{}{}
-	}
-	select {
-	case <-s.token:
-		closeHeld()
-	default:
-		go func() {
-			<-s.token
-			closeHeld()
-		}()
-	}
-}
-
-// readBuffers recycles pipe read buffers; a pump holds one only while data is
-// flowing, so idle jobs cost no buffer memory.
-var readBuffers = sync.Pool{New: func() any {
-	b := make([]byte, readBufferBytes)
-	return &b
-}}
-
-// pump copies one output pipe into a window until EOF.
-type pump struct {
-	f    *os.File
-	sink atomic.Pointer[window] // where bytes go; nil once the job is delivered
-
-	exited     atomic.Bool   // the job's direct child has exited
-	looked     chan struct{} // closed once a read has run that began after exited was set
-	lookOnce   sync.Once
-	settled    chan struct{} // closed once the pipe was seen empty after exit, or at EOF
-	settleOnce sync.Once
-}
-
-// startPump starts copying f into w.
-func startPump(f *os.File, w *window) *pump {
-	p := &pump{f: f, looked: make(chan struct{}), settled: make(chan struct{})}
-	p.sink.Store(w)
-	go p.run()
-	return p
-}
-
-func (p *pump) markLooked()  { p.lookOnce.Do(func() { close(p.looked) }) }
-func (p *pump) markSettled() { p.settleOnce.Do(func() { close(p.settled) }) }
-
-// drained reports whether the pump has reached EOF, or has seen its pipe
-// empty after the job's shell exited.
-func (p *pump) drained() bool { return isClosed(p.settled) }
-
-// run reads until EOF or error, then closes the pipe.
-func (p *pump) run() {
-	defer p.markSettled()
-	defer p.f.Close()
-	rc, err := p.f.SyscallConn()
-	if err != nil {
-		logf("pump: %v", err)
-		return
-	}
-	for p.pass(rc) {
-	}
-}
-
-// pass performs one read and reports whether to go on. The read callback
-// runs inside the poller. A window that has grown big is read into
-// directly; otherwise the bytes go through a pooled buffer. On EAGAIN the
-// callback keeps no buffer and, if the child has exited, notes that
-// everything the child wrote has been taken.
-func (p *pump) pass(rc syscall.RawConn) bool {
-	var n int
-	var rerr error
-	err := rc.Read(func(fd uintptr) bool {
-		// exited is read before the read: an empty pipe proves everything
-		// the shell wrote was taken only if the shell had already exited.
-		exited := p.exited.Load()
-		n, rerr = p.readInto(int(fd))
-		if exited {
-			p.markLooked()
-		}
-		if errors.Is(rerr, syscall.EAGAIN) {
-			if exited {
-				p.markSettled()
-			}
-			return false
-		}
-		return true
-	})
-	switch {
-	case errors.Is(err, os.ErrDeadlineExceeded):
-		// settle's wake-up: look at the pipe again with no deadline.
-		_ = p.f.SetReadDeadline(time.Time{}) // cannot fail on an open pipe
-		return true
-	case err != nil, rerr != nil, n <= 0:
-		return false // closed, read error, or EOF
-	}
-	return true
-}
-
-// readInto reads once from fd into the sink window: straight into its
-// storage when it offers some, else through a pooled buffer.
-func (p *pump) readInto(fd int) (int, error) {
-	w := p.sink.Load()
-	if w != nil {
-		if span := w.reserve(readBufferBytes); span != nil {
-			n, err := readRetrying(fd, span)
-			w.commit(max(n, 0))
-			return n, err
-		}
-	}
-	buf := readBuffers.Get().(*[]byte)
-	defer readBuffers.Put(buf)
-	n, err := readRetrying(fd, *buf)
-	if n > 0 && w != nil {
-		_, _ = w.Write((*buf)[:n]) // never fails
-	}
-	return n, err
-}
-
-// readRetrying is read(2) retried on EINTR.
-func readRetrying(fd int, b []byte) (int, error) {
-	for {
-		n, err := syscall.Read(fd, b)
-		if !errors.Is(err, syscall.EINTR) {
-			return n, err
-		}
-	}
-}
-
-// settlePumps waits until each pump has taken everything the job's direct
-// child wrote before exiting: its pipe was seen empty once after the exit,
-// or reached EOF. The limit bounds only how long an orphan that keeps a pipe
-// busy can hold the result back, so it starts at a pump's first read after
-// the exit: a pump the scheduler has not run yet (a thousand jobs ending
-// at once on a slow machine) is waited for, or the result would lose bytes.
-// The read deadline wakes a pump parked on an empty pipe so it looks again.
-func settlePumps(limit time.Duration, pumps ...*pump) {
-	for _, p := range pumps {
-		p.exited.Store(true)
-		_ = p.f.SetReadDeadline(pastDeadline) // fails only when already closed: then settled is closed too
-	}
-	// A pump that has not run at all for this long is broken, not busy;
-	// the result is not held back for ever.
-	stuck := time.NewTimer(settleStuckDuration)
-	defer stuck.Stop()
-	var deadline time.Time
-	for _, p := range pumps {
-		select {
-		case <-p.settled:
-			continue
-		case <-p.looked:
-		case <-stuck.C:
-			logf("a job's output pump did not run for %v after its shell exited; its result may miss output", settleStuckDuration)
-			return
-		}
-		if deadline.IsZero() {
-			deadline = time.Now().Add(limit)
-		}
-		timer := time.NewTimer(time.Until(deadline))
-		select {
-		case <-p.settled:
-		case <-timer.C:
-		}
-		timer.Stop()
-	}
 }

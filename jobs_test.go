@@ -3,7 +3,11 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
+	"slices"
+	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -210,8 +214,8 @@ func TestKillDuringBlockingExecuteDeliversToBoth(t *testing.T) {
 	for i := 0; i < deliveryRounds; i++ {
 		executed := make(chan any, 1)
 		go func() {
-			res, err := runExecute(&toolCall{reg: reg, cfg: reg.cfg, waiter: plainWaiter(),
-				vals: map[string]any{"command": "exec sleep 60"}})
+			res, err := runExecute(&toolCall{reg: reg, cfg: reg.cfg, waiter: plainWaiter()},
+				&executeArgs{Command: "exec sleep 60"})
 			if err != nil {
 				res = err
 			}
@@ -336,4 +340,146 @@ func TestNotIgnoredHangupStops(t *testing.T) {
 		t.Errorf("stopped on %v, want SIGHUP", got)
 	}
 	close(arrived)
+}
+
+// TestStartError: a job that cannot start is returned finished, with
+// start_error, and is never registered.
+func TestStartError(t *testing.T) {
+	t.Parallel()
+	reg := newRegistry(testConfig())
+	j, started := reg.start(startRequest{command: "true", dir: "/no/such/dir", policy: defaultCapture})
+	if started || !j.terminal() {
+		t.Fatalf("start in a missing cwd: started %v terminal %v", started, j.terminal())
+	}
+	r := statusOf(j)
+	if r.State != stateError || !strings.Contains(r.StartError, "/no/such/dir") || r.ExitCode == nil || *r.ExitCode != -1 {
+		t.Errorf("status %+v", r)
+	}
+	if len(reg.list()) != 0 {
+		t.Errorf("a job that never started is listed")
+	}
+	cfg := testConfig()
+	cfg.shell = "/no/such/shell"
+	reg = newRegistry(cfg)
+	j, started = reg.start(startRequest{command: "true", policy: defaultCapture})
+	if started || !strings.Contains(statusOf(j).StartError, "/no/such/shell") {
+		t.Errorf("missing shell: started %v start_error %q", started, statusOf(j).StartError)
+	}
+}
+
+// TestExactlyOnce: a terminal result is delivered once and the job is gone
+// (seed invariant 1).
+func TestExactlyOnce(t *testing.T) {
+	t.Parallel()
+	reg := newRegistry(testConfig())
+
+	t.Run("wait delivers once", func(t *testing.T) {
+		t.Parallel()
+		j := startJob(t, reg, "echo hi")
+		got := collect(t, reg, j)
+		if r := resultOf(got); r.Stdout == nil || r.Stdout.Data != "hi\n" {
+			t.Errorf("result %+v", r)
+		}
+		if _, err := reg.waitAny(plainWaiter(), []string{j.id}, time.Now(), true); !errors.Is(err, errUnknownJob) {
+			t.Errorf("a second wait: %v, want unknown job_id", err)
+		}
+		if _, err := reg.lookup(j.id); !errors.Is(err, errUnknownJob) {
+			t.Errorf("status after delivery: %v, want unknown job_id", err)
+		}
+		for _, listed := range reg.list() {
+			if listed == j {
+				t.Errorf("a delivered job is listed")
+			}
+		}
+	})
+
+	t.Run("poll of a running job delivers nothing", func(t *testing.T) {
+		t.Parallel()
+		j := startJob(t, reg, "sleep 60")
+		got, err := reg.waitAny(plainWaiter(), []string{j.id}, time.Now(), true)
+		if err != nil || len(got) != 0 {
+			t.Errorf("poll: %v, %v", got, err)
+		}
+		if _, err := reg.lookup(j.id); err != nil {
+			t.Errorf("a running job must stay after a poll: %v", err)
+		}
+	})
+
+	t.Run("list_jobs shows finished, uncollected jobs", func(t *testing.T) {
+		t.Parallel()
+		j := startJob(t, reg, "true")
+		awaitDone(t, j)
+		if _, err := reg.lookup(j.id); err != nil {
+			t.Errorf("a finished, uncollected job must stay visible: %v", err)
+		}
+		collect(t, reg, j)
+	})
+}
+
+// sink keeps allocations in the trim test from being optimised away.
+var sink []byte
+
+// jobFDs runs `ls /proc/self/fd` as a job and returns the listed fds.
+func jobFDs(t *testing.T, reg *registry) []string {
+	t.Helper()
+	r := resultOf(collect(t, reg, startJob(t, reg, "ls /proc/self/fd")))
+	if r.Stdout == nil || r.State != stateSuccess {
+		t.Fatalf("ls /proc/self/fd: %+v", r)
+	}
+	return strings.Fields(r.Stdout.Data)
+}
+
+// TestFDHygiene: a job's only descriptors are 0, 1 and 2 (ls sees one more:
+// its own handle on /proc/self/fd); a descriptor leaked into the server
+// without close-on-exec reaches jobs until closeInheritedOnExec runs; and 100
+// start/collect cycles leave the server's descriptor count where it was
+// (issue 2, engineering requirement 8; anchors B3, B8.5). Not parallel: it
+// counts this process's descriptors and plants one without close-on-exec.
+func TestFDHygiene(t *testing.T) {
+	onLinux(t)
+	reg := newRegistry(testConfig())
+
+	checkOnlyStd := func(fds []string, what string) {
+		t.Helper()
+		if len(fds) > 4 || !slices.Contains(fds, "0") || !slices.Contains(fds, "1") || !slices.Contains(fds, "2") {
+			t.Errorf("%s: a job sees fds %v, want 0 1 2 and ls's own", what, fds)
+		}
+	}
+	checkOnlyStd(jobFDs(t, reg), "after start-up")
+
+	null, err := os.Open(os.DevNull)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer null.Close()
+	leaked, err := syscall.Dup(int(null.Fd())) // dup(2): no close-on-exec
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Close(leaked)
+	if fds := jobFDs(t, reg); !slices.Contains(fds, strconv.Itoa(leaked)) {
+		t.Errorf("control: fd %d without close-on-exec should reach a job, it sees %v", leaked, fds)
+	}
+	closeInheritedOnExec()
+	fds := jobFDs(t, reg)
+	if slices.Contains(fds, strconv.Itoa(leaked)) {
+		t.Errorf("fd %d reached a job after closeInheritedOnExec: %v", leaked, fds)
+	}
+	checkOnlyStd(fds, "after closeInheritedOnExec")
+
+	countFDs := func() int {
+		entries, err := os.ReadDir("/proc/self/fd")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(entries)
+	}
+	before := countFDs()
+	for i := 0; i < 100; i++ {
+		j := startJob(t, reg, "echo out; echo err >&2")
+		collect(t, reg, j)
+	}
+	eventually(t, 10*time.Second, fmt.Sprintf("fd count back to %d after 100 jobs", before), func() bool {
+		return countFDs() <= before
+	})
 }

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -108,6 +107,14 @@ func (t *childTable) route(pid int, st exitStatus) {
 	}
 }
 
+// counts says how many children are tracked and how many orphans' statuses
+// were discarded, for debug/stats.
+func (t *childTable) counts() (tracked, orphans int) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.byPid), t.orphans
+}
+
 // reapedSignal returns a channel that is closed after the next reap batch.
 // Waiters for a process group to drain select on it instead of spinning.
 func (t *childTable) reapedSignal() <-chan struct{} {
@@ -166,18 +173,6 @@ func decodeStatus(ws syscall.WaitStatus) exitStatus {
 		return exitStatus{code: -1, signal: ws.Signal()}
 	}
 	return exitStatus{code: -1}
-}
-
-// signalWords describes sig as strsignal(3) does, in lower case
-// ("terminated", "killed", "hangup", "real-time signal 2").
-func signalWords(sig syscall.Signal) string {
-	switch {
-	case realtimeMin != 0 && sig >= realtimeMin && sig <= realtimeMax:
-		return fmt.Sprintf("real-time signal %d", sig-realtimeMin)
-	case isRealtime(sig):
-		return fmt.Sprintf("unknown signal %d", int(sig)) // kept by the C library; strsignal names none
-	}
-	return strings.ToLower(sig.String())
 }
 
 // errGroupGone reports that no process is left in a process group.

@@ -9,13 +9,19 @@ import (
 	"fmt"
 	"io"
 	"runtime"
+	"strings"
 	"sync"
-	"time"
 	"unicode/utf8"
 )
 
-// This file is the protocol: framing (one JSON value per line), message
-// decoding, the method table, dispatch, and the single stdout writer.
+// This file is a session: one client's conversation. It frames requests
+// (one JSON value per line), decodes them, dispatches them through the
+// method table and writes replies to the transport's replySink. A session
+// owns its jobs; the server owns what all sessions share.
+
+// version is the release, replaced at build time with
+// -ldflags "-X main.version=...".
+var version = "1.0.0"
 
 // maxLineBytes caps one request line. A longer line is answered with a parse
 // error and skipped without being held in memory.
@@ -94,25 +100,6 @@ type message struct {
 	params json.RawMessage // nil when absent
 
 	response bool // a reply from the client, or a malformed notification: ignored
-}
-
-// integerID reports whether id is a number id we accept: an integer of any
-// size with no sign but '-', no leading zero, no fraction or exponent.
-// (Hand-written: it was the only use of regexp; dropping that and
-// runtime/metrics took the static binary from 2.83 to 2.55 MB.)
-func integerID(id []byte) bool {
-	if len(id) > 0 && id[0] == '-' {
-		id = id[1:]
-	}
-	if len(id) == 0 || (id[0] == '0' && len(id) > 1) {
-		return false
-	}
-	for _, c := range id {
-		if c < '0' || c > '9' {
-			return false
-		}
-	}
-	return true
 }
 
 // decodeMessage parses one line. On failure it returns the error reply and
@@ -197,143 +184,66 @@ func idKey(id json.RawMessage) (string, bool) {
 	return "", false
 }
 
-var (
-	errNotObject    = errors.New("not a JSON object")
-	errDuplicateKey = errors.New("duplicate key")
-)
-
-// decodeObject splits a JSON object into its members, keyed by their exact
-// (unescaped) names, without copying the values. Duplicate keys are an
-// error, so no spelling can smuggle a second value past a check; case
-// variants are simply different keys.
-func decodeObject(data []byte) (map[string]json.RawMessage, error) {
-	data = trimJSONSpace(data)
-	if !json.Valid(data) {
-		var v any
-		return nil, json.Unmarshal(data, &v) // the decoder says what is wrong
-	}
-	if len(data) == 0 || data[0] != '{' {
-		return nil, errNotObject
-	}
-	obj := map[string]json.RawMessage{}
-	i := skipSpace(data, 1)
-	for data[i] != '}' {
-		end := skipValue(data, i)
-		key := data[i+1 : end-1]
-		if bytes.IndexByte(key, '\\') >= 0 {
-			var k string
-			_ = json.Unmarshal(data[i:end], &k) // valid JSON: cannot fail
-			key = []byte(k)
-		}
-		i = skipSpace(data, skipSpace(data, end)+1) // past the ':'
-		end = skipValue(data, i)
-		if _, dup := obj[string(key)]; dup {
-			return nil, fmt.Errorf("%w %q", errDuplicateKey, key)
-		}
-		obj[string(key)] = data[i:end:end]
-		i = skipSpace(data, end)
-		if data[i] == ',' {
-			i = skipSpace(data, i+1)
-		}
-	}
-	return obj, nil
-}
-
-// trimJSONSpace trims the four whitespace bytes JSON allows, and no others.
-func trimJSONSpace(b []byte) []byte { return bytes.Trim(b, " \t\r\n") }
-
-// skipSpace returns the index of the first non-space byte at or after i.
-func skipSpace(data []byte, i int) int {
-	for i < len(data) && (data[i] == ' ' || data[i] == '\t' || data[i] == '\n' || data[i] == '\r') {
-		i++
-	}
-	return i
-}
-
-// skipValue returns the index just past the JSON value starting at i; data
-// must be valid JSON.
-func skipValue(data []byte, i int) int {
-	depth := 0
-	for ; i < len(data); i++ {
-		switch data[i] {
-		case '"':
-			for i++; data[i] != '"'; i++ {
-				if data[i] == '\\' {
-					i++
-				}
-			}
-			if depth == 0 {
-				return i + 1
-			}
-		case '{', '[':
-			depth++
-		case '}', ']':
-			if depth--; depth == 0 {
-				return i + 1
-			}
-			if depth < 0 {
-				return i // the end of the enclosing object
-			}
-		case ',', ' ', '\t', '\n', '\r', ':':
-			if depth == 0 {
-				return i
-			}
-		}
-	}
-	return i
-}
-
 // methodSpec is one row of the protocol-shape table.
 type methodSpec struct {
 	notification bool // has no id and gets no reply
 	inline       bool // cheap and non-blocking: answered on the reader goroutine
-	call         func(c *conn, ctx context.Context, m message) (any, error)
-	notify       func(c *conn, m message)
+	call         func(s *session, ctx context.Context, m message) (any, error)
+	notify       func(s *session, m message)
 }
 
 // methods is the protocol-shape table: every method the server knows. Any
 // other request gets -32601; any other notification is ignored.
 var methods = map[string]methodSpec{
-	"initialize":                {inline: true, call: (*conn).initialize},
-	"ping":                      {inline: true, call: func(*conn, context.Context, message) (any, error) { return struct{}{}, nil }},
-	"tools/list":                {inline: true, call: func(*conn, context.Context, message) (any, error) { return toolList, nil }},
-	"tools/call":                {call: (*conn).callTool},
-	"notifications/initialized": {notification: true, notify: func(*conn, message) {}},
-	"notifications/cancelled":   {notification: true, notify: (*conn).cancelRequest},
-	"debug/stats":               {inline: true, call: (*conn).stats},
+	"initialize":                {inline: true, call: (*session).initialize},
+	"ping":                      {inline: true, call: func(*session, context.Context, message) (any, error) { return struct{}{}, nil }},
+	"tools/list":                {inline: true, call: func(*session, context.Context, message) (any, error) { return toolList, nil }},
+	"tools/call":                {call: (*session).callTool},
+	"notifications/initialized": {notification: true, notify: func(*session, message) {}},
+	"notifications/cancelled":   {notification: true, notify: (*session).cancelRequest},
+	"debug/stats":               {inline: true, call: (*session).stats},
 }
 
-// conn serves one client session over a line-oriented byte stream.
-type conn struct {
+// replySink is where a session's messages go: its transport's writer. Each
+// message is one whole line ending in a newline. Neither method may block
+// on anything but this sink's own client.
+type replySink interface {
+	send(msg []byte)    // queues; never blocks (the reading goroutine uses it)
+	sendNow(msg []byte) // may write on the caller's goroutine (request goroutines use it)
+}
+
+// session serves one client: its requests, its jobs, its replies.
+type session struct {
 	cfg *config
 	reg *registry
-	out *writer
+	out replySink
 
 	mu       sync.Mutex                    // guards inflight and closing
 	inflight map[string]context.CancelFunc // running tools/call requests by idKey
-	closing  bool                          // shutdown began: no new requests
+	closing  bool                          // the session is ending: no new requests
 
-	handlers sync.WaitGroup // running request goroutines
-	activity chan struct{}  // 1-buffered: a request finished (see trimWhenIdle)
+	handlers sync.WaitGroup  // running request goroutines
+	activity chan<- struct{} // 1-buffered, shared by the server's sessions: a request finished
 }
 
-// newConn returns a session that writes replies to out.
-func newConn(cfg *config, out *writer) *conn {
-	return &conn{cfg: cfg, reg: newRegistry(cfg), out: out, inflight: map[string]context.CancelFunc{},
-		activity: make(chan struct{}, 1)}
+// newSession returns a session with no jobs that writes to out and nudges
+// activity (which may be nil) whenever a request finishes.
+func newSession(cfg *config, out replySink, activity chan<- struct{}) *session {
+	return &session{cfg: cfg, reg: newRegistry(cfg), out: out, inflight: map[string]context.CancelFunc{},
+		activity: activity}
 }
 
 // serve reads requests from in until EOF or a read error.
-func (c *conn) serve(in io.Reader) error {
+func (s *session) serve(in io.Reader) error {
 	r := bufio.NewReaderSize(in, 64<<10)
 	for {
 		line, err := readLine(r, maxLineBytes)
 		switch {
 		case errors.Is(err, errLineTooLong):
-			c.reply(json.RawMessage("null"), nil, newError(codeParse, "parse error: request line exceeds %d bytes and was discarded", maxLineBytes))
+			s.reply(json.RawMessage("null"), nil, newError(codeParse, "parse error: request line exceeds %d bytes and was discarded", maxLineBytes))
 			continue
 		case len(line) > 0:
-			c.handleLine(line)
+			s.handleLine(line)
 		}
 		if err != nil {
 			if errors.Is(err, io.EOF) {
@@ -345,14 +255,14 @@ func (c *conn) serve(in io.Reader) error {
 }
 
 // handleLine dispatches one line per the methods table.
-func (c *conn) handleLine(line []byte) {
+func (s *session) handleLine(line []byte) {
 	line = bytes.TrimRight(line, "\r \t")
 	if len(trimJSONSpace(line)) == 0 {
 		return
 	}
 	m, replyID, rerr := decodeMessage(line)
 	if rerr != nil {
-		c.reply(replyID, nil, rerr)
+		s.reply(replyID, nil, rerr)
 		return
 	}
 	if m.response {
@@ -361,64 +271,61 @@ func (c *conn) handleLine(line []byte) {
 	spec, known := methods[m.method]
 	if m.id == nil {
 		if known && spec.notification {
-			spec.notify(c, m)
+			spec.notify(s, m)
 		}
 		return // notifications are never answered
 	}
 	switch {
 	case !known:
-		c.reply(m.id, nil, newError(codeNoMethod, "method not found: %s", m.method))
+		s.reply(m.id, nil, newError(codeNoMethod, "method not found: %s", m.method))
 	case spec.notification:
-		c.reply(m.id, nil, newError(codeInvalidRequest, "invalid request: %s is a notification and must not carry an id", m.method))
+		s.reply(m.id, nil, newError(codeInvalidRequest, "invalid request: %s is a notification and must not carry an id", m.method))
 	case m.params != nil && (len(m.params) == 0 || m.params[0] != '{'):
-		c.reply(m.id, nil, newError(codeInvalidParams, "invalid params: params must be an object"))
+		s.reply(m.id, nil, newError(codeInvalidParams, "invalid params: params must be an object"))
 	case spec.inline:
-		res, err := spec.call(c, context.Background(), m)
-		c.reply(m.id, res, err)
+		res, err := spec.call(s, context.Background(), m)
+		s.reply(m.id, res, err)
 	default:
-		c.start(m, spec)
+		s.start(m, spec)
 	}
 }
 
 // start runs a request on its own goroutine, registered so that
 // notifications/cancelled and shutdown can cancel it.
-func (c *conn) start(m message, spec methodSpec) {
+func (s *session) start(m message, spec methodSpec) {
 	key, _ := idKey(m.id)
 	ctx, cancel := context.WithCancel(context.Background())
-	c.mu.Lock()
-	if c.closing {
-		c.mu.Unlock()
+	s.mu.Lock()
+	if s.closing {
+		s.mu.Unlock()
 		cancel()
-		c.reply(m.id, nil, newError(codeCancelled, "request cancelled: the server is shutting down"))
+		s.reply(m.id, nil, newError(codeCancelled, "request cancelled: the server is shutting down"))
 		return
 	}
-	if _, dup := c.inflight[key]; dup {
-		c.mu.Unlock()
+	if _, dup := s.inflight[key]; dup {
+		s.mu.Unlock()
 		cancel()
-		c.reply(m.id, nil, newError(codeInvalidRequest, "invalid request: id %s is already in use by a running request", m.id))
+		s.reply(m.id, nil, newError(codeInvalidRequest, "invalid request: id %s is already in use by a running request", m.id))
 		return
 	}
-	c.inflight[key] = cancel
-	c.handlers.Add(1)
-	c.mu.Unlock()
+	s.inflight[key] = cancel
+	s.handlers.Add(1)
+	s.mu.Unlock()
 	go func() {
-		defer c.handlers.Done()
-		res, err := spec.call(c, ctx, m)
-		c.mu.Lock()
-		delete(c.inflight, key)
-		c.mu.Unlock()
+		defer s.handlers.Done()
+		res, err := spec.call(s, ctx, m)
+		s.mu.Lock()
+		delete(s.inflight, key)
+		s.mu.Unlock()
 		cancel()
-		c.out.sendNow(encodeReply(m.id, res, err))
-		select {
-		case c.activity <- struct{}{}:
-		default:
-		}
+		s.out.sendNow(encodeReply(m.id, res, err))
+		nudge(s.activity)
 	}()
 }
 
 // cancelRequest handles notifications/cancelled. Unknown, finished, repeated
 // and malformed request ids are ignored.
-func (c *conn) cancelRequest(m message) {
+func (s *session) cancelRequest(m message) {
 	params, err := decodeObject(m.params)
 	if err != nil {
 		return
@@ -427,9 +334,9 @@ func (c *conn) cancelRequest(m message) {
 	if !ok {
 		return
 	}
-	c.mu.Lock()
-	cancel := c.inflight[key]
-	c.mu.Unlock()
+	s.mu.Lock()
+	cancel := s.inflight[key]
+	s.mu.Unlock()
 	if cancel != nil {
 		cancel()
 	}
@@ -437,37 +344,52 @@ func (c *conn) cancelRequest(m message) {
 
 // cancelAll cancels every running request and refuses new ones; shutdown
 // calls it so blocked calls answer -32800.
-func (c *conn) cancelAll() {
-	c.mu.Lock()
-	c.closing = true
-	cancels := make([]context.CancelFunc, 0, len(c.inflight))
-	for _, cancel := range c.inflight {
+func (s *session) cancelAll() {
+	s.mu.Lock()
+	s.closing = true
+	cancels := make([]context.CancelFunc, 0, len(s.inflight))
+	for _, cancel := range s.inflight {
 		cancels = append(cancels, cancel)
 	}
-	c.mu.Unlock()
+	s.mu.Unlock()
 	for _, cancel := range cancels {
 		cancel()
 	}
 }
 
 // reply queues the answer to a request; the reader goroutine uses it.
-func (c *conn) reply(id json.RawMessage, result any, err error) {
-	c.out.send(encodeReply(id, result, err))
+func (s *session) reply(id json.RawMessage, result any, err error) {
+	s.out.send(encodeReply(id, result, err))
 }
 
 // replyHead starts every reply line; the id follows.
 const replyHead = `{"jsonrpc":"2.0","id":`
 
+// errorCodes maps the sentinels a request may fail with to JSON-RPC codes.
+var errorCodes = []struct {
+	err  error
+	code int
+}{
+	{errCancelled, codeCancelled},
+	{errBadParams, codeInvalidParams},
+	{errUnknownTool, codeInvalidParams},
+}
+
 // encodeReply builds the answer to a request: a result, or an error —
-// *rpcError as is, errCancelled as -32800, anything else as internal.
+// *rpcError as is, a sentinel of errorCodes with its code, anything else as
+// internal.
 func encodeReply(id json.RawMessage, result any, err error) []byte {
 	var rerr *rpcError
 	switch {
 	case errors.As(err, &rerr):
-	case errors.Is(err, errCancelled):
-		rerr = newError(codeCancelled, "request cancelled")
 	case err != nil:
 		rerr = newError(codeInternal, "internal error: %v", err)
+		for _, e := range errorCodes {
+			if errors.Is(err, e.err) {
+				rerr = newError(e.code, "%v", err)
+				break
+			}
+		}
 	default:
 		if text, ok := result.(toolText); ok {
 			return textReply(id, text)
@@ -482,46 +404,62 @@ func encodeReply(id json.RawMessage, result any, err error) []byte {
 	return concat(replyHead, id, `,"error":`, e, "}\n")
 }
 
+// callTool handles tools/call: the shape of its params is the protocol's
+// business and fails with JSON-RPC errors; the tool's own arguments are the
+// tools layer's.
+func (s *session) callTool(ctx context.Context, m message) (any, error) {
+	if m.params == nil {
+		return nil, newError(codeInvalidParams, "invalid params: tools/call needs params with a tool name")
+	}
+	params, err := decodeObject(m.params)
+	if err != nil {
+		return nil, newError(codeInvalidParams, "invalid params: %v", err)
+	}
+	var name string
+	if json.Unmarshal(params["name"], &name) != nil || name == "" {
+		return nil, newError(codeInvalidParams, "invalid params: tools/call needs a tool name string in params.name")
+	}
+	call := &toolCall{reg: s.reg, cfg: s.cfg, waiter: s.waiterFor(ctx, params["_meta"])}
+	return callTool(call, name, params["arguments"])
+}
+
+// waiterFor builds the waiter of one call: progress notifications go out
+// only when the request carried _meta.progressToken.
+func (s *session) waiterFor(ctx context.Context, meta json.RawMessage) *waiter {
+	w := &waiter{ctx: ctx}
+	if meta == nil {
+		return w
+	}
+	obj, err := decodeObject(meta)
+	if err != nil {
+		return w
+	}
+	token, ok := obj["progressToken"]
+	if !ok || !validID(token) {
+		return w
+	}
+	w.interval = s.cfg.progressInterval
+	w.report = func(n int, message string) {
+		s.notify("notifications/progress", map[string]any{
+			"progressToken": token, "progress": n, "message": message,
+		})
+	}
+	return w
+}
+
 // notify sends a notification from a request goroutine.
-func (c *conn) notify(method string, params any) {
+func (s *session) notify(method string, params any) {
 	p, err := marshal(params)
 	if err != nil {
 		logf("notify %s: %v", method, err)
 		return
 	}
-	c.out.sendNow(concat(`{"jsonrpc":"2.0","method":"`, []byte(method), `","params":`, p, "}\n"))
-}
-
-// concat joins literal and raw JSON pieces.
-func concat(parts ...any) []byte {
-	var b []byte
-	for _, p := range parts {
-		switch p := p.(type) {
-		case string:
-			b = append(b, p...)
-		case []byte:
-			b = append(b, p...)
-		case json.RawMessage:
-			b = append(b, p...)
-		}
-	}
-	return b
-}
-
-// marshal encodes v as compact JSON without HTML escaping.
-func marshal(v any) ([]byte, error) {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return nil, err
-	}
-	return bytes.TrimRight(buf.Bytes(), "\n"), nil
+	s.out.sendNow(concat(`{"jsonrpc":"2.0","method":"`, []byte(method), `","params":`, p, "}\n"))
 }
 
 // initialize answers the handshake, echoing the client's protocol version
 // when supported and offering the newest one otherwise.
-func (c *conn) initialize(_ context.Context, m message) (any, error) {
+func (s *session) initialize(_ context.Context, m message) (any, error) {
 	negotiated := supportedVersions[0]
 	if m.params != nil {
 		if p, err := decodeObject(m.params); err == nil {
@@ -539,15 +477,16 @@ func (c *conn) initialize(_ context.Context, m message) (any, error) {
 		"protocolVersion": negotiated,
 		"capabilities":    map[string]any{"tools": map[string]any{}}, // exactly the wire shape
 		"serverInfo":      map[string]any{"name": "mcp-exec", "version": version},
-		"instructions": "Run shell commands as jobs. execute blocks until exit by default; use nowait:true for long commands, " +
-			"then wait/status/output/input/kill with the job_id. A finished job's result is delivered once, then the job is gone.",
+		"instructions": "Run shell commands as jobs with the tools " + strings.Join(toolNames(), ", ") + ". " +
+			"execute blocks until exit by default; use nowait:true for long commands, then follow the job_id. " +
+			"A finished job's result is delivered once, then the job is gone.",
 	}, nil
 }
 
 // stats answers debug/stats when MCP_EXEC_DEBUG=1: what the soak script
 // and the leak tests compare before and after a load.
-func (c *conn) stats(_ context.Context, req message) (any, error) {
-	if !c.cfg.debug {
+func (s *session) stats(_ context.Context, req message) (any, error) {
+	if !s.cfg.debug {
 		return nil, newError(codeNoMethod, "method not found: debug/stats (set MCP_EXEC_DEBUG=1 to enable it)")
 	}
 	if p, err := decodeObject(req.params); err == nil && string(p["collect"]) == "true" {
@@ -556,16 +495,14 @@ func (c *conn) stats(_ context.Context, req message) (any, error) {
 		// goal before one starts, and RSS with it).
 		returnMemory()
 	}
-	children.mu.Lock()
-	tracked, orphans := len(children.byPid), children.orphans
-	children.mu.Unlock()
+	tracked, orphans := children.counts()
 	var m runtime.MemStats
 	runtime.ReadMemStats(&m)
 	return map[string]any{
 		"goroutines":     runtime.NumGoroutine(),
 		"open_fds":       countOpenFds(),
 		"rss_kib":        residentKiB(),
-		"jobs":           len(c.reg.list()),
+		"jobs":           len(s.reg.list()),
 		"children":       tracked,
 		"orphans_reaped": orphans,
 		"heap_kib":       m.HeapAlloc >> 10,
@@ -573,12 +510,6 @@ func (c *conn) stats(_ context.Context, req message) (any, error) {
 		"runtime_kib":    (m.Sys - m.HeapReleased) >> 10,
 	}, nil
 }
-
-// toolText is a successful tools/call result: one text item holding a JSON
-// document. encodeReply writes it straight into the reply line, so a big
-// result is escaped once into one buffer of the right size instead of
-// passing through a string and a second encoder.
-type toolText []byte
 
 // textReply is the reply line of a toolText result: exactly what encoding
 // the toolResult {content: [{type: "text", text}]} would give.
@@ -591,291 +522,4 @@ func textReply(id json.RawMessage, text []byte) []byte {
 	b = append(append(append(b, replyHead...), id...), open...)
 	b = appendQuoted(b, text)
 	return append(b, tail...)
-}
-
-// quotedLen is how many bytes appendQuoted adds for s.
-func quotedLen(s []byte) int {
-	n := 0
-	for i := 0; i < len(s); {
-		esc, size := jsonEscape(s[i:])
-		if esc == "" {
-			n += size
-		} else {
-			n += len(esc)
-		}
-		i += size
-	}
-	return n
-}
-
-// appendQuoted appends s as the inside of a JSON string, escaped exactly as
-// encoding/json escapes a string without HTML escaping.
-func appendQuoted(b, s []byte) []byte {
-	for i := 0; i < len(s); {
-		esc, size := jsonEscape(s[i:])
-		if esc == "" {
-			b = append(b, s[i:i+size]...)
-		} else {
-			b = append(b, esc...)
-		}
-		i += size
-	}
-	return b
-}
-
-// jsonEscape says how the character that starts s is written inside a JSON
-// string: esc is its escape, or "" when its size bytes are copied as they
-// are. Quote, backslash and control characters are escaped, invalid UTF-8
-// becomes U+FFFD, and U+2028 and U+2029 are escaped, as encoding/json does.
-func jsonEscape(s []byte) (esc string, size int) {
-	if c := s[0]; c < utf8.RuneSelf {
-		return asciiEscapes[c], 1
-	}
-	r, size := utf8.DecodeRune(s)
-	switch {
-	case r == utf8.RuneError && size == 1:
-		return `\ufffd`, 1
-	case r == '\u2028':
-		return `\u2028`, size
-	case r == '\u2029':
-		return `\u2029`, size
-	}
-	return "", size
-}
-
-// asciiEscapes holds the JSON string escape of every ASCII byte that needs one.
-var asciiEscapes = func() (t [utf8.RuneSelf]string) {
-	const hex = "0123456789abcdef"
-	for c := 0; c < 0x20; c++ {
-		t[c] = `\u00` + hex[c>>4:c>>4+1] + hex[c&0xF:c&0xF+1]
-	}
-	t['\b'], t['\f'], t['\n'], t['\r'], t['\t'] = `\b`, `\f`, `\n`, `\r`, `\t`
-	t['"'], t['\\'] = `\"`, `\\`
-	return t
-}()
-
-// toolResult is the tools/call result shape.
-type toolResult struct {
-	Content []textContent `json:"content"`
-	IsError bool          `json:"isError,omitempty"`
-}
-
-type textContent struct {
-	Type string `json:"type"`
-	Text string `json:"text"`
-}
-
-// callTool handles tools/call: protocol problems (no name, unknown tool,
-// arguments not an object) are JSON-RPC errors; everything about argument
-// values or job state is a tool error the model can read.
-func (c *conn) callTool(ctx context.Context, m message) (any, error) {
-	if m.params == nil {
-		return nil, newError(codeInvalidParams, "invalid params: tools/call needs params with a tool name")
-	}
-	params, err := decodeObject(m.params)
-	if err != nil {
-		return nil, newError(codeInvalidParams, "invalid params: %v", err)
-	}
-	var name string
-	if json.Unmarshal(params["name"], &name) != nil || name == "" {
-		return nil, newError(codeInvalidParams, "invalid params: tools/call needs a tool name string in params.name")
-	}
-	t, ok := toolsByName[name]
-	if !ok {
-		return nil, newError(codeInvalidParams, "unknown tool: %s (the tools are execute, wait, status, output, input, kill, list_jobs)", name)
-	}
-	raw := map[string]json.RawMessage{}
-	if a, ok := params["arguments"]; ok && !isNull(a) {
-		if raw, err = decodeObject(a); err != nil {
-			return nil, newError(codeInvalidParams, "invalid params: arguments: %v", err)
-		}
-	}
-	vals, err := bindArgs(t, raw)
-	if err != nil {
-		return toolFailure(err), nil
-	}
-	call := &toolCall{reg: c.reg, cfg: c.cfg, vals: vals, waiter: c.waiterFor(ctx, params["_meta"])}
-	res, err := t.run(call)
-	if errors.Is(err, errCancelled) {
-		return nil, err
-	}
-	if err != nil {
-		return toolFailure(err), nil
-	}
-	text, err := marshal(res)
-	if err != nil {
-		return nil, err
-	}
-	return toolText(text), nil
-}
-
-// toolFailure is a tool error result with a plain-English message.
-func toolFailure(err error) toolResult {
-	return toolResult{Content: []textContent{{Type: "text", Text: err.Error()}}, IsError: true}
-}
-
-// waiterFor builds the waiter of one call: progress notifications go out
-// only when the request carried _meta.progressToken.
-func (c *conn) waiterFor(ctx context.Context, meta json.RawMessage) *waiter {
-	w := &waiter{ctx: ctx}
-	if meta == nil {
-		return w
-	}
-	obj, err := decodeObject(meta)
-	if err != nil {
-		return w
-	}
-	token, ok := obj["progressToken"]
-	if !ok || !validID(token) {
-		return w
-	}
-	w.interval = c.cfg.progressInterval
-	w.report = func(n int, message string) {
-		c.notify("notifications/progress", map[string]any{
-			"progressToken": token, "progress": n, "message": message,
-		})
-	}
-	return w
-}
-
-// writer owns stdout. One goroutine at a time writes, whole messages only,
-// so lines never interleave; the reader goroutine and the capture pumps never
-// wait on a slow client, because they only queue.
-type writer struct {
-	out io.Writer
-
-	mu     sync.Mutex    // guards queue, busy and failed
-	queue  []outItem     // messages not yet written
-	busy   bool          // a goroutine is writing to out
-	failed bool          // a write failed: the client is gone
-	wake   chan struct{} // 1-buffered: the queue may have items for the loop
-	gone   chan struct{} // closed when a write fails
-}
-
-// outItem is one queued message (ending in a newline), or a flush marker
-// when msg is nil.
-type outItem struct {
-	msg     []byte
-	flushed chan struct{}
-}
-
-// newWriter starts the writer goroutine for out.
-func newWriter(out io.Writer) *writer {
-	w := &writer{out: out, wake: make(chan struct{}, 1), gone: make(chan struct{})}
-	go w.loop()
-	return w
-}
-
-// send queues one message for the writer goroutine; it never blocks.
-func (w *writer) send(msg []byte) { w.enqueue(outItem{msg: msg}) }
-
-// sendNow writes msg on the caller's goroutine when nobody else is writing
-// and nothing is queued, saving a hand-off; otherwise it queues. Only request
-// goroutines call it: a slow client then holds up only that request.
-func (w *writer) sendNow(msg []byte) {
-	w.mu.Lock()
-	if w.busy || w.failed || len(w.queue) > 0 {
-		w.mu.Unlock()
-		w.send(msg)
-		return
-	}
-	w.busy = true
-	w.mu.Unlock()
-	_, err := w.out.Write(msg)
-	w.release(err)
-}
-
-func (w *writer) enqueue(it outItem) {
-	w.mu.Lock()
-	if w.failed {
-		w.mu.Unlock()
-		if it.flushed != nil {
-			close(it.flushed)
-		}
-		return
-	}
-	w.queue = append(w.queue, it)
-	w.mu.Unlock()
-	w.poke()
-}
-
-// poke wakes the writer goroutine.
-func (w *writer) poke() {
-	select {
-	case w.wake <- struct{}{}:
-	default:
-	}
-}
-
-// release ends a turn at writing: a failure marks the client gone, and
-// anything queued meanwhile goes to the writer goroutine.
-func (w *writer) release(err error) {
-	w.mu.Lock()
-	w.busy = false
-	var dropped []outItem
-	if err != nil && !w.failed {
-		logf("stdout: %v; the client is gone", err)
-		w.failed = true
-		dropped, w.queue = w.queue, nil
-		close(w.gone)
-	}
-	more := len(w.queue) > 0
-	w.mu.Unlock()
-	for _, it := range dropped {
-		if it.flushed != nil {
-			close(it.flushed)
-		}
-	}
-	if more {
-		w.poke()
-	}
-}
-
-// flush waits, at most timeout, until everything queued so far is written.
-func (w *writer) flush(timeout time.Duration) {
-	done := make(chan struct{})
-	w.enqueue(outItem{flushed: done})
-	t := time.NewTimer(timeout)
-	defer t.Stop()
-	select {
-	case <-done:
-	case <-t.C:
-	}
-}
-
-// loop writes queued messages in batches, flushing when a batch is done.
-func (w *writer) loop() {
-	buf := bufio.NewWriterSize(w.out, 64<<10)
-	for range w.wake {
-		for {
-			w.mu.Lock()
-			if w.busy || w.failed || len(w.queue) == 0 {
-				w.mu.Unlock()
-				break // a sendNow caller is writing; it pokes us when done
-			}
-			batch := w.queue
-			w.queue, w.busy = nil, true
-			w.mu.Unlock()
-			w.release(writeBatch(buf, batch))
-		}
-	}
-}
-
-// writeBatch writes and flushes a batch, then releases its flush markers.
-func writeBatch(buf *bufio.Writer, batch []outItem) error {
-	var err error
-	for _, it := range batch {
-		if it.msg != nil && err == nil {
-			_, err = buf.Write(it.msg)
-		}
-	}
-	if err == nil {
-		err = buf.Flush()
-	}
-	for _, it := range batch {
-		if it.flushed != nil {
-			close(it.flushed)
-		}
-	}
-	return err
 }

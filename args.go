@@ -1,0 +1,263 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
+	"slices"
+	"strings"
+	"syscall"
+)
+
+// Tool arguments bind into one struct per tool. A field's `arg` tag gives
+// its wire name (with ",required" when a call must give it) and its `doc`
+// tag its description; the field's Go type picks its kind in argKinds, the
+// one table of each kind's decoder and JSON Schema. So handlers read typed
+// fields, and the published schema, the checks a call gets and the refusal
+// of an unknown argument all come from the same declaration.
+
+// Argument types with a meaning of their own on the wire.
+type (
+	// seconds is a number of seconds, fractions allowed.
+	seconds float64
+	// jobID is a job id: a string, or a JSON integer meaning its decimal form.
+	jobID string
+)
+
+// argKind decodes and describes the arguments of one Go type.
+type argKind struct {
+	decode func(raw json.RawMessage) (any, error) // a value of exactly that type
+	schema func() map[string]any
+}
+
+// kindOf builds the argKind of T from a typed decoder.
+func kindOf[T any](decode func(json.RawMessage) (T, error), schema func() map[string]any) argKind {
+	return argKind{decode: func(raw json.RawMessage) (any, error) { return decode(raw) }, schema: schema}
+}
+
+// argKinds is every argument type a tool may declare. A pointer field of one
+// of these types is nil when the call leaves it out.
+var argKinds = map[reflect.Type]argKind{
+	reflect.TypeFor[string]():            kindOf(decodeString, schemaOfType("string")),
+	reflect.TypeFor[bool]():              kindOf(decodeBool, schemaOfType("boolean")),
+	reflect.TypeFor[seconds]():           kindOf(decodeSeconds, schemaOfType("number")),
+	reflect.TypeFor[jobID]():             kindOf(decodeJobID, schemaOfType("string")),
+	reflect.TypeFor[[]jobID]():           kindOf(decodeJobIDs, jobIDsSchema),
+	reflect.TypeFor[map[string]string](): kindOf(decodeEnv, envSchema),
+	reflect.TypeFor[streamSpec]():        kindOf(parseStreamSpec, streamSchema),
+	reflect.TypeFor[capturePolicy]():     kindOf(parseCapturePolicy, captureSchema),
+	reflect.TypeFor[syscall.Signal]():    kindOf(parseSignal, schemaOfType("string")),
+}
+
+// param is one argument of a tool, read from its args struct.
+type param struct {
+	name     string
+	doc      string
+	required bool
+	field    int          // index of the struct field
+	typ      reflect.Type // the kind's type; the field is *typ when ptr
+	ptr      bool
+}
+
+// paramsOf reads the parameters of the args struct type t. A field without
+// an arg tag, or of a type argKinds lacks, is a programming error: it panics
+// when the tool table is built, before the server serves anything.
+func paramsOf(t reflect.Type) []param {
+	params := make([]param, 0, t.NumField())
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		name, opts, _ := strings.Cut(f.Tag.Get("arg"), ",")
+		p := param{name: name, doc: f.Tag.Get("doc"), required: opts == "required", field: i, typ: f.Type}
+		if p.typ.Kind() == reflect.Pointer {
+			p.typ, p.ptr = p.typ.Elem(), true
+		}
+		if _, ok := argKinds[p.typ]; !ok || name == "" {
+			panic(fmt.Sprintf("%s.%s: an argument needs an arg tag and a type in argKinds", t.Name(), f.Name))
+		}
+		params = append(params, p)
+	}
+	return params
+}
+
+// bindArgs decodes raw into the args struct dst per params. An unknown
+// argument is refused by name; null means absent.
+func bindArgs(tool string, params []param, raw map[string]json.RawMessage, dst reflect.Value) error {
+	if err := refuseUnknown(tool, params, raw); err != nil {
+		return err
+	}
+	for _, p := range params {
+		r, ok := raw[p.name]
+		if !ok || isNull(r) {
+			if p.required {
+				return fmt.Errorf("%w: %s is required", errInvalid, p.name)
+			}
+			continue
+		}
+		v, err := argKinds[p.typ].decode(r)
+		if err != nil {
+			return fmt.Errorf("%w %s: %v", errInvalid, p.name, err)
+		}
+		value := reflect.ValueOf(v)
+		if p.ptr {
+			ptr := reflect.New(p.typ)
+			ptr.Elem().Set(value)
+			value = ptr
+		}
+		dst.Field(p.field).Set(value)
+	}
+	return nil
+}
+
+// refuseUnknown names every argument of raw that tool does not take.
+func refuseUnknown(tool string, params []param, raw map[string]json.RawMessage) error {
+	if len(raw) == 0 {
+		return nil
+	}
+	accepted := make([]string, len(params))
+	known := make(map[string]bool, len(params))
+	for i, p := range params {
+		accepted[i], known[p.name] = p.name, true
+	}
+	var unknown []string
+	for name := range raw {
+		if !known[name] {
+			unknown = append(unknown, fmt.Sprintf("%q", name))
+		}
+	}
+	if len(unknown) == 0 {
+		return nil
+	}
+	slices.Sort(unknown)
+	what := "unknown argument"
+	if len(unknown) > 1 {
+		what += "s"
+	}
+	list := "none"
+	if len(accepted) > 0 {
+		list = strings.Join(accepted, ", ")
+	}
+	return fmt.Errorf("%w: %s %s for %s (accepted: %s)", errInvalid, what, strings.Join(unknown, ", "), tool, list)
+}
+
+// schemaOf is the inputSchema of a tool with params.
+func schemaOf(params []param) map[string]any {
+	props := map[string]any{}
+	required := []string{}
+	for _, p := range params {
+		s := argKinds[p.typ].schema()
+		s["description"] = p.doc
+		props[p.name] = s
+		if p.required {
+			required = append(required, p.name)
+		}
+	}
+	schema := map[string]any{"type": "object", "properties": props}
+	if len(required) > 0 {
+		schema["required"] = required
+	}
+	return schema
+}
+
+func decodeString(r json.RawMessage) (string, error) {
+	var s string
+	if json.Unmarshal(r, &s) != nil {
+		return "", fmt.Errorf("must be a string, got %s", clip(r))
+	}
+	return s, nil
+}
+
+func decodeBool(r json.RawMessage) (bool, error) {
+	var b bool
+	if json.Unmarshal(r, &b) != nil {
+		return false, fmt.Errorf("must be true or false, got %s", clip(r))
+	}
+	return b, nil
+}
+
+func decodeSeconds(r json.RawMessage) (seconds, error) {
+	var f float64
+	if json.Unmarshal(r, &f) != nil {
+		return 0, fmt.Errorf("must be a number of seconds, got %s", clip(r))
+	}
+	return seconds(f), nil
+}
+
+// decodeJobID takes a string, or an integer as its decimal digits.
+func decodeJobID(r json.RawMessage) (jobID, error) {
+	if integerID(r) {
+		return jobID(r), nil
+	}
+	s, err := decodeString(r)
+	return jobID(s), err
+}
+
+// decodeJobIDs takes a non-empty array of job ids.
+func decodeJobIDs(r json.RawMessage) ([]jobID, error) {
+	var items []json.RawMessage
+	if json.Unmarshal(r, &items) != nil || items == nil {
+		return nil, fmt.Errorf("must be an array of strings, got %s", clip(r))
+	}
+	if len(items) == 0 {
+		return nil, errors.New("must be non-empty")
+	}
+	ids := make([]jobID, len(items))
+	for i, item := range items {
+		id, err := decodeJobID(item)
+		if err != nil {
+			return nil, fmt.Errorf("must be an array of strings, got %s", clip(item))
+		}
+		ids[i] = id
+	}
+	return ids, nil
+}
+
+// decodeEnv decodes an env overlay: an object of strings with usable names.
+func decodeEnv(r json.RawMessage) (map[string]string, error) {
+	obj, err := decodeObject(r)
+	if err != nil {
+		return nil, fmt.Errorf("must be an object of strings: %v", err)
+	}
+	env := make(map[string]string, len(obj))
+	for k, v := range obj {
+		var s string
+		if json.Unmarshal(v, &s) != nil {
+			return nil, fmt.Errorf("value of %q must be a string, got %s", k, clip(v))
+		}
+		if k == "" || strings.ContainsAny(k, "=\x00") || strings.ContainsRune(s, 0) {
+			return nil, fmt.Errorf("%q cannot be an environment variable (no '=' or NUL in names, no NUL in values)", k)
+		}
+		env[k] = s
+	}
+	return env, nil
+}
+
+func schemaOfType(t string) func() map[string]any {
+	return func() map[string]any { return map[string]any{"type": t} }
+}
+
+func jobIDsSchema() map[string]any {
+	return map[string]any{"type": "array", "items": map[string]any{"type": "string"}, "minItems": 1}
+}
+
+func envSchema() map[string]any {
+	return map[string]any{"type": "object", "additionalProperties": map[string]any{"type": "string"}}
+}
+
+func streamSchema() map[string]any {
+	return map[string]any{"anyOf": []any{
+		map[string]any{"type": "string", "enum": []string{"none", "all"}},
+		map[string]any{"type": "object", "properties": map[string]any{"tail": map[string]any{"type": "integer", "minimum": 0}}, "required": []string{"tail"}},
+		map[string]any{"type": "object", "properties": map[string]any{
+			"from": map[string]any{"type": "integer"}, "length": map[string]any{"type": "integer"}, "unaligned": map[string]any{"type": "boolean"},
+		}, "required": []string{"from"}},
+	}}
+}
+
+func captureSchema() map[string]any {
+	spec := map[string]any{"anyOf": []any{
+		map[string]any{"type": "string", "enum": []string{"stdout", "stderr", "all", "none"}},
+		map[string]any{"type": "object", "properties": map[string]any{"stdout": streamSchema(), "stderr": streamSchema()}},
+	}}
+	return map[string]any{"type": "object", "properties": map[string]any{"on_success": spec, "on_error": spec}}
+}

@@ -1,0 +1,106 @@
+package main
+
+import (
+	"go/ast"
+	"go/importer"
+	"go/parser"
+	"go/token"
+	"go/types"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// layers orders the server's files from the top (main) to the bottom (the
+// system). A file may name what is declared in its own layer or below it,
+// never above: so each layer can be read, tested and replaced on its own.
+// A new file gets a row here; the test fails until it has one.
+var layers = [][]string{
+	{"main.go"},
+	{"stdio.go"},  // the stdio transport: one session on stdin/stdout
+	{"server.go"}, // what is process-wide: sessions, signals, shutdown
+	{"rpc.go"},    // a session: JSON-RPC framing, dispatch, replies
+	{"tools.go"},  // the tool table, handlers and results
+	{"args.go"},   // typed tool arguments and their schemas
+	{"kill.go"},   // kill and teardown of a job's process group
+	{"jobs.go"},   // the registry: starting, waiting, delivery
+	{"stdin.go"},  // a job's stdin pipe
+	{"pump.go"},   // copying a job's output pipes, settling at exit
+	{"config.go"}, // settings from the environment
+	{"window.go"}, // the bounded output window
+	{"reaper.go"}, // the one owner of child exit statuses
+	{"specs.go"},  // stream, capture and signal specs
+	{"memory.go"}, // handing memory back when idle
+	{"wake.go"},   // waiting with deadlines, waking without blocking
+	{"json.go"},   // JSON decoding and escaping helpers
+	{"errors.go", "log.go"},
+	{"sys.go", "sys_linux.go", "sys_other.go"},
+}
+
+// TestLayersPointDown type-checks the package and fails on every reference
+// from a file to something declared in a file of a higher layer.
+func TestLayersPointDown(t *testing.T) {
+	rank := map[string]int{}
+	for i, files := range layers {
+		for _, f := range files {
+			rank[f] = i
+		}
+	}
+	paths, err := filepath.Glob("*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fset := token.NewFileSet()
+	var files []*ast.File
+	for _, p := range paths {
+		if strings.HasSuffix(p, "_test.go") || p == "sys_other.go" {
+			continue // sys_other.go is the other platform's twin of sys_linux.go
+		}
+		if _, ok := rank[p]; !ok {
+			t.Errorf("%s has no row in layers: say which layer it belongs to", p)
+			continue
+		}
+		f, err := parser.ParseFile(fset, p, nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, f)
+	}
+	info := &types.Info{Uses: map[*ast.Ident]types.Object{}, Selections: map[*ast.SelectorExpr]*types.Selection{}}
+	conf := types.Config{Importer: importer.ForCompiler(fset, "source", nil)}
+	pkg, err := conf.Check("main", fset, files, info)
+	if err != nil {
+		t.Fatalf("type-check: %v", err)
+	}
+	seen := map[string]bool{}
+	for id, obj := range info.Uses {
+		if obj.Pkg() != pkg || !obj.Pos().IsValid() {
+			continue
+		}
+		from := filepath.Base(fset.Position(id.Pos()).Filename)
+		to := filepath.Base(fset.Position(obj.Pos()).Filename)
+		if from == to || rank[from] <= rank[to] {
+			continue
+		}
+		if isLocal(obj, pkg) {
+			continue
+		}
+		msg := from + " names " + obj.Name() + " from " + to + ", a layer above it"
+		if !seen[msg] {
+			seen[msg] = true
+			t.Error(msg)
+		}
+	}
+}
+
+// isLocal reports whether obj is declared inside a function (a parameter,
+// a local variable or type), which no other file can name.
+func isLocal(obj types.Object, pkg *types.Package) bool {
+	if v, ok := obj.(*types.Var); ok && v.IsField() {
+		return false
+	}
+	if f, ok := obj.(*types.Func); ok {
+		return f.Parent() != nil && f.Parent() != pkg.Scope() && f.Type().(*types.Signature).Recv() == nil
+	}
+	return obj.Parent() != nil && obj.Parent() != pkg.Scope()
+}

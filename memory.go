@@ -1,0 +1,80 @@
+package main
+
+import (
+	"runtime"
+	"runtime/debug"
+	"time"
+)
+
+const (
+	// trimQuietDuration is how long requests must pause before memory a
+	// burst freed is handed back to the system.
+	trimQuietDuration = time.Second
+	// trimMinBytes is how much must have been allocated since the last
+	// trim for another to be worth a collection.
+	trimMinBytes = 16 << 20
+	// trimRechecks and trimMinFreeBytes bound the looks after a trim: free
+	// heap above the floor is handed back again.
+	trimRechecks     = 10
+	trimMinFreeBytes = 512 << 10
+)
+
+// trimWhenIdle hands memory a burst of work freed back to the system once
+// requests pause. The runtime would otherwise keep the burst's heap until
+// its next collection, which an idle server may not start for minutes. After
+// a trim it looks again each quiet second, a few times, because the burst's
+// last frees can land after it; a request that finishes meanwhile means the
+// burst went on, so it waits for the next quiet second and trims again if
+// enough was allocated since. It costs a few collections per burst and
+// nothing while the server is idle.
+func trimWhenIdle(activity <-chan struct{}) {
+	var trimmedAt uint64 // bytes allocated in all when memory was last handed back
+	for range activity {
+		for {
+			for waitFor(activity, trimQuietDuration) {
+			}
+			allocated := totalAllocBytes()
+			if allocated-trimmedAt < trimMinBytes {
+				break
+			}
+			trimmedAt = allocated
+			returnMemory()
+			if recheckTrim(activity) {
+				break
+			}
+		}
+	}
+}
+
+// recheckTrim looks at the heap each quiet second, trimRechecks times, and
+// hands free memory above the floor back again. It reports false as soon
+// as a request finishes meanwhile.
+func recheckTrim(activity <-chan struct{}) bool {
+	var m runtime.MemStats
+	for i := 0; i < trimRechecks; i++ {
+		if waitFor(activity, trimQuietDuration) {
+			return false
+		}
+		if runtime.ReadMemStats(&m); heapFreeBytes(&m) >= trimMinFreeBytes {
+			debug.FreeOSMemory()
+		}
+	}
+	return true
+}
+
+// returnMemory collects garbage and hands free heap back to the system.
+func returnMemory() {
+	runtime.GC() // the first collection only moves sync.Pool buffers to its victim cache
+	debug.FreeOSMemory()
+}
+
+// totalAllocBytes is how many heap bytes the process has allocated in all.
+func totalAllocBytes() uint64 {
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.TotalAlloc
+}
+
+// heapFreeBytes is heap memory free for reuse and not yet returned to the
+// system: what FreeOSMemory would hand back.
+func heapFreeBytes(m *runtime.MemStats) uint64 { return m.HeapIdle - m.HeapReleased }

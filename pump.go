@@ -1,0 +1,247 @@
+package main
+
+import (
+	"errors"
+	"os"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+)
+
+const (
+	// settleMaxDuration bounds how long a finished job waits for its pipes to
+	// hand over what the direct child wrote, when an orphan keeps them busy.
+	settleMaxDuration = 500 * time.Millisecond
+	// settleStuckDuration bounds the wait for a pump's first read after the
+	// shell exited (a pump can be slow to run under load, never this slow).
+	settleStuckDuration = 30 * time.Second
+	// readBufferBytes is the size of one pipe read.
+	readBufferBytes = 64 << 10
+)
+
+// readBuffers recycles pipe read buffers; a pump holds one only while data is
+// flowing, so idle jobs cost no buffer memory.
+var readBuffers = sync.Pool{New: func() any {
+	b := make([]byte, readBufferBytes)
+	return &b
+}}
+
+// pump copies one output pipe into a window until EOF.
+type pump struct {
+	f      *os.File
+	sink   atomic.Pointer[window] // where bytes go; nil once the job is delivered
+	settle settle                 // how far the pump is toward holding all the shell wrote
+}
+
+// startPump starts copying f into w.
+func startPump(f *os.File, w *window) *pump {
+	p := &pump{f: f, settle: settle{changed: newBroadcast()}}
+	p.sink.Store(w)
+	go p.run()
+	return p
+}
+
+// run reads until EOF or error, then closes the pipe.
+func (p *pump) run() {
+	defer p.settle.ended()
+	defer p.f.Close()
+	rc, err := p.f.SyscallConn()
+	if err != nil {
+		logf("pump: %v", err)
+		return
+	}
+	for p.pass(rc) {
+	}
+}
+
+// pass performs one read and reports whether to go on. The read callback
+// runs inside the poller. A window that has grown big is read into
+// directly; otherwise the bytes go through a pooled buffer. On EAGAIN the
+// callback keeps no buffer and returns to the poller.
+func (p *pump) pass(rc syscall.RawConn) bool {
+	var n int
+	var rerr error
+	err := rc.Read(func(fd uintptr) bool {
+		afterExit := p.settle.readBegins()
+		n, rerr = p.readInto(int(fd))
+		empty := errors.Is(rerr, syscall.EAGAIN)
+		p.settle.readEnded(afterExit, empty)
+		return !empty
+	})
+	switch {
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		// The wake-up of awaitSettled: look at the pipe again, no deadline.
+		_ = p.f.SetReadDeadline(time.Time{}) // cannot fail on an open pipe
+		return true
+	case err != nil, rerr != nil, n <= 0:
+		return false // closed, read error, or EOF
+	}
+	return true
+}
+
+// wake makes a pump parked on an empty pipe run a read at once.
+func (p *pump) wake() {
+	_ = p.f.SetReadDeadline(pastDeadline) // fails only when closed: then the pump has ended
+}
+
+// readInto reads once from fd into the sink window: straight into its
+// storage when it offers some, else through a pooled buffer.
+func (p *pump) readInto(fd int) (int, error) {
+	w := p.sink.Load()
+	if w != nil {
+		if span := w.reserve(readBufferBytes); span != nil {
+			n, err := readRetrying(fd, span)
+			w.commit(max(n, 0))
+			return n, err
+		}
+	}
+	buf := readBuffers.Get().(*[]byte)
+	defer readBuffers.Put(buf)
+	n, err := readRetrying(fd, *buf)
+	if n > 0 && w != nil {
+		_, _ = w.Write((*buf)[:n]) // never fails
+	}
+	return n, err
+}
+
+// readRetrying is read(2) retried on EINTR.
+func readRetrying(fd int, b []byte) (int, error) {
+	for {
+		n, err := syscall.Read(fd, b)
+		if !errors.Is(err, syscall.EINTR) {
+			return n, err
+		}
+	}
+}
+
+// settleState is a pump's progress toward holding everything the job's
+// shell wrote; see settle.
+type settleState int
+
+// settle tracks a pump's settling. Its states only move forward:
+//
+//	writing  the shell runs; the pump copies whatever comes.
+//	exited   the shell has exited; no read has begun since.
+//	looked   a read that began after the exit has run and found data: an
+//	         orphan may still be writing, so the wait for it is bounded.
+//	settled  a read that began after the exit found the pipe empty, or the
+//	         pipe reached EOF or failed. Everything the shell wrote is in
+//	         the window.
+//
+// Transitions: writing → exited (shellExited); exited → looked (a read
+// with data); exited or looked → settled (a read finding the pipe empty);
+// any → settled (ended). Each one is announced on changed.
+type settle struct {
+	mu      sync.Mutex  // guards state and changed
+	state   settleState // where the pump is
+	changed broadcast   // announced at every transition
+}
+
+const (
+	settleWriting settleState = iota
+	settleExited
+	settleLooked
+	settleSettled
+)
+
+// moveTo advances the state to to, if that is forward. Caller holds s.mu.
+func (s *settle) moveTo(to settleState) {
+	if to > s.state {
+		s.state = to
+		s.changed.announce()
+	}
+}
+
+// shellExited records that the job's shell has exited.
+func (s *settle) shellExited() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.moveTo(settleExited)
+}
+
+// readBegins is called as a read begins; it reports whether the shell had
+// exited by then. Only such a read can prove the shell's bytes were taken.
+func (s *settle) readBegins() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.state >= settleExited
+}
+
+// readEnded records a read that began after the exit (afterExit) and found
+// the pipe empty or not.
+func (s *settle) readEnded(afterExit, empty bool) {
+	if !afterExit {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if empty {
+		s.moveTo(settleSettled)
+	} else {
+		s.moveTo(settleLooked)
+	}
+}
+
+// ended records that the pump stopped: EOF, a read error or a close.
+func (s *settle) ended() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.moveTo(settleSettled)
+}
+
+// settled reports whether everything the shell wrote is in the window.
+func (s *settle) settled() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.state == settleSettled
+}
+
+// waitUntil blocks until the state is at least want, or timeout fires, and
+// reports whether it got there.
+func (s *settle) waitUntil(want settleState, timeout <-chan time.Time) bool {
+	for {
+		s.mu.Lock()
+		state, changed := s.state, s.changed.next()
+		s.mu.Unlock()
+		if state >= want {
+			return true
+		}
+		select {
+		case <-changed:
+		case <-timeout:
+			return false
+		}
+	}
+}
+
+// awaitSettled waits until each pump has taken everything the job's shell
+// wrote before exiting. The limit bounds only how long an orphan that keeps
+// a pipe busy can hold the result back, so it starts at a pump's first read
+// after the exit: a pump the scheduler has not run yet (a thousand jobs
+// ending at once on a slow machine) is waited for, or the result would lose
+// bytes. A pump that has not run at all for settleStuckDuration is broken,
+// not busy, and the result is not held back for ever.
+func awaitSettled(limit time.Duration, pumps ...*pump) {
+	for _, p := range pumps {
+		p.settle.shellExited()
+		p.wake()
+	}
+	stuck := time.NewTimer(settleStuckDuration)
+	defer stuck.Stop()
+	var deadline *time.Timer
+	late := false // the limit passed: later pumps are not waited for
+	for _, p := range pumps {
+		if !p.settle.waitUntil(settleLooked, stuck.C) {
+			logf("a job's output pump did not run for %v after its shell exited; its result may miss output", settleStuckDuration)
+			return
+		}
+		if deadline == nil {
+			deadline = time.NewTimer(limit)
+			defer deadline.Stop()
+		}
+		if !late && !p.settle.waitUntil(settleSettled, deadline.C) {
+			late = true
+		}
+	}
+}

@@ -1,0 +1,181 @@
+package main
+
+import (
+	"errors"
+	"os"
+	"os/signal"
+	"sync"
+	"syscall"
+	"time"
+)
+
+const (
+	// shutdownKillDuration bounds the wait for processes after KILL, and for
+	// requests to answer, when sessions end.
+	shutdownKillDuration = time.Second
+)
+
+// errServerClosing refuses a session opened after shutdown began.
+var errServerClosing = errors.New("the server is shutting down")
+
+// server owns what the whole process shares: the reaper, the signals that
+// stop it, memory trimming, and the sessions it hosts. A transport opens a
+// session per client; ending a session tears down that session's jobs
+// only, while shutdown ends every session and sweeps every descendant.
+type server struct {
+	cfg      *config
+	stop     <-chan os.Signal // carries the signal that ends the process
+	activity chan struct{}    // 1-buffered: a request finished in some session
+
+	mu       sync.Mutex            // guards sessions and closing
+	sessions map[*session]struct{} // the open sessions
+	closing  bool                  // shutdown began: no new sessions
+}
+
+// startServer readies the process to own children and starts the
+// process-wide work. Call it once, before any session.
+func startServer(cfg *config) *server {
+	s := &server{cfg: cfg, stop: watchSignals(), activity: make(chan struct{}, 1), sessions: map[*session]struct{}{}}
+	prepareProcess()
+	go trimWhenIdle(s.activity)
+	return s
+}
+
+// open starts a session that writes to out. After shutdown began it fails
+// with errServerClosing.
+func (s *server) open(out replySink) (*session, error) {
+	ss := newSession(s.cfg, out, s.activity)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closing {
+		return nil, errServerClosing
+	}
+	s.sessions[ss] = struct{}{}
+	return ss, nil
+}
+
+// end ends one session: its blocked calls answer -32800, its jobs' trees
+// get TERM and then KILL, and its requests get a moment to reply. The other
+// sessions and their jobs are untouched. It returns within about
+// teardownGraceDuration+2s.
+func (s *server) end(ss *session) {
+	s.mu.Lock()
+	delete(s.sessions, ss)
+	s.mu.Unlock()
+	ss.cancelAll()
+	terminateAll(ss.reg.list(), false)
+	waitHandlers([]*session{ss}, shutdownKillDuration)
+}
+
+// shutdown ends every session as end does, and also every other process
+// descended from this one (orphans that left their job's group).
+func (s *server) shutdown() {
+	s.mu.Lock()
+	s.closing = true
+	sessions := make([]*session, 0, len(s.sessions))
+	for ss := range s.sessions {
+		sessions = append(sessions, ss)
+	}
+	s.sessions = map[*session]struct{}{}
+	s.mu.Unlock()
+	var jobs []*job
+	for _, ss := range sessions {
+		ss.cancelAll()
+		jobs = append(jobs, ss.reg.list()...)
+	}
+	terminateAll(jobs, true)
+	waitHandlers(sessions, shutdownKillDuration)
+}
+
+// watchSignals subscribes to the signals that end the server. As PID 1 an
+// unhandled SIGTERM would do nothing at all, so they are always handled.
+// SIGPIPE is subscribed so a vanished client turns into EPIPE, not death.
+// A SIGHUP or SIGINT that was ignored when the server started (nohup, a
+// background job of a script) stays without effect on it. It is still
+// handled rather than left ignored, because a child inherits an ignored
+// signal but gets the default action for one the runtime handles: jobs
+// start with default dispositions either way.
+func watchSignals() <-chan os.Signal {
+	ignored := map[os.Signal]bool{}
+	for _, sig := range []os.Signal{syscall.SIGHUP, syscall.SIGINT} {
+		ignored[sig] = signal.Ignored(sig) // only true before Notify takes it over
+	}
+	arrived := make(chan os.Signal, 4) // carries every subscribed signal
+	signal.Notify(arrived, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
+	return stoppingSignals(arrived, ignored)
+}
+
+// stoppingSignals passes on the first signal from arrived that is not in
+// ignored; later ones are dropped, shutdown having begun.
+func stoppingSignals(arrived <-chan os.Signal, ignored map[os.Signal]bool) <-chan os.Signal {
+	stop := make(chan os.Signal, 1) // carries the signal that ends the server
+	go func() {
+		for sig := range arrived {
+			if ignored[sig] {
+				continue
+			}
+			offer(stop, sig)
+		}
+	}()
+	return stop
+}
+
+// prepareProcess readies the process to own children: inherited descriptors
+// stay out of jobs, orphans come back to us for reaping, and the reaper runs.
+func prepareProcess() {
+	closeInheritedOnExec()
+	if os.Getpid() != 1 {
+		if _, err := becomeSubreaper(); err != nil {
+			logf("cannot become a child subreaper (%v); orphans go to the system's init", err)
+		}
+	}
+	children.startReaper()
+}
+
+// terminateAll sends TERM to every job's process group, and with sweep to
+// every other descendant of this process, waits up to the grace period,
+// then KILLs whatever is left and waits a little more.
+func terminateAll(jobs []*job, sweep bool) {
+	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGKILL} {
+		for _, j := range jobs {
+			_ = j.signal(sig) // best effort: the group may be gone
+		}
+		if sweep {
+			for _, p := range descendants(os.Getpid()) {
+				_ = syscall.Kill(p.pid, sig) // best effort: it may have exited
+			}
+		}
+		wait := teardownGraceDuration
+		if sig == syscall.SIGKILL {
+			wait = shutdownKillDuration
+		}
+		if awaitAllGone(jobs, sweep, time.Now().Add(wait)) {
+			return
+		}
+	}
+}
+
+// awaitAllGone waits until no job group, and with sweep no descendant, is
+// left.
+func awaitAllGone(jobs []*job, sweep bool, deadline time.Time) bool {
+	for _, j := range jobs {
+		if !awaitGroupGone(j.pid, deadline, nil) {
+			return false
+		}
+	}
+	return !sweep || awaitProcesses(func() bool { return len(descendants(os.Getpid())) == 0 }, deadline, nil)
+}
+
+// waitHandlers waits, at most timeout in all, for the running requests of
+// sessions to reply.
+func waitHandlers(sessions []*session, timeout time.Duration) {
+	done := make(chan struct{})
+	go func() {
+		for _, ss := range sessions {
+			ss.handlers.Wait()
+		}
+		close(done)
+	}()
+	waitFor(done, timeout)
+}

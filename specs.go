@@ -1,0 +1,251 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// signalWords describes sig as strsignal(3) does, in lower case
+// ("terminated", "killed", "hangup", "real-time signal 2").
+func signalWords(sig syscall.Signal) string {
+	switch {
+	case realtimeMin != 0 && sig >= realtimeMin && sig <= realtimeMax:
+		return fmt.Sprintf("real-time signal %d", sig-realtimeMin)
+	case isRealtime(sig):
+		return fmt.Sprintf("unknown signal %d", int(sig)) // kept by the C library; strsignal names none
+	}
+	return strings.ToLower(sig.String())
+}
+
+// streamKind selects how a stream spec reads a window.
+type streamKind int
+
+const (
+	streamNone streamKind = iota
+	streamAll
+	streamTail
+	streamRange
+)
+
+// streamSpec is a parsed stream spec.
+type streamSpec struct {
+	kind      streamKind
+	tail      int64
+	from      int64
+	length    int64 // < 0: to the end
+	unaligned bool
+}
+
+// captureSpec selects what a result carries of each stream.
+type captureSpec struct{ stdout, stderr streamSpec }
+
+// capturePolicy picks a captureSpec by how the job ended.
+type capturePolicy struct{ onSuccess, onError captureSpec }
+
+var (
+	specAll          = streamSpec{kind: streamAll}
+	captureStdout    = captureSpec{stdout: specAll}
+	captureStderr    = captureSpec{stderr: specAll}
+	defaultCapture   = capturePolicy{onSuccess: captureStdout, onError: captureStderr}
+	captureShorthand = map[string]captureSpec{
+		"stdout": captureStdout, "stderr": captureStderr,
+		"all": {stdout: specAll, stderr: specAll}, "none": {},
+	}
+)
+
+// parseStreamSpec parses "none", "all", {"tail": N} or {"from": P, "length": L?, "unaligned": B?}.
+func parseStreamSpec(r json.RawMessage) (streamSpec, error) {
+	if isNull(r) {
+		return streamSpec{}, nil
+	}
+	var word string
+	if json.Unmarshal(r, &word) == nil {
+		switch word {
+		case "none":
+			return streamSpec{}, nil
+		case "all":
+			return specAll, nil
+		}
+		return streamSpec{}, fmt.Errorf("stream spec %q is not \"none\" or \"all\"", word)
+	}
+	obj, err := decodeObject(r)
+	if err != nil {
+		return streamSpec{}, fmt.Errorf(`stream spec must be "none", "all", {"tail": N} or {"from": P, ...}, got %s`, clip(r))
+	}
+	if k := unknownKey(obj, "tail", "from", "length", "unaligned"); k != "" {
+		return streamSpec{}, fmt.Errorf("stream spec has unknown key %q", k)
+	}
+	if t, ok := obj["tail"]; ok {
+		if len(obj) != 1 {
+			return streamSpec{}, errors.New(`stream spec mixes "tail" with a byte range`)
+		}
+		n, err := parseInteger(t)
+		if err != nil {
+			return streamSpec{}, fmt.Errorf("tail %v", err)
+		}
+		return streamSpec{kind: streamTail, tail: n}, nil
+	}
+	return parseRangeSpec(obj)
+}
+
+// parseRangeSpec parses {"from": P, "length": L?, "unaligned": B?}.
+func parseRangeSpec(obj map[string]json.RawMessage) (streamSpec, error) {
+	s := streamSpec{kind: streamRange, length: -1}
+	f, ok := obj["from"]
+	if !ok {
+		return s, errors.New(`stream spec needs "tail" or "from"`)
+	}
+	var err error
+	if s.from, err = parseInteger(f); err != nil {
+		return s, fmt.Errorf("from %v", err)
+	}
+	if l, ok := obj["length"]; ok && !isNull(l) {
+		if s.length, err = parseInteger(l); err != nil {
+			return s, fmt.Errorf("length %v", err)
+		}
+		if s.length < 0 {
+			s.length = 0 // a negative length selects nothing
+		}
+	}
+	if u, ok := obj["unaligned"]; ok && !isNull(u) {
+		if json.Unmarshal(u, &s.unaligned) != nil {
+			return s, fmt.Errorf("unaligned must be true or false, got %s", clip(u))
+		}
+	}
+	return s, nil
+}
+
+// parseCaptureSpec parses "stdout", "stderr", "all", "none" or {stdout, stderr}.
+func parseCaptureSpec(r json.RawMessage) (captureSpec, error) {
+	var word string
+	if json.Unmarshal(r, &word) == nil {
+		if c, ok := captureShorthand[word]; ok {
+			return c, nil
+		}
+		return captureSpec{}, fmt.Errorf(`capture spec %q is not "stdout", "stderr", "all" or "none"`, word)
+	}
+	obj, err := decodeObject(r)
+	if err != nil {
+		return captureSpec{}, fmt.Errorf(`capture spec must be a word or {"stdout": ..., "stderr": ...}, got %s`, clip(r))
+	}
+	var c captureSpec
+	if k := unknownKey(obj, "stdout", "stderr"); k != "" {
+		return c, fmt.Errorf("capture spec has unknown key %q", k)
+	}
+	for _, f := range []struct {
+		key  string
+		spec *streamSpec
+	}{{"stdout", &c.stdout}, {"stderr", &c.stderr}} {
+		if v, ok := obj[f.key]; ok {
+			if *f.spec, err = parseStreamSpec(v); err != nil {
+				return c, fmt.Errorf("%s: %v", f.key, err)
+			}
+		}
+	}
+	return c, nil
+}
+
+// parseCapturePolicy parses {on_success, on_error}; a bare capture spec
+// applies to both outcomes.
+func parseCapturePolicy(r json.RawMessage) (capturePolicy, error) {
+	p := defaultCapture
+	obj, err := decodeObject(r)
+	if err != nil {
+		c, err := parseCaptureSpec(r)
+		if err != nil {
+			return p, err
+		}
+		return capturePolicy{onSuccess: c, onError: c}, nil
+	}
+	if k := unknownKey(obj, "on_success", "on_error"); k != "" {
+		return p, fmt.Errorf("capture has unknown key %q (use on_success and on_error)", k)
+	}
+	for _, f := range []struct {
+		key  string
+		spec *captureSpec
+	}{{"on_success", &p.onSuccess}, {"on_error", &p.onError}} {
+		if v, ok := obj[f.key]; ok && !isNull(v) {
+			if *f.spec, err = parseCaptureSpec(v); err != nil {
+				return p, fmt.Errorf("%s: %v", f.key, err)
+			}
+		}
+	}
+	return p, nil
+}
+
+// assured is the pseudo-signal for TERM-then-KILL.
+const assured = syscall.Signal(-1)
+
+// parseSignal accepts "TERM", "SIGTERM", "term", "15", a real-time signal
+// ("34", "RTMIN+2", "SIGRTMAX-1") or "ASSURED": a string, as the schema says.
+func parseSignal(r json.RawMessage) (syscall.Signal, error) {
+	var name string
+	if json.Unmarshal(r, &name) != nil {
+		return 0, fmt.Errorf(`a signal must be a string such as "TERM", "KILL", "9" or "ASSURED", got %s`, clip(r))
+	}
+	up := strings.ToUpper(strings.TrimSpace(name))
+	if up == "ASSURED" {
+		return assured, nil
+	}
+	if sig, ok := signalByName(up); ok {
+		return sig, nil
+	}
+	return 0, fmt.Errorf("unknown signal %q: use a name such as TERM, KILL, INT or HUP, a number such as \"9\", a real-time signal such as RTMIN+1, or ASSURED", name)
+}
+
+// signalByName resolves an upper-case signal number or name, with or
+// without the SIG prefix.
+func signalByName(up string) (syscall.Signal, bool) {
+	if n, err := strconv.Atoi(up); err == nil {
+		sig := syscall.Signal(n)
+		return sig, n > 0 && (unix.SignalName(sig) != "" || isRealtime(sig))
+	}
+	up = strings.TrimPrefix(up, "SIG")
+	if sig, ok := realtimeByName(up); ok {
+		return sig, true
+	}
+	sig := unix.SignalNum("SIG" + up)
+	return sig, sig != 0
+}
+
+// realtimeByName resolves RTMIN, RTMIN+n, RTMAX and RTMAX-n, numbered as
+// kill(1) numbers them for programs built on the C library.
+func realtimeByName(up string) (syscall.Signal, bool) {
+	for _, base := range []struct {
+		name string
+		sig  syscall.Signal
+		step int
+	}{{"RTMIN", realtimeMin, 1}, {"RTMAX", realtimeMax, -1}} {
+		rest, ok := strings.CutPrefix(up, base.name)
+		if !ok || realtimeMin == 0 {
+			continue
+		}
+		n := 0
+		if rest != "" {
+			sign := "+"
+			if base.step < 0 {
+				sign = "-"
+			}
+			digits, ok := strings.CutPrefix(rest, sign)
+			var err error
+			if n, err = strconv.Atoi(digits); !ok || err != nil || n < 0 {
+				return 0, false
+			}
+		}
+		sig := base.sig + syscall.Signal(n*base.step)
+		return sig, sig >= realtimeMin && sig <= realtimeMax
+	}
+	return 0, false
+}
+
+// isRealtime reports whether sig is one of the system's real-time signals,
+// the two the C library keeps for itself included.
+func isRealtime(sig syscall.Signal) bool {
+	return realtimeFirst != 0 && sig >= realtimeFirst && sig <= realtimeMax
+}

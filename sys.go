@@ -1,0 +1,21 @@
+package main
+
+import (
+	"os"
+	"strconv"
+	"syscall"
+)
+
+// cloexecListed marks close-on-exec every descriptor above 2 listed in dir
+// (/proc/self/fd or /dev/fd).
+func cloexecListed(dir string) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		if fd, err := strconv.Atoi(e.Name()); err == nil && fd > 2 {
+			syscall.CloseOnExec(fd)
+		}
+	}
+}

@@ -1,0 +1,120 @@
+package main
+
+import (
+	"context"
+	"time"
+)
+
+// broadcast wakes every waiter at once. A waiter takes the current channel
+// and selects on it; announce closes it and puts a fresh one in its place.
+// Both calls must be made under the lock of the state the waiters watch, so
+// a waiter that checked that state and then took the channel cannot miss
+// the change that follows.
+type broadcast struct {
+	ch chan struct{} // closed at the next announce
+}
+
+func newBroadcast() broadcast { return broadcast{ch: make(chan struct{})} }
+
+// next returns the channel the next announce closes. Caller holds the lock.
+func (b *broadcast) next() <-chan struct{} { return b.ch }
+
+// announce wakes everyone waiting on next. Caller holds the lock.
+func (b *broadcast) announce() {
+	close(b.ch)
+	b.ch = make(chan struct{})
+}
+
+// offer sends v on ch if ch can take it now, and reports whether it did. It
+// never blocks: for channels that carry a hint ("something changed"), where
+// one pending value is as good as many.
+func offer[T any](ch chan<- T, v T) bool {
+	select {
+	case ch <- v:
+		return true
+	default:
+		return false
+	}
+}
+
+// nudge offers an empty value: the wake-up of a 1-buffered hint channel.
+func nudge(ch chan<- struct{}) { offer(ch, struct{}{}) }
+
+// waitFor waits at most d for a value on ch, or for ch to close, and
+// reports whether one came.
+func waitFor(ch <-chan struct{}, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ch:
+		return true
+	case <-t.C:
+		return false
+	}
+}
+
+// pastDeadline aborts a pending pipe write at once.
+var pastDeadline = time.Unix(1, 0)
+
+// waiter is how a blocking tool call waits: cancellable through ctx, and
+// reporting progress every interval while it blocks.
+type waiter struct {
+	ctx      context.Context
+	interval time.Duration               // 0: the caller asked for no progress
+	report   func(n int, message string) // sends one progress notification
+	sent     int                         // notifications sent so far
+	next     time.Time                   // when the next one is due
+}
+
+// sleep blocks until wake is closed, deadline passes (zero: never) or the
+// call is cancelled (errCancelled). Progress notifications go out on
+// schedule meanwhile; describe says what the call is waiting for.
+func (w *waiter) sleep(wake <-chan struct{}, deadline time.Time, describe func() string) error {
+	for {
+		due := deadline
+		if w.interval > 0 {
+			if w.next.IsZero() {
+				w.next = time.Now().Add(w.interval)
+			}
+			if due.IsZero() || w.next.Before(due) {
+				due = w.next
+			}
+		}
+		var timer *time.Timer
+		var fired <-chan time.Time
+		if !due.IsZero() {
+			timer = time.NewTimer(time.Until(due))
+			fired = timer.C
+		}
+		select {
+		case <-wake:
+		case <-w.ctx.Done():
+		case <-fired:
+		}
+		if timer != nil {
+			timer.Stop()
+		}
+		switch {
+		case w.ctx.Err() != nil:
+			return errCancelled
+		case isClosed(wake):
+			return nil
+		case w.interval > 0 && !time.Now().Before(w.next):
+			w.sent++
+			w.report(w.sent, describe())
+			w.next = w.next.Add(w.interval)
+			continue
+		}
+		return nil // deadline
+	}
+}
+
+// isClosed reports whether ch is closed (or has a value ready).
+func isClosed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
