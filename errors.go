@@ -2,10 +2,12 @@ package main
 
 import "errors"
 
-// Sentinels that map errors to replies. A tool error (a result with isError,
-// for the model to read) wraps errInvalid, errUnknownJob, errNotRunning or
-// errAlreadyClosed. JSON-RPC errors: errCancelled is -32800, errBadParams
-// and errUnknownTool are -32602.
+// Sentinels that map errors to replies. Every error a tool handler returns,
+// except errCancelled, becomes a tool error (a result with isError, for the
+// model to read); the ones a caller can act on wrap errInvalid,
+// errUnknownJob, errNotRunning, errAlreadyClosed or errStdinBroken.
+// JSON-RPC errors: errCancelled is -32800, errBadParams and errUnknownTool
+// are -32602; anything else is -32603.
 var (
 	errCancelled     = errors.New("request cancelled")
 	errBadParams     = errors.New("invalid params")
@@ -14,4 +16,5 @@ var (
 	errUnknownJob    = errors.New("unknown job_id")
 	errNotRunning    = errors.New("no longer running")
 	errAlreadyClosed = errors.New("already closed")
+	errStdinBroken   = errors.New("nothing reads its stdin any more (broken pipe)")
 )

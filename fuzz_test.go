@@ -1,6 +1,6 @@
 package main
 
-// Fuzz targets (issue 5, point 1; anchors note B6). Plain `go test` replays
+// Fuzz targets for the parsers a client reaches first. Plain `go test` replays
 // the f.Add seeds and testdata/fuzz/<FuzzName>/*; scripts/fuzz.sh runs each
 // target for a while:
 //
@@ -333,7 +333,8 @@ func fzTranscriptRequests(f *testing.F) [][]byte {
 }
 
 // fzRequestSeeds are hand-written requests for what the transcripts do not
-// reach, mostly the findings listed in anchors note B6.
+// reach: the shapes that broke other JSON-RPC servers (odd ids, escaped
+// keys, huge numbers, wrong types).
 var fzRequestSeeds = []string{
 	`{"jsonrpc":"2.0","id":1,"method":"initialize"}`,
 	`{"jsonrpc":"2.0","id":1,"method":"initialize","params":null}`,
@@ -813,7 +814,8 @@ func fzDecode(line []byte) fzDecoded {
 	return d
 }
 
-// FuzzKeys guards against key smuggling (anchors note B6.2, go-sdk #805):
+// FuzzKeys guards against key smuggling, a second value for one name hidden
+// behind an escaped or repeated key:
 //   - decodeObject on any line agrees with encoding/json's tokenizer: invalid
 //     JSON and non-objects are refused, a repeated name (after unescaping,
 //     compared exactly) is refused as a duplicate, and otherwise it returns

@@ -275,8 +275,8 @@ func (r *registry) lookupLocked(id string) (*job, error) {
 }
 
 // The delivery rule, in one place. A call holds a job from the moment it
-// finds it in the registry (or, for a blocking execute, starts it) until it
-// answers. A finished job's result goes to every call that holds it when it
+// finds it in the registry, as the call is read (or, for a blocking execute,
+// from the start) until it answers. A finished job's result goes to every call that holds it when it
 // finishes — each wait blocked on it, the kill that ended it, a concurrent
 // kill, its own blocking execute — and the job leaves the registry at the
 // first of those deliveries. So a result may reach several calls, but never
@@ -344,23 +344,22 @@ func (r *registry) list() []*job {
 	return jobs
 }
 
-// waitAny blocks until at least one of ids has finished, the deadline passes
-// (zero deadline: never) or the call is cancelled, and returns the finished
-// jobs it delivered, by id. Every id is looked up before anything is
-// delivered: a call that fails on an unknown id must not swallow a result.
-func (r *registry) waitAny(w *waiter, ids []string, deadline time.Time, poll bool) (map[string]*job, error) {
+// lookupAll finds every job of ids under one lock: the jobs a call names,
+// looked up in the order calls are read, so a call read before a job's
+// result went out holds the job (see the delivery rule). One unknown id
+// fails the whole lookup.
+func (r *registry) lookupAll(ids []string) ([]*job, error) {
 	r.mu.Lock()
+	defer r.mu.Unlock()
 	jobs := make([]*job, len(ids))
 	for i, id := range ids {
 		j, err := r.lookupLocked(id)
 		if err != nil {
-			r.mu.Unlock()
 			return nil, err
 		}
 		jobs[i] = j
 	}
-	r.mu.Unlock()
-	return r.await(w, jobs, deadline, poll)
+	return jobs, nil
 }
 
 // await blocks until at least one of jobs, which the caller holds, has
@@ -441,20 +440,16 @@ func (j *job) outputBytes() int64 {
 	return out + errb
 }
 
-// input writes data to the job's stdin and closes it when asked.
-func (r *registry) input(w *waiter, id, data string, closeAfter bool) (*job, error) {
-	j, err := r.lookup(id)
-	if err != nil {
-		return nil, err
-	}
-	err = j.stdin.write(w.ctx, data, closeAfter, j.done)
+// input writes data to j's stdin and closes it when asked.
+func (j *job) input(w *waiter, data string, closeAfter bool) error {
+	err := j.stdin.write(w.ctx, data, closeAfter, j.done)
 	switch {
 	case errors.Is(err, errNotRunning):
-		return nil, fmt.Errorf("job %s is %w; collect its result with wait", id, errNotRunning)
+		return fmt.Errorf("job %s is %w; collect its result with wait", j.id, errNotRunning)
 	case errors.Is(err, errAlreadyClosed):
-		return nil, fmt.Errorf("job %s: stdin is %w; it was closed by an earlier close:true", id, errAlreadyClosed)
+		return fmt.Errorf("job %s: stdin is %w; it was closed by an earlier close:true", j.id, errAlreadyClosed)
 	case err != nil:
-		return nil, fmt.Errorf("job %s: %w", id, err)
+		return fmt.Errorf("job %s: %w", j.id, err)
 	}
-	return j, nil
+	return nil
 }

@@ -36,11 +36,17 @@ type waitResult struct {
 	err error
 }
 
-// startWait runs a blocking wait on ids in the background.
+// startWait runs a blocking wait on ids in the background: it looks the
+// jobs up at once, as a wait call is read, and waits on another goroutine.
 func startWait(reg *registry, ids ...string) <-chan waitResult {
 	done := make(chan waitResult, 1)
+	jobs, err := reg.lookupAll(ids)
+	if err != nil {
+		done <- waitResult{err: err}
+		return done
+	}
 	go func() {
-		got, err := reg.waitAny(plainWaiter(), ids, time.Now().Add(jobDeadline), false)
+		got, err := reg.await(plainWaiter(), jobs, time.Now().Add(jobDeadline), false)
 		done <- waitResult{got, err}
 	}()
 	return done
@@ -53,11 +59,17 @@ type killResult struct {
 	err error
 }
 
-// startKill runs a kill of id in the background.
+// startKill runs a kill of id in the background: it looks the job up at
+// once, as a kill call is read, and kills it on another goroutine.
 func startKill(reg *registry, id string, sig syscall.Signal) <-chan killResult {
 	done := make(chan killResult, 1)
+	j, err := reg.lookup(id)
+	if err != nil {
+		done <- killResult{err: err}
+		return done
+	}
 	go func() {
-		j, out, err := reg.kill(plainWaiter(), id, killPlan{signals: []syscall.Signal{sig}, wait: jobDeadline})
+		out, err := reg.kill(plainWaiter(), j, killPlan{signals: []syscall.Signal{sig}, wait: jobDeadline})
 		done <- killResult{j, out, err}
 	}()
 	return done
@@ -121,9 +133,11 @@ func TestKillDuringBlockedWaitDeliversToBoth(t *testing.T) {
 	}
 }
 
-// TestKillRacingWaitDeliversToBoth: the same with no ordering at all
-// between the wait and the kill; whoever looks the job up first, both
-// answer with the result or the wait came too late for it.
+// TestKillRacingWaitDeliversToBoth: a wait read just before a kill, with no
+// pause for the wait to block: both hold the job from the moment they were
+// read, so both answer with the result (a wait whose goroutine started late
+// lost the result to the kill when jobs were looked up on the call's own
+// goroutine).
 func TestKillRacingWaitDeliversToBoth(t *testing.T) {
 	onLinux(t)
 	t.Parallel()
@@ -132,9 +146,22 @@ func TestKillRacingWaitDeliversToBoth(t *testing.T) {
 		j := startJob(t, reg, "exec sleep 60")
 		waited := startWait(reg, j.id)
 		checkKilledResult(t, receive(t, "kill", startKill(reg, j.id, syscall.SIGKILL)), j, syscall.SIGKILL)
-		if r := receive(t, "wait", waited); !errors.Is(r.err, errUnknownJob) {
-			checkWaitGot(t, r, j)
-		}
+		checkWaitGot(t, receive(t, "wait", waited), j)
+		checkForgotten(t, reg, j)
+	}
+}
+
+// TestKillsBackToBackBothDeliver: two kills read one after the other, with
+// no pause, both answer terminated with the result.
+func TestKillsBackToBackBothDeliver(t *testing.T) {
+	onLinux(t)
+	t.Parallel()
+	reg := newRegistry(testConfig())
+	for i := 0; i < deliveryRounds; i++ {
+		j := startJob(t, reg, "exec sleep 60")
+		first, second := startKill(reg, j.id, syscall.SIGKILL), startKill(reg, j.id, syscall.SIGKILL)
+		checkKilledResult(t, receive(t, "first kill", first), j, syscall.SIGKILL)
+		checkKilledResult(t, receive(t, "second kill", second), j, syscall.SIGKILL)
 		checkForgotten(t, reg, j)
 	}
 }
@@ -380,7 +407,7 @@ func TestExactlyOnce(t *testing.T) {
 		if r := resultOf(got); r.Stdout == nil || r.Stdout.Data != "hi\n" {
 			t.Errorf("result %+v", r)
 		}
-		if _, err := reg.waitAny(plainWaiter(), []string{j.id}, time.Now(), true); !errors.Is(err, errUnknownJob) {
+		if _, err := waitIDs(reg, plainWaiter(), []string{j.id}, time.Now(), true); !errors.Is(err, errUnknownJob) {
 			t.Errorf("a second wait: %v, want unknown job_id", err)
 		}
 		if _, err := reg.lookup(j.id); !errors.Is(err, errUnknownJob) {
@@ -396,7 +423,7 @@ func TestExactlyOnce(t *testing.T) {
 	t.Run("poll of a running job delivers nothing", func(t *testing.T) {
 		t.Parallel()
 		j := startJob(t, reg, "sleep 60")
-		got, err := reg.waitAny(plainWaiter(), []string{j.id}, time.Now(), true)
+		got, err := waitIDs(reg, plainWaiter(), []string{j.id}, time.Now(), true)
 		if err != nil || len(got) != 0 {
 			t.Errorf("poll: %v, %v", got, err)
 		}
@@ -432,8 +459,8 @@ func jobFDs(t *testing.T, reg *registry) []string {
 // TestFDHygiene: a job's only descriptors are 0, 1 and 2 (ls sees one more:
 // its own handle on /proc/self/fd); a descriptor leaked into the server
 // without close-on-exec reaches jobs until closeInheritedOnExec runs; and 100
-// start/collect cycles leave the server's descriptor count where it was
-// (issue 2, engineering requirement 8; anchors B3, B8.5). Not parallel: it
+// start/collect cycles leave the server's descriptor count where it was.
+// Not parallel: it
 // counts this process's descriptors and plants one without close-on-exec.
 func TestFDHygiene(t *testing.T) {
 	onLinux(t)

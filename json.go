@@ -128,6 +128,11 @@ func marshal(v any) ([]byte, error) {
 func quotedLen(s []byte) int {
 	n := 0
 	for i := 0; i < len(s); {
+		if plain := plainRun(s[i:]); plain > 0 {
+			n += plain
+			i += plain
+			continue
+		}
 		esc, size := jsonEscape(s[i:])
 		if esc == "" {
 			n += size
@@ -143,6 +148,11 @@ func quotedLen(s []byte) int {
 // encoding/json escapes a string without HTML escaping.
 func appendQuoted(b, s []byte) []byte {
 	for i := 0; i < len(s); {
+		if plain := plainRun(s[i:]); plain > 0 {
+			b = append(b, s[i:i+plain]...)
+			i += plain
+			continue
+		}
 		esc, size := jsonEscape(s[i:])
 		if esc == "" {
 			b = append(b, s[i:i+size]...)
@@ -152,6 +162,17 @@ func appendQuoted(b, s []byte) []byte {
 		i += size
 	}
 	return b
+}
+
+// plainRun is how many bytes at the start of s are ASCII that a JSON string
+// holds as they are: the common case, copied in one piece.
+func plainRun(s []byte) int {
+	for i, c := range s {
+		if c >= utf8.RuneSelf || asciiEscapes[c] != "" {
+			return i
+		}
+	}
+	return len(s)
 }
 
 // jsonEscape says how the character that starts s is written inside a JSON

@@ -27,15 +27,11 @@ type killOutcome struct {
 	survivors         string // what was left alive, when terminated is false
 }
 
-// kill signals job id's process group per plan and waits for observed death:
-// the direct child reaped and no process left in the group. A job whose
-// tree died is delivered to the kill (see the delivery rule); the caller
-// reports its result.
-func (r *registry) kill(w *waiter, id string, plan killPlan) (*job, killOutcome, error) {
-	j, err := r.lookup(id)
-	if err != nil {
-		return nil, killOutcome{}, err
-	}
+// kill signals j's process group per plan and waits for observed death: the
+// direct child reaped and no process left in the group. A job whose tree
+// died is delivered to the kill (see the delivery rule); the caller, which
+// holds j, reports its result.
+func (r *registry) kill(w *waiter, j *job, plan killPlan) (killOutcome, error) {
 	r.watch([]*job{j}, 1)
 	defer r.watch([]*job{j}, -1)
 	var out killOutcome
@@ -45,7 +41,7 @@ func (r *registry) kill(w *waiter, id string, plan killPlan) (*job, killOutcome,
 		for i, sig := range plan.signals {
 			out.sent, out.escalated = sig, i > 0
 			if err := j.signal(sig); err != nil {
-				return nil, killOutcome{}, err
+				return killOutcome{}, err
 			}
 			if plan.wait <= 0 { // no waiting: look once, and escalate at once
 				if out.terminated = j.terminal() && !groupAlive(j.pid); out.terminated {
@@ -55,7 +51,7 @@ func (r *registry) kill(w *waiter, id string, plan killPlan) (*job, killOutcome,
 			}
 			dead, err := j.awaitDeath(w, time.Now().Add(plan.wait))
 			if err != nil {
-				return nil, killOutcome{}, err
+				return killOutcome{}, err
 			}
 			if out.terminated = dead; dead {
 				break
@@ -64,10 +60,10 @@ func (r *registry) kill(w *waiter, id string, plan killPlan) (*job, killOutcome,
 	}
 	if !out.terminated {
 		out.survivors = describeSurvivors(j)
-		return j, out, nil
+		return out, nil
 	}
 	r.deliver(j) // the kill held the job: its result is ours even if a wait took it too
-	return j, out, nil
+	return out, nil
 }
 
 // signal sends sig to the job's process group. A stopped process keeps a TERM

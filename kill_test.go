@@ -33,7 +33,7 @@ func TestKill(t *testing.T) {
 		t.Parallel()
 		j := startJob(t, reg, "trap '' TERM; sleep 60 & sleep 60")
 		waitForSleeps(t, j.pid, 2)
-		_, out, err := reg.kill(plainWaiter(), j.id, killPlan{signals: []syscall.Signal{syscall.SIGTERM}, wait: 300 * time.Millisecond})
+		out, err := reg.kill(plainWaiter(), j, killPlan{signals: []syscall.Signal{syscall.SIGTERM}, wait: 300 * time.Millisecond})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -48,14 +48,14 @@ func TestKill(t *testing.T) {
 		}
 
 		// ASSURED escalates to KILL and delivers the result.
-		got, out, err := reg.kill(plainWaiter(), j.id, killPlan{signals: []syscall.Signal{syscall.SIGTERM, syscall.SIGKILL}, wait: time.Second})
+		out, err = reg.kill(plainWaiter(), j, killPlan{signals: []syscall.Signal{syscall.SIGTERM, syscall.SIGKILL}, wait: time.Second})
 		if err != nil {
 			t.Fatal(err)
 		}
 		if !out.terminated || !out.escalated || out.sent != syscall.SIGKILL {
 			t.Fatalf("kill ASSURED: %+v, want terminated, escalated, signal_sent 9", out)
 		}
-		if r := resultOf(got); r.Signal != "killed" || r.ExitCode == nil || *r.ExitCode != -1 {
+		if r := resultOf(j); r.Signal != "killed" || r.ExitCode == nil || *r.ExitCode != -1 {
 			t.Errorf("result after ASSURED: %+v", r)
 		}
 		if len(inGroup(j.pid)) != 0 {
@@ -70,7 +70,7 @@ func TestKill(t *testing.T) {
 		t.Parallel()
 		j := startJob(t, reg, "(sleep 60 &) ; sleep 60")
 		members := waitForSleeps(t, j.pid, 2)
-		_, out, err := reg.kill(plainWaiter(), j.id, killPlan{signals: []syscall.Signal{syscall.SIGTERM}, wait: 10 * time.Second})
+		out, err := reg.kill(plainWaiter(), j, killPlan{signals: []syscall.Signal{syscall.SIGTERM}, wait: 10 * time.Second})
 		if err != nil || !out.terminated {
 			t.Fatalf("kill: %+v, %v", out, err)
 		}
@@ -92,11 +92,11 @@ func TestKill(t *testing.T) {
 		j := startJob(t, reg, "exit 3")
 		awaitDone(t, j)
 		eventually(t, 10*time.Second, "the group is gone", func() bool { return !groupAlive(j.pid) })
-		got, out, err := reg.kill(plainWaiter(), j.id, killPlan{signals: []syscall.Signal{syscall.SIGTERM}, wait: time.Second})
+		out, err := reg.kill(plainWaiter(), j, killPlan{signals: []syscall.Signal{syscall.SIGTERM}, wait: time.Second})
 		if err != nil || !out.terminated || !out.alreadyTerminated {
 			t.Fatalf("kill of a finished job: %+v, %v; want already_terminated", out, err)
 		}
-		if r := resultOf(got); r.ExitCode == nil || *r.ExitCode != 3 {
+		if r := resultOf(j); r.ExitCode == nil || *r.ExitCode != 3 {
 			t.Errorf("result %+v, want exit_code 3", r)
 		}
 		if _, err := reg.lookup(j.id); !errors.Is(err, errUnknownJob) {
@@ -108,7 +108,7 @@ func TestKill(t *testing.T) {
 		t.Parallel()
 		j := startJob(t, reg, "trap '' TERM; sleep 60")
 		waitForSleeps(t, j.pid, 1)
-		_, out, err := reg.kill(plainWaiter(), j.id, killPlan{signals: []syscall.Signal{syscall.SIGTERM}, wait: 0})
+		out, err := reg.kill(plainWaiter(), j, killPlan{signals: []syscall.Signal{syscall.SIGTERM}, wait: 0})
 		if err != nil || out.terminated {
 			t.Errorf("kill with timeout 0 of a TERM-ignoring job: %+v, %v; want terminated:false", out, err)
 		}
@@ -121,7 +121,7 @@ func TestKill(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		errc := make(chan error, 1)
 		go func() {
-			_, _, err := reg.kill(&waiter{ctx: ctx}, j.id, killPlan{signals: []syscall.Signal{syscall.SIGTERM}, wait: time.Minute})
+			_, err := reg.kill(&waiter{ctx: ctx}, j, killPlan{signals: []syscall.Signal{syscall.SIGTERM}, wait: time.Minute})
 			errc <- err
 		}()
 		cancel()

@@ -110,10 +110,20 @@ func awaitDone(t *testing.T, j *job) {
 	}
 }
 
+// waitIDs is a wait call on ids: it looks them up as the call is read, then
+// waits for them.
+func waitIDs(reg *registry, w *waiter, ids []string, deadline time.Time, poll bool) (map[string]*job, error) {
+	jobs, err := reg.lookupAll(ids)
+	if err != nil {
+		return nil, err
+	}
+	return reg.await(w, jobs, deadline, poll)
+}
+
 // collect waits for j like a blocking wait and returns the delivered job.
 func collect(t *testing.T, reg *registry, j *job) *job {
 	t.Helper()
-	claimed, err := reg.waitAny(plainWaiter(), []string{j.id}, time.Now().Add(jobDeadline), false)
+	claimed, err := waitIDs(reg, plainWaiter(), []string{j.id}, time.Now().Add(jobDeadline), false)
 	if err != nil {
 		t.Fatalf("wait for job %s: %v", j.id, err)
 	}

@@ -8,8 +8,7 @@ import (
 
 // TestDeliveryWhileOrphanHoldsPipes: the job is terminal when its direct
 // child exits even though a background subshell keeps stdout open; the
-// result is delivered promptly, and the job is gone afterwards (issue 2,
-// engineering requirement 2).
+// result is delivered promptly, and the job is gone afterwards.
 func TestDeliveryWhileOrphanHoldsPipes(t *testing.T) {
 	t.Parallel()
 	reg := newRegistry(testConfig())

@@ -12,7 +12,7 @@ import (
 
 // The reaper is the one owner of child reaping in this process. Nothing else
 // may call wait4/waitid or use os/exec: a second waiter would steal exit
-// statuses (anchors note B4). It collects every child with wait4(-1), hands a
+// statuses, and a job would report another process's exit. It collects every child with wait4(-1), hands a
 // job's status to the callback registered at spawn, and simply discards the
 // statuses of orphans that were re-parented to us (as PID 1 or subreaper).
 
@@ -132,18 +132,11 @@ type spawnSpec struct {
 	files []uintptr // become the child's fds 0, 1, 2, ...
 }
 
-// spawn starts a child in a new process group (its pgid is its pid) and
-// returns its pid and a channel that carries its exit status exactly once.
-// The caller owns the child's fds in spec.files and must close them.
-func spawn(spec spawnSpec) (int, <-chan exitStatus, error) {
-	exited := make(chan exitStatus, 1)
-	pid, err := spawnNotify(spec, func(st exitStatus) { exited <- st }) // 1-buffered, used once: never blocks
-	return pid, exited, err
-}
-
-// spawnNotify is spawn that calls onExit with the child's exit status, once,
-// on the reaper's goroutine, possibly before spawnNotify returns. onExit
-// must not block.
+// spawnNotify starts a child in a new process group (its pgid is its pid)
+// and returns its pid. It calls onExit with the child's exit status, once,
+// on the reaper's goroutine, possibly before spawnNotify returns; onExit
+// must not block. The caller owns the child's fds in spec.files and must
+// close them.
 func spawnNotify(spec spawnSpec, onExit func(exitStatus)) (int, error) {
 	children.startReaper()
 	attr := &syscall.ProcAttr{

@@ -10,8 +10,8 @@ import (
 )
 
 // TestReaperStress: 200 concurrent jobs that each orphan a sleep and exit 7
-// all report 7, and afterwards no child of this process is a zombie (issue 2,
-// engineering requirement 1; anchors B4, B8.2). As the subreaper, this
+// all report 7, and afterwards no child of this process is a zombie. As the
+// subreaper, this
 // process also inherits the 200 orphaned sleeps; the reaper must collect
 // those too without confusing them with the jobs.
 func TestReaperStress(t *testing.T) {

@@ -189,7 +189,11 @@ type methodSpec struct {
 	notification bool // has no id and gets no reply
 	inline       bool // cheap and non-blocking: answered on the reader goroutine
 	call         func(s *session, ctx context.Context, m message) (any, error)
-	notify       func(s *session, m message)
+	// prepare, for a method that runs on its own goroutine, does the part
+	// that must happen in the order requests are read, on the reader
+	// goroutine, and returns the rest; it replaces call.
+	prepare func(s *session, ctx context.Context, m message) func() (any, error)
+	notify  func(s *session, m message)
 }
 
 // methods is the protocol-shape table: every method the server knows. Any
@@ -198,18 +202,17 @@ var methods = map[string]methodSpec{
 	"initialize":                {inline: true, call: (*session).initialize},
 	"ping":                      {inline: true, call: func(*session, context.Context, message) (any, error) { return struct{}{}, nil }},
 	"tools/list":                {inline: true, call: func(*session, context.Context, message) (any, error) { return toolList, nil }},
-	"tools/call":                {call: (*session).callTool},
+	"tools/call":                {prepare: (*session).prepareToolCall},
 	"notifications/initialized": {notification: true, notify: func(*session, message) {}},
 	"notifications/cancelled":   {notification: true, notify: (*session).cancelRequest},
 	"debug/stats":               {inline: true, call: (*session).stats},
 }
 
-// replySink is where a session's messages go: its transport's writer. Each
-// message is one whole line ending in a newline. Neither method may block
-// on anything but this sink's own client.
+// replySink is where a session's messages go: its transport's writer.
+// send takes one whole message ending in a newline and must never block:
+// the session's reading goroutine calls it.
 type replySink interface {
-	send(msg []byte)    // queues; never blocks (the reading goroutine uses it)
-	sendNow(msg []byte) // may write on the caller's goroutine (request goroutines use it)
+	send(msg []byte)
 }
 
 // session serves one client: its requests, its jobs, its replies.
@@ -311,14 +314,18 @@ func (s *session) start(m message, spec methodSpec) {
 	s.inflight[key] = cancel
 	s.handlers.Add(1)
 	s.mu.Unlock()
+	run := func() (any, error) { return spec.call(s, ctx, m) }
+	if spec.prepare != nil {
+		run = spec.prepare(s, ctx, m)
+	}
 	go func() {
 		defer s.handlers.Done()
-		res, err := spec.call(s, ctx, m)
+		res, err := run()
 		s.mu.Lock()
 		delete(s.inflight, key)
 		s.mu.Unlock()
 		cancel()
-		s.out.sendNow(encodeReply(m.id, res, err))
+		s.out.send(encodeReply(m.id, res, err))
 		nudge(s.activity)
 	}()
 }
@@ -404,23 +411,29 @@ func encodeReply(id json.RawMessage, result any, err error) []byte {
 	return concat(replyHead, id, `,"error":`, e, "}\n")
 }
 
-// callTool handles tools/call: the shape of its params is the protocol's
-// business and fails with JSON-RPC errors; the tool's own arguments are the
-// tools layer's.
-func (s *session) callTool(ctx context.Context, m message) (any, error) {
+// prepareToolCall handles tools/call as it is read: the shape of its
+// params is the protocol's business and fails with JSON-RPC errors; the
+// tool's own arguments are the tools layer's, which holds the jobs they
+// name now and does the work in the run it returns.
+func (s *session) prepareToolCall(ctx context.Context, m message) func() (any, error) {
+	fail := func(err error) func() (any, error) { return func() (any, error) { return nil, err } }
 	if m.params == nil {
-		return nil, newError(codeInvalidParams, "invalid params: tools/call needs params with a tool name")
+		return fail(newError(codeInvalidParams, "invalid params: tools/call needs params with a tool name"))
 	}
 	params, err := decodeObject(m.params)
 	if err != nil {
-		return nil, newError(codeInvalidParams, "invalid params: %v", err)
+		return fail(newError(codeInvalidParams, "invalid params: %v", err))
 	}
 	var name string
 	if json.Unmarshal(params["name"], &name) != nil || name == "" {
-		return nil, newError(codeInvalidParams, "invalid params: tools/call needs a tool name string in params.name")
+		return fail(newError(codeInvalidParams, "invalid params: tools/call needs a tool name string in params.name"))
 	}
 	call := &toolCall{reg: s.reg, cfg: s.cfg, waiter: s.waiterFor(ctx, params["_meta"])}
-	return callTool(call, name, params["arguments"])
+	run, err := prepareTool(call, name, params["arguments"])
+	if err != nil {
+		return fail(err)
+	}
+	return run
 }
 
 // waiterFor builds the waiter of one call: progress notifications go out
@@ -454,7 +467,7 @@ func (s *session) notify(method string, params any) {
 		logf("notify %s: %v", method, err)
 		return
 	}
-	s.out.sendNow(concat(`{"jsonrpc":"2.0","method":"`, []byte(method), `","params":`, p, "}\n"))
+	s.out.send(concat(`{"jsonrpc":"2.0","method":"`, []byte(method), `","params":`, p, "}\n"))
 }
 
 // initialize answers the handshake, echoing the client's protocol version

@@ -588,7 +588,7 @@ func longLine(id, n int) []byte {
 
 // TestTranscriptLongLines: a line of maxLineBytes is served; a longer one
 // gets a parse error with id null and is skipped, and the next line is
-// served normally (issue 2, engineering requirement 5).
+// served normally.
 func TestTranscriptLongLines(t *testing.T) {
 	t.Parallel()
 	cl := newRPCClient(t, testConfig())

@@ -27,6 +27,8 @@ type server struct {
 	stop     <-chan os.Signal // carries the signal that ends the process
 	activity chan struct{}    // 1-buffered: a request finished in some session
 
+	ownsProcess bool // started by startServer: shutdown also ends every other descendant
+
 	mu       sync.Mutex            // guards sessions and closing
 	sessions map[*session]struct{} // the open sessions
 	closing  bool                  // shutdown began: no new sessions
@@ -35,10 +37,17 @@ type server struct {
 // startServer readies the process to own children and starts the
 // process-wide work. Call it once, before any session.
 func startServer(cfg *config) *server {
-	s := &server{cfg: cfg, stop: watchSignals(), activity: make(chan struct{}, 1), sessions: map[*session]struct{}{}}
+	s := newServer(cfg)
+	s.stop, s.ownsProcess = watchSignals(), true
 	prepareProcess()
 	go trimWhenIdle(s.activity)
 	return s
+}
+
+// newServer returns a server with no sessions and no process-wide work
+// started; startServer is the one for a real process.
+func newServer(cfg *config) *server {
+	return &server{cfg: cfg, activity: make(chan struct{}, 1), sessions: map[*session]struct{}{}}
 }
 
 // open starts a session that writes to out. After shutdown began it fails
@@ -67,8 +76,9 @@ func (s *server) end(ss *session) {
 	waitHandlers([]*session{ss}, shutdownKillDuration)
 }
 
-// shutdown ends every session as end does, and also every other process
-// descended from this one (orphans that left their job's group).
+// shutdown ends every session as end does and refuses new ones. A server
+// that owns the process also ends every other process descended from it
+// (orphans that left their job's group).
 func (s *server) shutdown() {
 	s.mu.Lock()
 	s.closing = true
@@ -83,7 +93,7 @@ func (s *server) shutdown() {
 		ss.cancelAll()
 		jobs = append(jobs, ss.reg.list()...)
 	}
-	terminateAll(jobs, true)
+	terminateAll(jobs, s.ownsProcess)
 	waitHandlers(sessions, shutdownKillDuration)
 }
 

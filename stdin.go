@@ -74,7 +74,7 @@ func (s *stdinPipe) writeHeld(ctx context.Context, data string, closeAfter bool,
 				return errNotRunning
 			}
 			if errors.Is(err, syscall.EPIPE) {
-				return errors.New("nothing reads its stdin any more (broken pipe)")
+				return errStdinBroken
 			}
 			return fmt.Errorf("write stdin: %w", err)
 		}

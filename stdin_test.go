@@ -18,10 +18,10 @@ func TestStdin(t *testing.T) {
 		t.Parallel()
 		j := startJob(t, reg, "wc -c")
 		data := strings.Repeat("0123456789abcdef", 200*1024/16)
-		if _, err := reg.input(plainWaiter(), j.id, data, false); err != nil {
+		if err := j.input(plainWaiter(), data, false); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := reg.input(plainWaiter(), j.id, "", true); err != nil {
+		if err := j.input(plainWaiter(), "", true); err != nil {
 			t.Fatal(err)
 		}
 		r := resultOf(collect(t, reg, j))
@@ -36,7 +36,7 @@ func TestStdin(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		errc := make(chan error, 1)
 		go func() {
-			_, err := reg.input(&waiter{ctx: ctx}, j.id, strings.Repeat("x", 4<<20), false)
+			err := j.input(&waiter{ctx: ctx}, strings.Repeat("x", 4<<20), false)
 			errc <- err
 		}()
 		// The writer holds stdin's token while it writes; 4 MiB cannot fit
@@ -62,11 +62,11 @@ func TestStdin(t *testing.T) {
 	t.Run("input after close", func(t *testing.T) {
 		t.Parallel()
 		j := startJob(t, reg, "sleep 60")
-		if _, err := reg.input(plainWaiter(), j.id, "a", true); err != nil {
+		if err := j.input(plainWaiter(), "a", true); err != nil {
 			t.Fatal(err)
 		}
 		for _, data := range []string{"b", ""} {
-			_, err := reg.input(plainWaiter(), j.id, data, false)
+			err := j.input(plainWaiter(), data, false)
 			checkMentions(t, "input after close", err, []string{"already closed"})
 		}
 	})
@@ -75,7 +75,7 @@ func TestStdin(t *testing.T) {
 		t.Parallel()
 		j := startJob(t, reg, "exit 0")
 		awaitDone(t, j)
-		_, err := reg.input(plainWaiter(), j.id, "x", false)
+		err := j.input(plainWaiter(), "x", false)
 		checkMentions(t, "input after exit", err, []string{"no longer running"})
 	})
 
@@ -87,9 +87,4 @@ func TestStdin(t *testing.T) {
 		}
 	})
 
-	t.Run("unknown job", func(t *testing.T) {
-		t.Parallel()
-		_, err := reg.input(plainWaiter(), "nope", "x", false)
-		checkMentions(t, "input to an unknown job", err, []string{"unknown job_id"})
-	})
 }

@@ -73,15 +73,16 @@ func pollableStdin() *os.File {
 	return stdinFile
 }
 
-// writer owns stdout. One goroutine at a time writes, whole messages only,
-// so lines never interleave; the reader goroutine and the capture pumps never
-// wait on a slow client, because they only queue.
+// writer owns stdout. Messages are queued, never written by their sender,
+// and one goroutine writes them in batches, whole messages only: lines
+// never interleave, and no session goroutine waits on a slow client.
+// (Writing on the sender's goroutine when the queue was empty measured no
+// faster: 1.27 vs 1.28 of the round-trip floor here.)
 type writer struct {
 	out io.Writer
 
-	mu     sync.Mutex    // guards queue, busy and failed
+	mu     sync.Mutex    // guards queue and failed
 	queue  []outItem     // messages not yet written
-	busy   bool          // a goroutine is writing to out
 	failed bool          // a write failed: the client is gone
 	wake   chan struct{} // 1-buffered: the queue may have items for the loop
 	gone   chan struct{} // closed when a write fails
@@ -104,22 +105,6 @@ func newWriter(out io.Writer) *writer {
 // send queues one message for the writer goroutine; it never blocks.
 func (w *writer) send(msg []byte) { w.enqueue(outItem{msg: msg}) }
 
-// sendNow writes msg on the caller's goroutine when nobody else is writing
-// and nothing is queued, saving a hand-off; otherwise it queues. Only request
-// goroutines call it: a slow client then holds up only that request.
-func (w *writer) sendNow(msg []byte) {
-	w.mu.Lock()
-	if w.busy || w.failed || len(w.queue) > 0 {
-		w.mu.Unlock()
-		w.send(msg)
-		return
-	}
-	w.busy = true
-	w.mu.Unlock()
-	_, err := w.out.Write(msg)
-	w.release(err)
-}
-
 func (w *writer) enqueue(it outItem) {
 	w.mu.Lock()
 	if w.failed {
@@ -131,36 +116,7 @@ func (w *writer) enqueue(it outItem) {
 	}
 	w.queue = append(w.queue, it)
 	w.mu.Unlock()
-	w.poke()
-}
-
-// poke wakes the writer goroutine.
-func (w *writer) poke() {
 	nudge(w.wake)
-}
-
-// release ends a turn at writing: a failure marks the client gone, and
-// anything queued meanwhile goes to the writer goroutine.
-func (w *writer) release(err error) {
-	w.mu.Lock()
-	w.busy = false
-	var dropped []outItem
-	if err != nil && !w.failed {
-		logf("stdout: %v; the client is gone", err)
-		w.failed = true
-		dropped, w.queue = w.queue, nil
-		close(w.gone)
-	}
-	more := len(w.queue) > 0
-	w.mu.Unlock()
-	for _, it := range dropped {
-		if it.flushed != nil {
-			close(it.flushed)
-		}
-	}
-	if more {
-		w.poke()
-	}
 }
 
 // flush waits, at most timeout, until everything queued so far is written.
@@ -170,20 +126,40 @@ func (w *writer) flush(timeout time.Duration) {
 	waitFor(done, timeout)
 }
 
-// loop writes queued messages in batches, flushing when a batch is done.
+// loop writes queued messages in batches, flushing when a batch is done. A
+// failed write marks the client gone and drops what is queued.
 func (w *writer) loop() {
 	buf := bufio.NewWriterSize(w.out, 64<<10)
 	for range w.wake {
 		for {
 			w.mu.Lock()
-			if w.busy || w.failed || len(w.queue) == 0 {
-				w.mu.Unlock()
-				break // a sendNow caller is writing; it pokes us when done
-			}
 			batch := w.queue
-			w.queue, w.busy = nil, true
+			w.queue = nil
 			w.mu.Unlock()
-			w.release(writeBatch(buf, batch))
+			if len(batch) == 0 {
+				break
+			}
+			if err := writeBatch(buf, batch); err != nil {
+				w.fail(err)
+				break
+			}
+		}
+	}
+}
+
+// fail marks the client gone: nothing more is queued, and what was queued
+// is dropped with its flush markers released.
+func (w *writer) fail(err error) {
+	logf("stdout: %v; the client is gone", err)
+	w.mu.Lock()
+	w.failed = true
+	dropped := w.queue
+	w.queue = nil
+	w.mu.Unlock()
+	close(w.gone)
+	for _, it := range dropped {
+		if it.flushed != nil {
+			close(it.flushed)
 		}
 	}
 }

@@ -1,4 +1,4 @@
-"""Fault tests for mcp-exec (issue 5, point 3).
+"""Fault tests for mcp-exec: what clients, jobs and the machine do wrong.
 
 They reuse the client, the server launcher and the targets of
 test_mcp_exec.py: MCP_EXEC_TARGET=binary (default), pid1 (the binary as PID 1

@@ -24,7 +24,7 @@ func TestProgress(t *testing.T) {
 		}
 		counters = append(counters, n)
 	}}
-	claimed, err := reg.waitAny(w, []string{j.id}, time.Now().Add(jobDeadline), false)
+	claimed, err := waitIDs(reg, w, []string{j.id}, time.Now().Add(jobDeadline), false)
 	returned.Store(true)
 	if err != nil || claimed[j.id] != j {
 		t.Fatalf("wait: %v, %v", claimed, err)

@@ -415,7 +415,7 @@ func TestWindowAlignEdges(t *testing.T) {
 }
 
 // TestWindowMemoryGrowth: a window's storage follows what its stream wrote,
-// up to the limit (issue 2, engineering requirement 9).
+// up to the limit.
 func TestWindowMemoryGrowth(t *testing.T) {
 	t.Parallel()
 	const limit = 1 << 20

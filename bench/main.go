@@ -416,44 +416,44 @@ func benchFanIn(bin string) row {
 }
 
 func benchListJobs(bin string) row {
-	s := startServer(bin)
+	// A lean client, as for the round trip: the figure is the server's
+	// answer for 10,000 jobs, not the harness decoding it.
+	s := launch(bin)
 	defer s.stop()
-	const n = 10000
-	var pending []chan map[string]any
-	for i := 0; i < n; i++ {
-		pending = append(pending, s.send("tools/call", map[string]any{"name": "execute", "arguments": map[string]any{"command": "true", "nowait": true}}))
-		if len(pending) == 200 {
-			for _, ch := range pending {
-				decodeTool(<-ch)
-			}
-			pending = pending[:0]
+	const n, batch = 10000, 200
+	for i := 0; i < n; i += batch { // pipelined, a batch at a time
+		for k := i; k < i+batch; k++ {
+			_, err := fmt.Fprintf(s.in, `{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"execute","arguments":{"command":"true","nowait":true}}}`+"\n", k)
+			check(err)
+		}
+		for k := i; k < i+batch; k++ {
+			_, err := s.out.ReadBytes('\n')
+			check(err)
 		}
 	}
-	for _, ch := range pending {
-		decodeTool(<-ch)
+	list := func(id int) []byte {
+		_, err := fmt.Fprintf(s.in, `{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"list_jobs","arguments":{}}}`+"\n", id)
+		check(err)
+		reply, err := s.out.ReadBytes('\n')
+		check(err)
+		return reply
 	}
-	for { // until none is running
-		jobs := s.tool("list_jobs", map[string]any{}).(map[string]any)["jobs"].([]any)
-		running := 0
-		for _, j := range jobs {
-			if j.(map[string]any)["state"] == "running" {
-				running++
-			}
+	for id := n; ; id++ { // until none is running
+		reply := list(id)
+		if got := strings.Count(string(reply), `job_id`); got != n {
+			check(fmt.Errorf("list_jobs shows %d jobs, want %d", got, n))
 		}
-		if len(jobs) != n {
-			check(fmt.Errorf("list_jobs shows %d jobs, want %d", len(jobs), n))
-		}
-		if running == 0 {
+		if !strings.Contains(string(reply), `running`) {
 			break
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
 	var samples []time.Duration
-	for i := 0; i < 11; i++ {
+	for i := 0; i < 21; i++ {
 		t := time.Now()
-		s.tool("list_jobs", map[string]any{})
+		list(2*n + i)
 		samples = append(samples, time.Since(t))
 	}
 	v := median(samples)
-	return row{Value: ms(v), Floor: 50, Unit: "ms", Ratio: ms(v) / 50, Target: "<= 50 ms", Pass: v <= 50*time.Millisecond}
+	return row{Value: ms(v), Floor: 10, Unit: "ms", Ratio: ms(v) / 10, Target: "<= 10 ms", Pass: v <= 10*time.Millisecond}
 }

@@ -8,7 +8,7 @@
 # FUZZ_MINIMIZE (default 10s) as -fuzzminimizetime (go's default, 60s, can
 # eat a short run minimizing one new input); FUZZ_TARGETS (space-separated)
 # runs only those targets.
-# Full-length run (issue 5): scripts/fuzz.sh 600
+# Full-length run: scripts/fuzz.sh 600
 set -euo pipefail
 
 seconds=${1:-10}

@@ -1,0 +1,61 @@
+package main
+
+import (
+	"errors"
+	"sync"
+	"testing"
+)
+
+// collectingSink is a replySink that keeps every message.
+type collectingSink struct {
+	mu   sync.Mutex // guards msgs
+	msgs [][]byte
+}
+
+func (c *collectingSink) send(msg []byte) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.msgs = append(c.msgs, msg)
+}
+
+// TestEndingOneSessionLeavesTheOther: two sessions of one server each run a
+// job; ending the first tears its job's tree down and leaves the second's
+// job running and reachable. Shutdown then ends the second, and no session
+// opens after it.
+func TestEndingOneSessionLeavesTheOther(t *testing.T) {
+	onLinux(t)
+	t.Parallel()
+	srv := newServer(testConfig())
+	first, err := srv.open(&collectingSink{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := srv.open(&collectingSink{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	doomed := startJob(t, first.reg, "sleep 60 & exec sleep 60")
+	kept := startJob(t, second.reg, "sleep 60 & exec sleep 60")
+	waitForSleeps(t, doomed.pid, 2)
+	waitForSleeps(t, kept.pid, 2)
+
+	srv.end(first)
+	if groupAlive(doomed.pid) {
+		t.Errorf("the ended session's job %d: its group is alive; want its tree gone", doomed.pid)
+	}
+	awaitDone(t, doomed)
+	if len(inGroup(kept.pid)) != 2 || kept.terminal() {
+		t.Errorf("the other session's job lost processes: %v, finished %v", inGroup(kept.pid), kept.terminal())
+	}
+	if _, err := second.reg.lookup(kept.id); err != nil {
+		t.Errorf("the other session no longer finds its job: %v", err)
+	}
+
+	srv.shutdown()
+	if groupAlive(kept.pid) {
+		t.Errorf("shutdown left job %d's group alive", kept.pid)
+	}
+	if _, err := srv.open(&collectingSink{}); !errors.Is(err, errServerClosing) {
+		t.Errorf("open after shutdown: %v, want errServerClosing", err)
+	}
+}
