@@ -42,7 +42,7 @@ var argKinds = map[reflect.Type]argKind{
 	reflect.TypeFor[string]():            kindOf(decodeString, schemaOfType("string")),
 	reflect.TypeFor[bool]():              kindOf(decodeBool, schemaOfType("boolean")),
 	reflect.TypeFor[seconds]():           kindOf(decodeSeconds, schemaOfType("number")),
-	reflect.TypeFor[jobID]():             kindOf(decodeJobID, schemaOfType("string")),
+	reflect.TypeFor[jobID]():             kindOf(decodeJobID, jobIDSchema),
 	reflect.TypeFor[[]jobID]():           kindOf(decodeJobIDs, jobIDsSchema),
 	reflect.TypeFor[map[string]string](): kindOf(decodeEnv, envSchema),
 	reflect.TypeFor[streamSpec]():        kindOf(parseStreamSpec, streamSchema),
@@ -236,8 +236,13 @@ func schemaOfType(t string) func() map[string]any {
 	return func() map[string]any { return map[string]any{"type": t} }
 }
 
+// jobIDSchema says a job id is a string, or an integer meaning the same.
+func jobIDSchema() map[string]any {
+	return map[string]any{"anyOf": []any{map[string]any{"type": "string"}, map[string]any{"type": "integer"}}}
+}
+
 func jobIDsSchema() map[string]any {
-	return map[string]any{"type": "array", "items": map[string]any{"type": "string"}, "minItems": 1}
+	return map[string]any{"type": "array", "items": jobIDSchema(), "minItems": 1}
 }
 
 func envSchema() map[string]any {

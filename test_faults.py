@@ -606,7 +606,7 @@ MALFORMED = {
     "case-tool-name-value": (b'{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{"name":"List_Jobs"}}',
                              ("error", -32602)),
     "case-Command": (b'{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":'
-                     b'{"name":"execute","arguments":{"Command":"echo x"}}}', ("tool-error", "is required")),
+                     b'{"name":"execute","arguments":{"Command":"echo x"}}}', ("tool-error", 'unknown argument "Command"')),
     "case-Arguments": (b'{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":'
                        b'{"name":"execute","Arguments":{"command":"echo x"}}}', ("tool-error", "is required")),
 }

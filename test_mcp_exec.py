@@ -1047,11 +1047,29 @@ def test_job_ids_are_distinct_strings(srv):
         srv.collect(i)
 
 
-def test_unknown_arguments_ignored_and_null_means_absent(srv):
+def test_null_means_absent(srv):
     r = srv.tool("execute", {"command": "echo x", "cwd": None, "env": None, "stdin": None,
-                             "close_stdin": None, "nowait": None, "capture": None,
-                             "frobnicate": {"a": 1}})
+                             "close_stdin": None, "nowait": None, "capture": None})
     assert r["state"] == "success" and r["stdout"]["data"] == "x\n"
+
+
+def test_unknown_argument_refused_by_name(srv):
+    # 1.1: an unknown argument is an error naming it and the accepted ones
+    # (1.0 ignored it, so a misspelled or invented argument did nothing).
+    text = srv.tool_err("execute", {"command": "echo x", "frobnicate": {"a": 1}})
+    assert 'unknown argument "frobnicate" for execute' in text, text
+    for name in TOOL_ARGS["execute"]:
+        assert name in text, text
+    text = srv.tool_err("list_jobs", {"x": 1})
+    assert 'unknown argument "x" for list_jobs' in text, text
+
+
+def test_integer_job_ids_mean_their_decimal_strings(srv):
+    jid = srv.job("exit 3")
+    srv.until_done(jid)
+    assert srv.tool("status", {"job_id": int(jid)})["exit_code"] == 3
+    r = srv.tool("wait", {"job_ids": [int(jid)], "timeout": 5})
+    assert r[0]["job_id"] == jid and r[0]["exit_code"] == 3, r
 
 
 def test_job_runs_in_own_process_group(srv):
@@ -1360,10 +1378,10 @@ def test_missing_required_argument(srv, name, args):
 
 
 @pytest.mark.parametrize("name,args", [
-    ("status", {"job_id": 5}),
+    ("status", {"job_id": 5.5}),
     ("status", {"job_id": ["J"]}),
     ("wait", {"job_ids": "J"}),
-    ("wait", {"job_ids": [1]}),
+    ("wait", {"job_ids": [True]}),
     ("wait", {"job_ids": ["J"], "timeout": "soon"}),
     ("execute", {"command": 5}),
     ("execute", {"command": "true", "env": "A=1"}),
