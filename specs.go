@@ -138,17 +138,31 @@ func parseCaptureSpec(r json.RawMessage) (captureSpec, error) {
 	if k := unknownKey(obj, "stdout", "stderr"); k != "" {
 		return c, fmt.Errorf("capture spec has unknown key %q", k)
 	}
-	for _, f := range []struct {
-		key  string
-		spec *streamSpec
-	}{{"stdout", &c.stdout}, {"stderr", &c.stderr}} {
-		if v, ok := obj[f.key]; ok {
-			if *f.spec, err = parseStreamSpec(v); err != nil {
-				return c, fmt.Errorf("%s: %v", f.key, err)
-			}
+	err = parseMembers(obj, parseStreamSpec, member[streamSpec]{"stdout", &c.stdout}, member[streamSpec]{"stderr", &c.stderr})
+	return c, err
+}
+
+// member names a member of a JSON object and where its parsed value goes.
+type member[T any] struct {
+	key  string
+	into *T
+}
+
+// parseMembers parses each member of obj that is present and not null with
+// parse, in the order given; an error names the member.
+func parseMembers[T any](obj map[string]json.RawMessage, parse func(json.RawMessage) (T, error), members ...member[T]) error {
+	for _, m := range members {
+		raw, ok := obj[m.key]
+		if !ok || isNull(raw) {
+			continue
 		}
+		v, err := parse(raw)
+		if err != nil {
+			return fmt.Errorf("%s: %v", m.key, err)
+		}
+		*m.into = v
 	}
-	return c, nil
+	return nil
 }
 
 // parseCapturePolicy parses {on_success, on_error}; a bare capture spec
@@ -166,17 +180,8 @@ func parseCapturePolicy(r json.RawMessage) (capturePolicy, error) {
 	if k := unknownKey(obj, "on_success", "on_error"); k != "" {
 		return p, fmt.Errorf("capture has unknown key %q (use on_success and on_error)", k)
 	}
-	for _, f := range []struct {
-		key  string
-		spec *captureSpec
-	}{{"on_success", &p.onSuccess}, {"on_error", &p.onError}} {
-		if v, ok := obj[f.key]; ok && !isNull(v) {
-			if *f.spec, err = parseCaptureSpec(v); err != nil {
-				return p, fmt.Errorf("%s: %v", f.key, err)
-			}
-		}
-	}
-	return p, nil
+	err = parseMembers(obj, parseCaptureSpec, member[captureSpec]{"on_success", &p.onSuccess}, member[captureSpec]{"on_error", &p.onError})
+	return p, err
 }
 
 // assured is the pseudo-signal for TERM-then-KILL.
