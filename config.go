@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -14,35 +15,68 @@ import (
 
 // config is the server's configuration, read once from the environment.
 type config struct {
+	profile          string        // compat (1.0) or agent: which defaults apply
 	defaultTimeout   time.Duration // wait's timeout when none is given
 	maxOutputBytes   int           // window size per stream per job
+	keepHeadBytes    int           // first bytes of each stream kept past the window
 	progressInterval time.Duration // between progress notifications
+	timeLimit        time.Duration // a job's time limit when execute gives none; 0: none
+	killGrace        time.Duration // between TERM and KILL when a time limit ends a job
+	yieldAfter       time.Duration // a blocking execute's yield_after when none is given; 0: never
+	maxReplyBytes    int           // the reply budget of a tools/call line
+	keptDuration     time.Duration // how long a cut result's job stays readable
+	capture          capturePolicy // execute's capture when none is given
 	debug            bool          // serve debug/stats (tests and the soak script)
 	shell            string        // the shell jobs run in
 	baseEnv          []string      // the environment jobs start from
 }
 
-// configVar is one MCP_EXEC_* variable.
+// Profiles: compat keeps 1.0's defaults; agent sizes them for LLM hosts.
+const (
+	profileCompat = "compat"
+	profileAgent  = "agent"
+)
+
+// minReplyBytes is the smallest reply budget: room for a result's fields.
+const minReplyBytes = 1024
+
+// configVar is one MCP_EXEC_* variable: its default, its default under the
+// agent profile ("" = the same), and how to set it.
 type configVar struct {
-	name, def, doc string
-	set            func(c *config, value string) error
+	name, def, agentDef, doc string
+	set                      func(c *config, value string) error
 }
 
 var configVars = []configVar{
-	{"MCP_EXEC_DEFAULT_TIMEOUT", "60", "seconds wait blocks when the call gives no timeout (>= 0, fractions allowed)",
-		func(c *config, v string) (err error) { c.defaultTimeout, err = parseSeconds(v, true); return }},
-	{"MCP_EXEC_MAX_OUTPUT_BYTES", "1048576", "bytes of output kept per stream per job; older bytes are dropped (>= 1)",
+	{"MCP_EXEC_PROFILE", profileCompat, "", "compat (1.0 behaviour) or agent (defaults sized for LLM hosts; explicit variables still win)",
 		func(c *config, v string) error {
-			n, err := strconv.Atoi(v)
-			if err != nil || n < 1 {
-				return errors.New("must be a whole number of bytes, at least 1")
+			if v != profileCompat && v != profileAgent {
+				return errors.New("must be compat or agent")
 			}
-			c.maxOutputBytes = n
+			c.profile = v
 			return nil
 		}},
-	{"MCP_EXEC_PROGRESS_INTERVAL", "10", "seconds between progress notifications of a blocking call (> 0)",
+	{"MCP_EXEC_DEFAULT_TIMEOUT", "60", "50", "seconds wait blocks when the call gives no timeout (>= 0, fractions allowed)",
+		func(c *config, v string) (err error) { c.defaultTimeout, err = parseSeconds(v, true); return }},
+	{"MCP_EXEC_MAX_OUTPUT_BYTES", "1048576", "", "bytes of output kept per stream per job; older bytes are dropped (>= 1)",
+		func(c *config, v string) (err error) { c.maxOutputBytes, err = parseBytes(v, 1); return }},
+	{"MCP_EXEC_KEEP_HEAD_BYTES", "0", "16384", "first bytes of each stream kept even after the window moves past them (>= 0)",
+		func(c *config, v string) (err error) { c.keepHeadBytes, err = parseBytes(v, 0); return }},
+	{"MCP_EXEC_PROGRESS_INTERVAL", "10", "", "seconds between progress notifications of a blocking call (> 0)",
 		func(c *config, v string) (err error) { c.progressInterval, err = parseSeconds(v, false); return }},
-	{"MCP_EXEC_DEBUG", "0", "1 serves the debug/stats method (goroutines, fds, RSS) for tests and soak runs",
+	{"MCP_EXEC_TIME_LIMIT", "0", "", "seconds a job may run before TERM, then KILL, end it; 0 = no limit (>= 0)",
+		func(c *config, v string) (err error) { c.timeLimit, err = parseSeconds(v, true); return }},
+	{"MCP_EXEC_KILL_GRACE", "5", "", "seconds between the TERM and the KILL of a time limit (>= 0)",
+		func(c *config, v string) (err error) { c.killGrace, err = parseSeconds(v, true); return }},
+	{"MCP_EXEC_YIELD_AFTER", "0", "50", "seconds a blocking execute waits before it returns the running job; 0 = until the end (>= 0)",
+		func(c *config, v string) (err error) { c.yieldAfter, err = parseSeconds(v, true); return }},
+	{"MCP_EXEC_MAX_REPLY_BYTES", "8388608", "65536", "longest tools/call reply line; longer results are cut to head and tail (>= 1024)",
+		func(c *config, v string) (err error) { c.maxReplyBytes, err = parseBytes(v, minReplyBytes); return }},
+	{"MCP_EXEC_KEPT_SECONDS", "600", "", "seconds a job whose result was cut stays readable by status and output (>= 0)",
+		func(c *config, v string) (err error) { c.keptDuration, err = parseSeconds(v, true); return }},
+	{"MCP_EXEC_CAPTURE", `{"on_success":"stdout","on_error":"stderr"}`, `{"on_success":"stdout","on_error":"all"}`, "execute's capture policy when a call gives none (JSON, as the capture argument)",
+		func(c *config, v string) (err error) { c.capture, err = parseCapturePolicy(json.RawMessage(v)); return }},
+	{"MCP_EXEC_DEBUG", "0", "", "1 serves the debug/stats method (goroutines, fds, RSS) for tests and soak runs",
 		func(c *config, v string) error {
 			switch v {
 			case "0", "1":
@@ -51,6 +85,15 @@ var configVars = []configVar{
 			}
 			return errors.New("must be 0 or 1")
 		}},
+}
+
+// parseBytes reads a whole number of bytes of at least least.
+func parseBytes(v string, least int) (int, error) {
+	n, err := strconv.Atoi(v)
+	if err != nil || n < least {
+		return 0, fmt.Errorf("must be a whole number of bytes, at least %d", least)
+	}
+	return n, nil
 }
 
 // parseSeconds reads a number of seconds; zero is allowed only if zeroOK.
@@ -68,34 +111,56 @@ func parseSeconds(v string, zeroOK bool) (time.Duration, error) {
 }
 
 // loadConfig reads the configuration from environ. An unknown MCP_EXEC_*
-// variable is an error: it is almost always a typo.
+// variable is an error: it is almost always a typo. The profile picks the
+// defaults; a variable that is set wins over its profile's default.
 func loadConfig(environ []string) (*config, error) {
 	c := &config{baseEnv: environ}
-	known := map[string]configVar{}
-	for _, v := range configVars {
-		known[v.name] = v
-		if err := v.set(c, v.def); err != nil {
-			return nil, fmt.Errorf("default of %s: %w", v.name, err)
-		}
-	}
+	given := map[string]string{}
 	for _, kv := range environ {
 		name, value, _ := strings.Cut(kv, "=")
 		if !strings.HasPrefix(name, "MCP_EXEC_") {
 			continue
 		}
-		v, ok := known[name]
-		if !ok {
+		if _, ok := findConfigVar(name); !ok {
 			return nil, fmt.Errorf("unknown variable %s; the valid ones are %s", name, strings.Join(configNames(), ", "))
 		}
-		if value == "" {
-			continue // set but empty: keep the default
+		if value != "" { // set but empty: keep the default
+			given[name] = value
+		}
+	}
+	for _, v := range configVars {
+		value, explicit := given[v.name]
+		if !explicit {
+			value = v.defaultFor(c.profile)
 		}
 		if err := v.set(c, value); err != nil {
-			return nil, fmt.Errorf("%s=%q: %w", name, value, err)
+			if !explicit {
+				return nil, fmt.Errorf("default of %s: %w", v.name, err)
+			}
+			return nil, fmt.Errorf("%s=%q: %w", v.name, value, err)
 		}
 	}
 	c.shell = resolveShell(os.Getenv("SHELL"))
 	return c, nil
+}
+
+// defaultFor is the variable's default under profile (set before the other
+// variables, since it is first in configVars).
+func (v configVar) defaultFor(profile string) string {
+	if profile == profileAgent && v.agentDef != "" {
+		return v.agentDef
+	}
+	return v.def
+}
+
+// findConfigVar finds a variable by name.
+func findConfigVar(name string) (configVar, bool) {
+	for _, v := range configVars {
+		if v.name == name {
+			return v, true
+		}
+	}
+	return configVar{}, false
 }
 
 // configNames lists the variable names in order.

@@ -416,7 +416,7 @@ func fzWindows(seed []byte) []struct {
 	for _, limit := range []int{1, 5, 16, 64} {
 		for _, n := range []int{0, limit - 1, limit, 2*limit + int(crc32.ChecksumIEEE(seed)%7)} {
 			stream := bytes.Repeat(piece, n/len(piece)+1)[:n]
-			w, ref := newWindow(limit), &refWindow{limit: limit}
+			w, ref := newWindow(limit, 0), &refWindow{limit: limit}
 			w.Write(stream)
 			ref.write(stream)
 			out = append(out, struct {
@@ -636,7 +636,7 @@ func fzPumpWindow(t *testing.T, data, cuts []byte, size uint16) {
 		stream = bytes.Repeat(data, (2*limit+len(data))/len(data)+1)
 		stream = stream[:2*limit+int(size)%len(data)+1]
 	}
-	ww, wp, ref := newWindow(limit), newWindow(limit), &refWindow{limit: limit}
+	ww, wp, ref := newWindow(limit, 0), newWindow(limit, 0), &refWindow{limit: limit}
 	for i := 0; len(stream) > 0; i++ {
 		c := byte(0)
 		n := len(stream)

@@ -93,7 +93,7 @@ func (r *registry) start(req startRequest) (*job, bool) {
 	r.mu.Unlock()
 
 	j := &job{id: id, policy: req.policy, done: make(chan struct{}), started: time.Now(),
-		stdout: newWindow(r.cfg.maxOutputBytes), stderr: newWindow(r.cfg.maxOutputBytes)}
+		stdout: newWindow(r.cfg.maxOutputBytes, r.cfg.keepHeadBytes), stderr: newWindow(r.cfg.maxOutputBytes, r.cfg.keepHeadBytes)}
 	err := j.launch(r.cfg, req, func(st exitStatus) { r.exited(j, st) })
 	if err != nil {
 		j.final = outcome{state: stateError, exitCode: -1, startError: err.Error()}

@@ -87,7 +87,11 @@ func usage() string {
 	b.WriteString("A first argument naming this executable itself is skipped (an image run with its own path).\n\n")
 	b.WriteString("Environment:\n")
 	for _, v := range configVars {
-		fmt.Fprintf(&b, "  %-27s default %-8s %s\n", v.name, v.def, v.doc)
+		def := v.def
+		if v.agentDef != "" {
+			def += " (agent: " + v.agentDef + ")"
+		}
+		fmt.Fprintf(&b, "  %s\n      %s; default %s\n", v.name, v.doc, def)
 	}
 	b.WriteString("  SHELL                       jobs run as $SHELL -c COMMAND (/bin/sh when unset)\n")
 	return b.String()

@@ -60,13 +60,12 @@ func testConfig() *config {
 			env = append(env, kv)
 		}
 	}
-	return &config{
-		defaultTimeout:   60 * time.Second,
-		maxOutputBytes:   1 << 20,
-		progressInterval: 10 * time.Second,
-		shell:            "/bin/sh",
-		baseEnv:          env,
+	cfg, err := loadConfig(env)
+	if err != nil {
+		panic(err) // the defaults themselves are broken: every test would fail
 	}
+	cfg.shell = "/bin/sh"
+	return cfg
 }
 
 // plainWaiter is a waiter that is never cancelled and reports no progress.

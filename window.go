@@ -16,7 +16,8 @@ const windowChunkBytes = 64 << 10
 // once it reaches limit. All methods are safe for concurrent use; readers get
 // copies, never the internal storage.
 type window struct {
-	limit int // maximum retained bytes, fixed at creation
+	limit     int // maximum retained bytes, fixed at creation
+	headLimit int // the stream's first bytes kept even after the ring moves on
 
 	mu sync.Mutex // guards chunks and total
 	// chunks hold the ring: ring position q (the byte at absolute offset p
@@ -27,14 +28,28 @@ type window struct {
 	// hidden is how many of the oldest retained bytes a reservation is
 	// about to overwrite; readers do not see them until the commit.
 	hidden int64
+	// reserved is the storage handed out by reserve, until commit.
+	reserved []byte
+	// head holds the stream's first bytes, up to headLimit: [0, len(head)).
+	head []byte
 }
 
-// newWindow returns an empty window that retains at most limit bytes.
-func newWindow(limit int) *window {
+// newWindow returns an empty window that retains at most the last limit
+// bytes, and also the first headLimit bytes (0: none).
+func newWindow(limit, headLimit int) *window {
 	if limit < 1 {
 		limit = 1
 	}
-	return &window{limit: limit}
+	return &window{limit: limit, headLimit: max(headLimit, 0)}
+}
+
+// keepHead copies what of p, written at absolute offset at, falls in the
+// head. Caller holds w.mu.
+func (w *window) keepHead(at int64, p []byte) {
+	if at >= int64(w.headLimit) || at != int64(len(w.head)) {
+		return
+	}
+	w.head = append(w.head, p[:min(len(p), w.headLimit-len(w.head))]...)
 }
 
 // Write appends p to the stream, dropping the oldest bytes beyond the limit.
@@ -43,6 +58,7 @@ func (w *window) Write(p []byte) (int, error) {
 	n := len(p)
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	w.keepHead(w.total, p)
 	if len(p) > w.limit {
 		// Only the last limit bytes can survive; skip the rest outright.
 		w.total += int64(len(p) - w.limit)
@@ -97,11 +113,36 @@ type slice struct {
 	total     int64 // bytes the stream ever wrote
 	truncated bool  // the request reached into dropped bytes
 	dropped   int64 // requested bytes that were already dropped
+
+	// A slice with a gap (the kept head, then the window) also has the
+	// bytes after the gap; omitted counts the bytes between the two.
+	omitted    int64
+	tail       []byte
+	tailOffset int64
 }
 
-// span returns the retained range [start, total) under the caller's lock.
+// span returns the range [start, total) the ring retains, under the
+// caller's lock.
 func (w *window) span() (start, total int64) {
 	return max(0, w.total-int64(w.limit)) + w.hidden, w.total
+}
+
+// contiguous returns the start of the longest retained range that ends at
+// total: the ring's start, or 0 when the kept head reaches the ring. Caller
+// holds w.mu.
+func (w *window) contiguous() (from, total int64) {
+	start, total := w.span()
+	if int64(len(w.head)) >= start {
+		return 0, total
+	}
+	return start, total
+}
+
+// inHead reports whether offset p is kept only by the head, before a gap.
+// Caller holds w.mu.
+func (w *window) inHead(p int64) bool {
+	lo, _ := w.contiguous()
+	return p < lo && p < int64(len(w.head))
 }
 
 // reserve returns storage for the next bytes of the stream, at most max, so
@@ -124,6 +165,7 @@ func (w *window) reserve(max int) []byte {
 	if w.total >= int64(w.limit) {
 		w.hidden = int64(len(c))
 	}
+	w.reserved = c
 	return c
 }
 
@@ -132,13 +174,17 @@ func (w *window) reserve(max int) []byte {
 func (w *window) commit(n int) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	w.keepHead(w.total, w.reserved[:n])
 	w.total += int64(n)
-	w.hidden = 0
+	w.hidden, w.reserved = 0, nil
 }
 
-// at returns the retained byte at absolute offset p. Caller holds w.mu and
-// guarantees start <= p < total.
+// at returns the retained byte at absolute offset p, from the head when the
+// ring no longer holds it. Caller holds w.mu and guarantees p is retained.
 func (w *window) at(p int64) byte {
+	if start, _ := w.span(); p < start {
+		return w.head[p]
+	}
 	q := int(p % int64(w.limit))
 	return w.chunks[q/windowChunkBytes][q%windowChunkBytes]
 }
@@ -147,7 +193,12 @@ func (w *window) at(p int64) byte {
 // Caller holds w.mu and guarantees start <= from <= to <= total.
 func (w *window) copyRange(from, to int64) []byte {
 	out := make([]byte, to-from)
-	for n := 0; from < to; {
+	n := 0
+	if start, _ := w.span(); from < start { // from the head
+		n = copy(out, w.head[from:min(to, start)])
+		from += int64(n)
+	}
+	for from < to {
 		q := int(from % int64(w.limit))
 		c := w.chunks[q/windowChunkBytes][q%windowChunkBytes:]
 		k := copy(out[n:], c[:min(len(c), int(to-from))])
@@ -162,14 +213,19 @@ func (w *window) copyRange(from, to int64) []byte {
 func (w *window) readRange(from, length int64, unaligned bool) slice {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	start, total := w.span()
+	start, total := w.contiguous()
 	s := slice{total: total}
 	if from < 0 {
 		from = 0
 	}
-	if from < start {
+	if w.inHead(from) {
+		// Served from the kept head, up to its end at most: the next page
+		// (from = offset + bytes) then reaches the gap.
+		start, total = 0, int64(len(w.head))
+	} else if ringStart, _ := w.span(); from < start {
 		// dropped counts the requested bytes that are gone; the read
 		// still serves length bytes from the oldest retained one.
+		start = ringStart
 		s.dropped = start - from
 		if length >= 0 && length < s.dropped {
 			s.dropped = length
@@ -191,13 +247,20 @@ func (w *window) readRange(from, length int64, unaligned bool) slice {
 	return s
 }
 
-// readAll serves "all": the whole retained window.
+// readAll serves "all": the whole retained window, and the kept head before
+// it as a slice with a gap when the window has moved past the head.
 func (w *window) readAll() slice {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	start, total := w.span()
-	return slice{data: w.copyRange(start, total), offset: start, total: total,
+	start, total := w.contiguous()
+	s := slice{data: w.copyRange(start, total), offset: start, total: total,
 		truncated: start > 0, dropped: start}
+	if headEnd := int64(len(w.head)); start > 0 && headEnd > 0 {
+		s.tail, s.tailOffset = s.data, start
+		s.data, s.offset = w.copyRange(0, headEnd), 0
+		s.omitted, s.dropped = start-headEnd, start-headEnd
+	}
+	return s
 }
 
 // readTail serves {"tail": n}: the last n lines of the retained window, line
@@ -206,7 +269,7 @@ func (w *window) readAll() slice {
 func (w *window) readTail(n int64) slice {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	start, total := w.span()
+	start, total := w.contiguous()
 	if n <= 0 {
 		return slice{offset: total, total: total}
 	}

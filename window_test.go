@@ -173,7 +173,7 @@ func TestWindowWrites(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			w := newWindow(tc.limit)
+			w := newWindow(tc.limit, 0)
 			ref := &refWindow{limit: max(tc.limit, 1)}
 			for _, p := range tc.writes {
 				n, err := w.Write(p)
@@ -202,7 +202,7 @@ func TestWindowOffsetsAfterWrap(t *testing.T) {
 	// Byte i of the stream is byte(i), so every returned byte names its own
 	// absolute offset.
 	const limit = 10
-	w := newWindow(limit)
+	w := newWindow(limit, 0)
 	for i := 0; i < 257; i += 3 {
 		w.Write([]byte{byte(i), byte(i + 1), byte(i + 2)})
 	}
@@ -226,9 +226,9 @@ func TestWindowOffsetsAfterWrap(t *testing.T) {
 func TestWindowReadRange(t *testing.T) {
 	t.Parallel()
 	// limit 10, 20 bytes written: retained "abcdefghij" at offsets 10..19.
-	wrapped := newWindow(10)
+	wrapped := newWindow(10, 0)
 	wrapped.Write([]byte("0123456789abcdefghij"))
-	fresh := newWindow(64)
+	fresh := newWindow(64, 0)
 	fresh.Write([]byte("hello world"))
 	cases := []struct {
 		name         string
@@ -304,7 +304,7 @@ func TestWindowReadTail(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			w := newWindow(tc.limit)
+			w := newWindow(tc.limit, 0)
 			w.Write([]byte(tc.written))
 			s := w.readTail(tc.n)
 			want := slice{data: []byte(tc.data), offset: tc.offset, total: int64(len(tc.written)), truncated: tc.dropped > 0, dropped: tc.dropped}
@@ -326,7 +326,7 @@ func TestWindowAlignEveryOffset(t *testing.T) {
 		size := int64(len(ch))
 		content := []byte("ab" + ch + "cd")
 		for phase := 0; phase < limit; phase++ {
-			w := newWindow(limit)
+			w := newWindow(limit, 0)
 			w.Write(bytes.Repeat([]byte("x"), phase))
 			w.Write(content)
 			_, total := w.stats()
@@ -367,7 +367,7 @@ func TestWindowAlignEdges(t *testing.T) {
 	t.Parallel()
 	t.Run("window starts inside a character", func(t *testing.T) {
 		t.Parallel()
-		w := newWindow(5)
+		w := newWindow(5, 0)
 		w.Write([]byte("😀xyz")) // 7 bytes; retained: the last two bytes of 😀, then xyz
 		for _, from := range []int64{2, 3} {
 			s := w.readRange(from, -1, false)
@@ -378,7 +378,7 @@ func TestWindowAlignEdges(t *testing.T) {
 	})
 	t.Run("stream ends inside a character", func(t *testing.T) {
 		t.Parallel()
-		w := newWindow(64)
+		w := newWindow(64, 0)
 		w.Write([]byte("ab\xe2\x82"))
 		s := w.readRange(0, 3, false)
 		if s.offset != 0 || string(s.data) != "ab\xe2" {
@@ -387,7 +387,7 @@ func TestWindowAlignEdges(t *testing.T) {
 	})
 	t.Run("invalid bytes stay put", func(t *testing.T) {
 		t.Parallel()
-		w := newWindow(64)
+		w := newWindow(64, 0)
 		w.Write([]byte("a\x80\x80\xffb"))
 		s := w.readRange(2, 1, false)
 		if s.offset != 2 || string(s.data) != "\x80" {
@@ -396,7 +396,7 @@ func TestWindowAlignEdges(t *testing.T) {
 	})
 	t.Run("empty read inside a character", func(t *testing.T) {
 		t.Parallel()
-		w := newWindow(64)
+		w := newWindow(64, 0)
 		w.Write([]byte("a€b"))
 		s := w.readRange(2, 0, false)
 		if s.offset != 1 || len(s.data) != 0 {
@@ -405,7 +405,7 @@ func TestWindowAlignEdges(t *testing.T) {
 	})
 	t.Run("encoded U+FFFD is a character", func(t *testing.T) {
 		t.Parallel()
-		w := newWindow(64)
+		w := newWindow(64, 0)
 		w.Write([]byte("a\uFFFDb"))
 		s := w.readRange(2, 1, false)
 		if s.offset != 1 || string(s.data) != "\uFFFD" {
@@ -419,17 +419,17 @@ func TestWindowAlignEdges(t *testing.T) {
 func TestWindowMemoryGrowth(t *testing.T) {
 	t.Parallel()
 	const limit = 1 << 20
-	idle := newWindow(limit)
+	idle := newWindow(limit, 0)
 	if n := idle.allocated(); n != 0 {
 		t.Errorf("a window nobody wrote to holds %d bytes", n)
 	}
-	small := newWindow(limit)
+	small := newWindow(limit, 0)
 	small.Write([]byte("0123456789"))
 	if n := small.allocated(); n > 4096 {
 		t.Errorf("a window that received 10 bytes holds %d bytes", n)
 	}
 	for _, chunk := range []int{1000, 4096, 65536, 3 * limit} {
-		w := newWindow(limit)
+		w := newWindow(limit, 0)
 		p := bytes.Repeat([]byte("y"), chunk)
 		for written := 0; written < 2*limit; written += chunk {
 			w.Write(p)
@@ -458,7 +458,7 @@ func windowLimitFor(size uint16) int {
 func diffWindow(t *testing.T, data, cuts []byte, size uint16) {
 	t.Helper()
 	limit := windowLimitFor(size)
-	w, ref := newWindow(limit), &refWindow{limit: limit}
+	w, ref := newWindow(limit, 0), &refWindow{limit: limit}
 	check := func(what string, got, want slice) {
 		t.Helper()
 		if d := sameSlice(got, want); d != "" {
@@ -537,7 +537,7 @@ func TestWindowMatchesReference(t *testing.T) {
 
 func TestWindowServe(t *testing.T) {
 	t.Parallel()
-	w := newWindow(64)
+	w := newWindow(64, 0)
 	w.Write([]byte("one\ntwo\n"))
 	cases := []struct {
 		spec streamSpec
@@ -583,7 +583,7 @@ func TestWindowServe(t *testing.T) {
 
 func TestWindowConcurrentWritesAndReads(t *testing.T) {
 	t.Parallel()
-	w := newWindow(100)
+	w := newWindow(100, 0)
 	var wg sync.WaitGroup
 	for g := 0; g < 4; g++ {
 		wg.Add(1)
@@ -600,5 +600,45 @@ func TestWindowConcurrentWritesAndReads(t *testing.T) {
 	s := w.readAll()
 	if s.total != 4*500*10 || len(s.data) != 100 || string(s.data) != strings.Repeat("0123456789", 10) {
 		t.Fatalf("after concurrent writes: total %d, %q", s.total, s.data)
+	}
+}
+
+// TestWindowKeepsHead: with a head limit the window also keeps the stream's
+// first bytes; "all" is then the head, a gap and the window, and ranges in
+// the head are served from it.
+func TestWindowKeepsHead(t *testing.T) {
+	t.Parallel()
+	stream := []byte("0123456789abcdefghij")
+	for _, direct := range []bool{false, true} {
+		w := newWindow(10, 4)
+		for _, piece := range [][]byte{stream[:3], stream[3:12], stream[12:]} {
+			if span := w.reserve(len(piece)); direct && span != nil && len(span) >= len(piece) {
+				w.commit(copy(span, piece))
+				continue
+			} else if span != nil {
+				w.commit(0)
+			}
+			_, _ = w.Write(piece)
+		}
+		all := w.readAll()
+		if string(all.data) != "0123" || all.offset != 0 || all.omitted != 6 || string(all.tail) != "abcdefghij" ||
+			all.tailOffset != 10 || !all.truncated || all.dropped != 6 || all.total != 20 {
+			t.Errorf("direct %v: all = %+v", direct, all)
+		}
+		if r := w.readRange(2, 5, false); string(r.data) != "23" || r.offset != 2 || r.truncated {
+			t.Errorf("direct %v: range in the head = %+v", direct, r)
+		}
+		if r := w.readRange(5, 3, false); string(r.data) != "abc" || r.offset != 10 || !r.truncated || r.dropped != 3 {
+			t.Errorf("direct %v: range in the gap = %+v", direct, r)
+		}
+		if r := w.readTail(1); string(r.data) != "abcdefghij" || r.offset != 10 || !r.truncated {
+			t.Errorf("direct %v: tail = %+v", direct, r)
+		}
+	}
+	// While the head still reaches the window, everything is one range.
+	w := newWindow(10, 8)
+	_, _ = w.Write(stream[:15])
+	if all := w.readAll(); string(all.data) != string(stream[:15]) || all.offset != 0 || all.truncated || all.tail != nil {
+		t.Errorf("head meeting the window: all = %+v", all)
 	}
 }
