@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"reflect"
 	"slices"
 	"strings"
@@ -23,6 +24,8 @@ type (
 	seconds float64
 	// jobID is a job id: a string, or a JSON integer meaning its decimal form.
 	jobID string
+	// replyBytes is a reply budget: a whole number of bytes, at least 1024.
+	replyBytes int
 )
 
 // argKind decodes and describes the arguments of one Go type.
@@ -45,6 +48,8 @@ var argKinds = map[reflect.Type]argKind{
 	reflect.TypeFor[jobID]():             kindOf(decodeJobID, jobIDSchema),
 	reflect.TypeFor[[]jobID]():           kindOf(decodeJobIDs, jobIDsSchema),
 	reflect.TypeFor[map[string]string](): kindOf(decodeEnv, envSchema),
+	reflect.TypeFor[[]string]():          kindOf(decodeArgv, argvSchema),
+	reflect.TypeFor[replyBytes]():        kindOf(decodeReplyBytes, replyBytesSchema),
 	reflect.TypeFor[streamSpec]():        kindOf(parseStreamSpec, streamSchema),
 	reflect.TypeFor[capturePolicy]():     kindOf(parseCapturePolicy, captureSchema),
 	reflect.TypeFor[syscall.Signal]():    kindOf(parseSignal, schemaOfType("string")),
@@ -54,7 +59,8 @@ var argKinds = map[reflect.Type]argKind{
 type param struct {
 	name     string
 	doc      string
-	required bool
+	required bool         // a call must give it
+	listed   bool         // published as required though a call may leave it out for another
 	field    int          // index of the struct field
 	typ      reflect.Type // the kind's type; the field is *typ when ptr
 	ptr      bool
@@ -68,7 +74,7 @@ func paramsOf(t reflect.Type) []param {
 	for i := 0; i < t.NumField(); i++ {
 		f := t.Field(i)
 		name, opts, _ := strings.Cut(f.Tag.Get("arg"), ",")
-		p := param{name: name, doc: f.Tag.Get("doc"), required: opts == "required", field: i, typ: f.Type}
+		p := param{name: name, required: opts == "required", listed: opts == "listed", field: i, typ: f.Type}
 		if p.typ.Kind() == reflect.Pointer {
 			p.typ, p.ptr = p.typ.Elem(), true
 		}
@@ -140,15 +146,15 @@ func refuseUnknown(tool string, params []param, raw map[string]json.RawMessage) 
 	return fmt.Errorf("%w: %s %s for %s (accepted: %s)", errInvalid, what, strings.Join(unknown, ", "), tool, list)
 }
 
-// schemaOf is the inputSchema of a tool with params.
-func schemaOf(params []param) map[string]any {
+// schemaOf is the inputSchema of a tool with params, described by docs.
+func schemaOf(params []param, docs map[string]string) map[string]any {
 	props := map[string]any{}
 	required := []string{}
 	for _, p := range params {
 		s := argKinds[p.typ].schema()
-		s["description"] = p.doc
+		s["description"] = docs[p.name]
 		props[p.name] = s
-		if p.required {
+		if p.required || p.listed {
 			required = append(required, p.name)
 		}
 	}
@@ -230,6 +236,40 @@ func decodeEnv(r json.RawMessage) (map[string]string, error) {
 		env[k] = s
 	}
 	return env, nil
+}
+
+// decodeArgv takes a non-empty array of strings without NUL bytes.
+func decodeArgv(r json.RawMessage) ([]string, error) {
+	var argv []string
+	if json.Unmarshal(r, &argv) != nil || argv == nil {
+		return nil, fmt.Errorf("must be an array of strings, got %s", clip(r))
+	}
+	if len(argv) == 0 || argv[0] == "" {
+		return nil, errors.New("must name a program: a non-empty array whose first string is not empty")
+	}
+	for _, s := range argv {
+		if strings.ContainsRune(s, 0) {
+			return nil, errors.New("must not contain NUL bytes")
+		}
+	}
+	return argv, nil
+}
+
+// decodeReplyBytes takes a whole number of bytes, at least minReplyBytes.
+func decodeReplyBytes(r json.RawMessage) (replyBytes, error) {
+	n, err := parseInteger(r)
+	if err != nil || n < minReplyBytes {
+		return 0, fmt.Errorf("must be a whole number of bytes, at least %d, got %s", minReplyBytes, clip(r))
+	}
+	return replyBytes(min(n, math.MaxInt32)), nil
+}
+
+func argvSchema() map[string]any {
+	return map[string]any{"type": "array", "items": map[string]any{"type": "string"}, "minItems": 1}
+}
+
+func replyBytesSchema() map[string]any {
+	return map[string]any{"type": "integer", "minimum": minReplyBytes}
 }
 
 func schemaOfType(t string) func() map[string]any {

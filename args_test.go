@@ -16,6 +16,8 @@ var wrongValue = map[reflect.Type]string{
 	reflect.TypeFor[seconds]():           `"5"`,
 	reflect.TypeFor[jobID]():             `true`,
 	reflect.TypeFor[map[string]string](): `["A=1"]`,
+	reflect.TypeFor[[]string]():          `"echo"`,
+	reflect.TypeFor[replyBytes]():        `"65536"`,
 	reflect.TypeFor[[]jobID]():           `"1"`,
 	reflect.TypeFor[streamSpec]():        `5`,
 	reflect.TypeFor[capturePolicy]():     `5`,
@@ -29,6 +31,8 @@ var goodValue = map[reflect.Type]string{
 	reflect.TypeFor[seconds]():           `0`,
 	reflect.TypeFor[jobID]():             `"x"`,
 	reflect.TypeFor[map[string]string](): `{"A": "1"}`,
+	reflect.TypeFor[[]string]():          `["echo", "x"]`,
+	reflect.TypeFor[replyBytes]():        `65536`,
 	reflect.TypeFor[[]jobID]():           `["x"]`,
 	reflect.TypeFor[streamSpec]():        `"all"`,
 	reflect.TypeFor[capturePolicy]():     `{"on_success": "all"}`,
@@ -161,7 +165,7 @@ func TestUnknownArgumentsAllNamed(t *testing.T) {
 	raw := requiredOnly(toolsByName["execute"])
 	raw["timeout"], raw["b"] = json.RawMessage(`1`), json.RawMessage(`null`)
 	_, err := bind(toolsByName["execute"], raw)
-	want := `unknown arguments "b", "timeout" for execute (accepted: command, cwd, env, stdin, close_stdin, nowait, capture)`
+	want := `unknown arguments "b", "timeout" for execute (accepted: command, argv, cwd, env, stdin, close_stdin, nowait, capture, time_limit, yield_after, max_reply_bytes)`
 	if err == nil || !strings.Contains(err.Error(), want) {
 		t.Errorf("got %v, want it to contain %s", err, want)
 	}

@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -25,6 +27,7 @@ type outcome struct {
 	exitCode   int
 	signal     syscall.Signal
 	startError string
+	timedOut   bool // its time limit ended it
 }
 
 // job is one command run as its own process group.
@@ -38,8 +41,14 @@ type job struct {
 	stdin               *stdinPipe
 	started             time.Time
 
-	done  chan struct{} // closed once final is set; never reopened
-	final outcome       // written once, before done is closed
+	done     chan struct{}              // closed once final is set; never reopened
+	final    outcome                    // written once, before done is closed
+	timedOut atomic.Bool                // its time limit fired before it ended
+	limit    atomic.Pointer[time.Timer] // the time limit's timer, stopped when the job ends
+
+	stdinIno uint64        // inode of the stdin pipe, to see a process blocked reading it
+	inputMu  sync.Mutex    // guards sighting
+	sighting inputSighting // the last time a process was seen blocked reading stdin
 
 	elem     *list.Element // place in registry.order; guarded by registry.mu
 	watchers int           // waits, kills and executes under way on the job; guarded by registry.mu
@@ -58,7 +67,8 @@ func (j *job) outcome() outcome {
 
 // startRequest is what execute asks for.
 type startRequest struct {
-	command    string
+	command    string   // run as $SHELL -c command, unless argv is set
+	argv       []string // run argv[0] (looked up in the job's PATH) without a shell
 	dir        string
 	env        map[string]string
 	stdin      string
@@ -74,13 +84,14 @@ type registry struct {
 	mu      sync.Mutex      // guards every field below, and job.elem
 	jobs    map[string]*job // waitable jobs: running, or finished and not delivered
 	order   *list.List      // the same jobs, oldest first
+	kept    map[string]*job // delivered jobs whose result was cut: readable a while longer
 	nextID  uint64
 	changed broadcast // announced whenever a job finishes
 }
 
 // newRegistry returns an empty registry for one session.
 func newRegistry(cfg *config) *registry {
-	return &registry{cfg: cfg, jobs: map[string]*job{}, order: list.New(), changed: newBroadcast()}
+	return &registry{cfg: cfg, jobs: map[string]*job{}, order: list.New(), kept: map[string]*job{}, changed: newBroadcast()}
 }
 
 // start launches req as a new job and reports whether it started. A job that
@@ -119,18 +130,28 @@ func (j *job) launch(cfg *config, req startRequest, onExit func(exitStatus)) err
 			return err
 		}
 	}
+	env := mergeEnv(cfg.baseEnv, req.env)
+	path, argv := cfg.shell, []string{cfg.shell, "-c", req.command}
+	if req.argv != nil {
+		found, err := lookPath(req.argv[0], env)
+		if err != nil {
+			return err
+		}
+		path, argv = found, req.argv
+	}
 	in, out, errp, err := makeJobPipes()
 	if err != nil {
 		return err
 	}
 	j.stdin = newStdinPipe(in.ours)
+	j.stdinIno = pipeInode(in.child)
 	j.stdoutPump = startPump(out.ours, j.stdout)
 	j.errPump = startPump(errp.ours, j.stderr)
 	pid, err := spawnNotify(spawnSpec{
-		path:  cfg.shell,
-		argv:  []string{cfg.shell, "-c", req.command},
+		path:  path,
+		argv:  argv,
 		dir:   req.dir,
-		env:   mergeEnv(cfg.baseEnv, req.env),
+		env:   env,
 		files: []uintptr{uintptr(in.child), uintptr(out.child), uintptr(errp.child)},
 	}, onExit)
 	for _, p := range []jobPipe{in, out, errp} {
@@ -138,7 +159,7 @@ func (j *job) launch(cfg *config, req startRequest, onExit func(exitStatus)) err
 	}
 	if err != nil {
 		closeAll([]*os.File{in.ours, out.ours, errp.ours}) // the pumps end at the close
-		return fmt.Errorf("start %s: %w", cfg.shell, err)
+		return fmt.Errorf("start %s: %w", path, err)
 	}
 	j.pid = pid
 	return nil
@@ -189,6 +210,30 @@ func makeJobPipe(childReads bool) (jobPipe, error) {
 		return jobPipe{}, err
 	}
 	return jobPipe{child: child, ours: os.NewFile(uintptr(ours), "job pipe")}, nil
+}
+
+// lookPath finds program the way a shell would with the job's PATH: a name
+// with a slash is used as it is, any other is searched for in PATH.
+func lookPath(program string, env []string) (string, error) {
+	if strings.Contains(program, "/") {
+		return program, nil
+	}
+	pathList := ""
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
+			pathList = v
+		}
+	}
+	for _, dir := range filepath.SplitList(pathList) {
+		if dir == "" {
+			dir = "."
+		}
+		candidate := filepath.Join(dir, program)
+		if fi, err := os.Stat(candidate); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
+			return candidate, nil
+		}
+	}
+	return "", fmt.Errorf("argv[0] %q: not found in PATH (%s)", program, pathList)
 }
 
 // checkDir explains a working directory that cannot be used.
@@ -248,11 +293,14 @@ func (r *registry) exited(j *job, st exitStatus) {
 // publish makes the job's outcome final and wakes every waiter. It does not
 // block: it may run on the reaper's goroutine.
 func (r *registry) publish(j *job, st exitStatus) {
-	j.final = outcome{state: stateSuccess, exitCode: st.code, signal: st.signal}
+	j.final = outcome{state: stateSuccess, exitCode: st.code, signal: st.signal, timedOut: j.timedOut.Load()}
 	if st.code != 0 || st.signal != 0 {
 		j.final.state = stateError
 	}
 	close(j.done)
+	if t := j.limit.Load(); t != nil {
+		t.Stop()
+	}
 	j.stdin.shut()
 	r.mu.Lock()
 	r.changed.announce()
@@ -347,13 +395,20 @@ func (r *registry) list() []*job {
 // lookupAll finds every job of ids under one lock: the jobs a call names,
 // looked up in the order calls are read, so a call read before a job's
 // result went out holds the job (see the delivery rule). One unknown id
-// fails the whole lookup.
-func (r *registry) lookupAll(ids []string) ([]*job, error) {
+// fails the whole lookup. With readKept, a delivered job that is kept
+// because its result was cut is found too.
+func (r *registry) lookupAll(ids []string, readKept bool) ([]*job, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	jobs := make([]*job, len(ids))
 	for i, id := range ids {
 		j, err := r.lookupLocked(id)
+		if kept := r.kept[id]; err != nil && kept != nil {
+			if !readKept {
+				return nil, fmt.Errorf("%w: %s (its result was already delivered, cut to fit the reply; status and output can still read it)", errUnknownJob, id)
+			}
+			j, err = kept, nil
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -362,25 +417,118 @@ func (r *registry) lookupAll(ids []string) ([]*job, error) {
 	return jobs, nil
 }
 
+// keep lets status and output read a delivered job whose result was cut,
+// for d; then it is forgotten.
+func (r *registry) keep(j *job, d time.Duration) {
+	if d <= 0 {
+		return
+	}
+	r.mu.Lock()
+	r.kept[j.id] = j
+	r.mu.Unlock()
+	time.AfterFunc(d, func() {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if r.kept[j.id] == j {
+			delete(r.kept, j.id)
+		}
+	})
+}
+
+// inputWaitDuration is how long a process must have been blocked reading
+// its job's stdin for the job to count as waiting for input.
+const inputWaitDuration = time.Second
+
+// inputProbeInterval is how often a call that yields for input looks.
+const inputProbeInterval = 250 * time.Millisecond
+
+// inputSighting is a process seen blocked reading its job's stdin: which,
+// since when, and how often it had run then.
+type inputSighting struct {
+	pid   int
+	runs  uint64
+	since time.Time
+}
+
+// waitingForInput looks at j's processes now and reports whether one has
+// been blocked reading j's stdin, without running in between, for at least
+// inputWaitDuration as far as the looks so far can tell: the first look
+// that finds a reader only starts the clock. It reads /proc, so only calls
+// that report or wait on it look.
+func (j *job) waitingForInput() bool {
+	if j.terminal() || j.stdinIno == 0 {
+		return false
+	}
+	return j.waitingForInputAmong(groupMembers(j.pid))
+}
+
+// waitingForInputAmong is waitingForInput with the job's processes already
+// listed (one pass over /proc for many jobs).
+func (j *job) waitingForInputAmong(members []procInfo) bool {
+	if j.terminal() || j.stdinIno == 0 {
+		return false
+	}
+	pid, runs, blocked := blockedReading(members, j.stdinIno)
+	now := time.Now()
+	j.inputMu.Lock()
+	defer j.inputMu.Unlock()
+	switch {
+	case !blocked:
+		j.sighting = inputSighting{}
+		return false
+	case j.sighting.pid != pid || j.sighting.runs != runs:
+		j.sighting = inputSighting{pid: pid, runs: runs, since: now}
+		return false
+	}
+	return now.Sub(j.sighting.since) >= inputWaitDuration
+}
+
+// awaitOptions say how long await blocks and what else ends it.
+type awaitOptions struct {
+	deadline     time.Time // zero: no deadline
+	poll         bool      // look once, do not block
+	yieldOnInput bool      // also return once a job waits for input
+}
+
 // await blocks until at least one of jobs, which the caller holds, has
-// finished, the deadline passes (zero: never) or the call is cancelled. It
-// delivers every finished one and returns them by id.
-func (r *registry) await(w *waiter, jobs []*job, deadline time.Time, poll bool) (map[string]*job, error) {
+// finished, the deadline passes, the call is cancelled or, if asked, a job
+// is waiting for input (inputWanted). It delivers every finished one and
+// returns them by id.
+func (r *registry) await(w *waiter, jobs []*job, opts awaitOptions) (delivered map[string]*job, inputWanted bool, err error) {
 	jobs = distinct(jobs) // a wait that names a job twice is one call under way on it
 	r.watch(jobs, 1)
 	defer r.watch(jobs, -1)
 	for {
 		delivered, changed := r.deliverAmong(jobs)
-		if len(delivered) > 0 || poll {
-			return delivered, nil
+		if len(delivered) > 0 || opts.poll {
+			return delivered, false, nil
 		}
-		if !deadline.IsZero() && !time.Now().Before(deadline) {
-			return nil, nil
+		if !opts.deadline.IsZero() && !time.Now().Before(opts.deadline) {
+			return nil, false, nil
 		}
-		if err := w.sleep(changed, deadline, func() string { return describeWait(jobs) }); err != nil {
-			return nil, err
+		wake := opts.deadline
+		if opts.yieldOnInput {
+			if anyWaitingForInput(jobs) {
+				return nil, true, nil
+			}
+			if next := time.Now().Add(inputProbeInterval); wake.IsZero() || next.Before(wake) {
+				wake = next
+			}
+		}
+		if err := w.sleep(changed, wake, func() string { return describeWait(jobs) }); err != nil {
+			return nil, false, err
 		}
 	}
+}
+
+// anyWaitingForInput reports whether one of jobs waits for input.
+func anyWaitingForInput(jobs []*job) bool {
+	for _, j := range jobs {
+		if j.waitingForInput() {
+			return true
+		}
+	}
+	return false
 }
 
 // distinct returns jobs without repeats, in their first order.
@@ -425,6 +573,11 @@ func (r *registry) deliverAmong(jobs []*job) (map[string]*job, <-chan struct{}) 
 
 // describeWait says what a blocked wait is waiting for, for progress.
 func describeWait(jobs []*job) string {
+	for _, j := range jobs {
+		if j.waitingForInput() {
+			return fmt.Sprintf("job %s is waiting for input on stdin", j.id)
+		}
+	}
 	if len(jobs) == 1 {
 		j := jobs[0]
 		return fmt.Sprintf("job %s running for %.0fs, %d bytes of output", j.id,

@@ -40,13 +40,13 @@ type waitResult struct {
 // jobs up at once, as a wait call is read, and waits on another goroutine.
 func startWait(reg *registry, ids ...string) <-chan waitResult {
 	done := make(chan waitResult, 1)
-	jobs, err := reg.lookupAll(ids)
+	jobs, err := reg.lookupAll(ids, false)
 	if err != nil {
 		done <- waitResult{err: err}
 		return done
 	}
 	go func() {
-		got, err := reg.await(plainWaiter(), jobs, time.Now().Add(jobDeadline), false)
+		got, _, err := reg.await(plainWaiter(), jobs, awaitOptions{deadline: time.Now().Add(jobDeadline)})
 		done <- waitResult{got, err}
 	}()
 	return done
@@ -301,7 +301,7 @@ func TestCancelledWaitLeavesFinishedJob(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
 	go func() {
-		_, err := reg.await(&waiter{ctx: ctx}, []*job{j}, time.Time{}, false)
+		_, _, err := reg.await(&waiter{ctx: ctx}, []*job{j}, awaitOptions{})
 		errc <- err
 	}()
 	awaitWatchers(t, reg, j, 1)

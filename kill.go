@@ -146,3 +146,25 @@ func (j *job) teardown(grace time.Duration) {
 		}
 	}
 }
+
+// limitTime ends j if it still runs after limit: TERM to its process group,
+// then, grace later, KILL to whatever of the group is left. Its result then
+// says timed_out. The timer stops when the job ends first.
+func (j *job) limitTime(limit, grace time.Duration) {
+	t := time.AfterFunc(limit, func() {
+		if j.terminal() {
+			return
+		}
+		j.timedOut.Store(true)
+		_ = j.signal(syscall.SIGTERM) // best effort: errors mean the group is gone
+		time.AfterFunc(grace, func() {
+			if groupAlive(j.pid) {
+				_ = j.signal(syscall.SIGKILL) // best effort, as above
+			}
+		})
+	})
+	j.limit.Store(t)
+	if j.terminal() {
+		t.Stop() // it ended before the timer was stored, so publish missed it
+	}
+}

@@ -112,11 +112,12 @@ func awaitDone(t *testing.T, j *job) {
 // waitIDs is a wait call on ids: it looks them up as the call is read, then
 // waits for them.
 func waitIDs(reg *registry, w *waiter, ids []string, deadline time.Time, poll bool) (map[string]*job, error) {
-	jobs, err := reg.lookupAll(ids)
+	jobs, err := reg.lookupAll(ids, false)
 	if err != nil {
 		return nil, err
 	}
-	return reg.await(w, jobs, deadline, poll)
+	got, _, err := reg.await(w, jobs, awaitOptions{deadline: deadline, poll: poll})
+	return got, err
 }
 
 // collect waits for j like a blocking wait and returns the delivered job.

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"runtime"
-	"strings"
 	"sync"
 	"unicode/utf8"
 )
@@ -201,7 +200,7 @@ type methodSpec struct {
 var methods = map[string]methodSpec{
 	"initialize":                {inline: true, call: (*session).initialize},
 	"ping":                      {inline: true, call: func(*session, context.Context, message) (any, error) { return struct{}{}, nil }},
-	"tools/list":                {inline: true, call: func(*session, context.Context, message) (any, error) { return toolList, nil }},
+	"tools/list":                {inline: true, call: func(s *session, _ context.Context, _ message) (any, error) { return toolListFor(s.cfg), nil }},
 	"tools/call":                {prepare: (*session).prepareToolCall},
 	"notifications/initialized": {notification: true, notify: func(*session, message) {}},
 	"notifications/cancelled":   {notification: true, notify: (*session).cancelRequest},
@@ -490,9 +489,7 @@ func (s *session) initialize(_ context.Context, m message) (any, error) {
 		"protocolVersion": negotiated,
 		"capabilities":    map[string]any{"tools": map[string]any{}}, // exactly the wire shape
 		"serverInfo":      map[string]any{"name": "mcp-exec", "version": version},
-		"instructions": "Run shell commands as jobs with the tools " + strings.Join(toolNames(), ", ") + ". " +
-			"execute blocks until exit by default; use nowait:true for long commands, then follow the job_id. " +
-			"A finished job's result is delivered once, then the job is gone.",
+		"instructions":    instructionsFor(s.cfg),
 	}, nil
 }
 

@@ -519,12 +519,12 @@ func TestTranscriptToolsList(t *testing.T) {
 		"input": {"job_id"}, "kill": {"job_id"}, "list_jobs": nil,
 	}
 	properties := map[string][]string{
-		"execute":   {"capture", "close_stdin", "command", "cwd", "env", "nowait", "stdin"},
-		"wait":      {"job_ids", "timeout"},
+		"execute":   {"argv", "capture", "close_stdin", "command", "cwd", "env", "max_reply_bytes", "nowait", "stdin", "time_limit", "yield_after"},
+		"wait":      {"job_ids", "max_reply_bytes", "timeout"},
 		"status":    {"job_id"},
-		"output":    {"job_id", "stderr", "stdout"},
+		"output":    {"job_id", "max_reply_bytes", "stderr", "stdout"},
 		"input":     {"close", "data", "job_id"},
-		"kill":      {"job_id", "signal", "timeout"},
+		"kill":      {"job_id", "max_reply_bytes", "signal", "timeout"},
 		"list_jobs": {},
 	}
 	if len(list) != 7 {

@@ -3,6 +3,8 @@ package main
 import (
 	"errors"
 	"os"
+	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -145,4 +147,75 @@ func residentKiB() int {
 		}
 	}
 	return -1
+}
+
+// readSyscalls are the numbers of the system calls that read a descriptor
+// given as their first argument (read, readv, pread64), by architecture.
+var readSyscalls = map[string][]int{
+	"amd64": {0, 19, 17}, "arm64": {63, 65, 67}, "386": {3, 145, 180}, "arm": {3, 145, 180},
+	"riscv64": {63, 65, 67}, "loong64": {63, 65, 67}, "ppc64le": {3, 145, 179}, "s390x": {3, 145, 180},
+}
+
+// processGroups lists every process visible in /proc by process group.
+func processGroups() map[int][]procInfo {
+	groups := map[int][]procInfo{}
+	for _, p := range readProcs() {
+		groups[p.pgid] = append(groups[p.pgid], p)
+	}
+	return groups
+}
+
+// blockedReading finds one of members (a job's processes) that is asleep in a read of
+// the pipe whose inode is ino, and returns its pid and how often it has run
+// (from /proc/PID/schedstat): an unchanged count later means it never woke
+// in between. It reports false when none is, or /proc cannot tell.
+func blockedReading(members []procInfo, ino uint64) (pid int, runs uint64, ok bool) {
+	reads := readSyscalls[runtime.GOARCH]
+	want := "pipe:[" + strconv.FormatUint(ino, 10) + "]"
+	for _, p := range members {
+		if p.state != "S" {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + strconv.Itoa(p.pid) + "/syscall")
+		if err != nil {
+			continue
+		}
+		fields := strings.Fields(string(b))
+		if len(fields) < 2 {
+			continue // "running", or no permission to look
+		}
+		nr, err1 := strconv.Atoi(fields[0])
+		fd, err2 := strconv.ParseInt(strings.TrimPrefix(fields[1], "0x"), 16, 64)
+		if err1 != nil || err2 != nil || !slices.Contains(reads, nr) {
+			continue
+		}
+		if link, err := os.Readlink("/proc/" + strconv.Itoa(p.pid) + "/fd/" + strconv.FormatInt(fd, 10)); err != nil || link != want {
+			continue
+		}
+		return p.pid, scheduledRuns(p.pid), true
+	}
+	return 0, 0, false
+}
+
+// scheduledRuns is how many times pid has been put on a CPU.
+func scheduledRuns(pid int) uint64 {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/schedstat")
+	if err != nil {
+		return 0
+	}
+	fields := strings.Fields(string(b))
+	if len(fields) < 3 {
+		return 0
+	}
+	n, _ := strconv.ParseUint(fields[2], 10, 64)
+	return n
+}
+
+// pipeInode is the inode number of the pipe fd belongs to.
+func pipeInode(fd int) uint64 {
+	var st unix.Stat_t
+	if unix.Fstat(fd, &st) != nil {
+		return 0
+	}
+	return st.Ino
 }

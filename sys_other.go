@@ -59,3 +59,20 @@ func countOpenFds() int {
 
 // residentKiB needs /proc; -1 says unknown.
 func residentKiB() int { return -1 }
+
+// blockedReading needs /proc; elsewhere no job is seen waiting for input.
+func blockedReading(members []procInfo, ino uint64) (pid int, runs uint64, ok bool) {
+	return 0, 0, false
+}
+
+// processGroups needs /proc; elsewhere it knows no processes.
+func processGroups() map[int][]procInfo { return nil }
+
+// pipeInode is the inode number of the pipe fd belongs to.
+func pipeInode(fd int) uint64 {
+	var st syscall.Stat_t
+	if syscall.Fstat(fd, &st) != nil {
+		return 0
+	}
+	return uint64(st.Ino)
+}

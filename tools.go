@@ -4,9 +4,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"reflect"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -40,6 +42,20 @@ type toolCall struct {
 	cfg    *config
 	waiter *waiter
 	jobs   map[jobID]*job // looked up as the call was read; see holdJobs
+	// replyOverhead is what the reply line holds besides the result's
+	// escaped text (the session knows the request id); maxReply is the
+	// call's max_reply_bytes, 0 when it gave none.
+	replyOverhead int
+	maxReply      replyBytes
+}
+
+// replyBudget is how many bytes the result's escaped text may take.
+func (c *toolCall) replyBudget() int {
+	budget := c.cfg.maxReplyBytes
+	if c.maxReply > 0 {
+		budget = int(c.maxReply)
+	}
+	return budget - c.replyOverhead
 }
 
 // job is the held job that id names.
@@ -50,7 +66,7 @@ func (c *toolCall) job(id jobID) *job { return c.jobs[id] }
 // call goes to its own goroutine, so calls hold jobs in the order the
 // client sent them: a kill sent right behind a wait cannot deliver the job
 // before the wait has it.
-func (c *toolCall) holdJobs(params []param, args reflect.Value) error {
+func (c *toolCall) holdJobs(params []param, args reflect.Value, readKept bool) error {
 	var ids []string
 	for _, p := range params {
 		switch v := args.Field(p.field).Interface().(type) {
@@ -60,12 +76,16 @@ func (c *toolCall) holdJobs(params []param, args reflect.Value) error {
 			for _, id := range v {
 				ids = append(ids, string(id))
 			}
+		case *replyBytes:
+			if v != nil {
+				c.maxReply = *v
+			}
 		}
 	}
 	if len(ids) == 0 {
 		return nil
 	}
-	jobs, err := c.reg.lookupAll(ids)
+	jobs, err := c.reg.lookupAll(ids, readKept)
 	if err != nil {
 		return err
 	}
@@ -98,21 +118,32 @@ func prepareTool(c *toolCall, name string, args json.RawMessage) (run func() (an
 	if failed != nil {
 		return func() (any, error) { return toolFailure(failed), nil }, nil
 	}
-	return func() (any, error) { return toolReply(handle()) }, nil
+	return func() (any, error) {
+		res, err := handle()
+		return c.reply(res, err)
+	}, nil
 }
 
-// toolReply turns what a handler returned into the tools/call result.
-func toolReply(res any, err error) (any, error) {
+// reply turns what a handler returned into the tools/call result, cut to
+// the call's reply budget. The jobs of delivered results that had to be cut
+// stay readable by status and output for a while.
+func (c *toolCall) reply(res any, err error) (any, error) {
 	if errors.Is(err, errCancelled) {
 		return nil, err
 	}
 	if err != nil {
 		return toolFailure(err), nil
 	}
-	text, ok := res.(json.RawMessage) // already encoded by the handler
-	if !ok {
-		if text, err = marshal(res); err != nil {
-			return nil, err
+	if text, ok := res.(json.RawMessage); ok { // already encoded by the handler
+		return toolText(text), nil
+	}
+	text, err := fitText(res, c.replyBudget())
+	if err != nil {
+		return nil, err
+	}
+	for _, s := range slotsIn(res) {
+		if s.result.Kept {
+			c.reg.keep(s.result.delivered, c.cfg.keptDuration)
 		}
 	}
 	return toolText(text), nil
@@ -121,10 +152,11 @@ func toolReply(res any, err error) (any, error) {
 // toolSpec is one tool: its published shape and its handler.
 type toolSpec struct {
 	name        string
-	description string
-	docs        map[string]string // each argument's description, by name
+	description string            // {placeholders} are filled from the configuration
+	docs        map[string]string // each argument's description, by name, with placeholders
 	readOnly    bool              // annotations: does not change any job
 	destructive bool              // annotations: may end processes
+	readsKept   bool              // finds jobs kept after a cut result
 	argsType    reflect.Type      // the struct a call's arguments bind into
 	params      []param
 	prepare     func(c *toolCall, raw map[string]json.RawMessage) (func() (any, error), error)
@@ -151,7 +183,7 @@ func newTool[A any](spec toolSpec, handle func(c *toolCall, a *A) (any, error)) 
 		if err := bindArgs(spec.name, spec.params, raw, args); err != nil {
 			return nil, err
 		}
-		if err := c.holdJobs(spec.params, args); err != nil {
+		if err := c.holdJobs(spec.params, args, spec.readsKept); err != nil {
 			return nil, err
 		}
 		return func() (any, error) { return handle(c, a) }, nil
@@ -162,25 +194,31 @@ func newTool[A any](spec toolSpec, handle func(c *toolCall, a *A) (any, error)) 
 // The arguments of each tool.
 type (
 	executeArgs struct {
-		Command    string            `arg:"command,required"`
-		Cwd        string            `arg:"cwd"`
-		Env        map[string]string `arg:"env"`
-		Stdin      string            `arg:"stdin"`
-		CloseStdin bool              `arg:"close_stdin"`
-		Nowait     bool              `arg:"nowait"`
-		Capture    *capturePolicy    `arg:"capture"`
+		Command       string            `arg:"command,listed"` // or argv
+		Argv          []string          `arg:"argv"`
+		Cwd           string            `arg:"cwd"`
+		Env           map[string]string `arg:"env"`
+		Stdin         string            `arg:"stdin"`
+		CloseStdin    bool              `arg:"close_stdin"`
+		Nowait        bool              `arg:"nowait"`
+		Capture       *capturePolicy    `arg:"capture"`
+		TimeLimit     *seconds          `arg:"time_limit"`
+		YieldAfter    *seconds          `arg:"yield_after"`
+		MaxReplyBytes *replyBytes       `arg:"max_reply_bytes"`
 	}
 	waitArgs struct {
-		JobIDs  []jobID  `arg:"job_ids,required"`
-		Timeout *seconds `arg:"timeout"`
+		JobIDs        []jobID     `arg:"job_ids,required"`
+		Timeout       *seconds    `arg:"timeout"`
+		MaxReplyBytes *replyBytes `arg:"max_reply_bytes"`
 	}
 	statusArgs struct {
 		JobID jobID `arg:"job_id,required"`
 	}
 	outputArgs struct {
-		JobID  jobID      `arg:"job_id,required"`
-		Stdout streamSpec `arg:"stdout"`
-		Stderr streamSpec `arg:"stderr"`
+		JobID         jobID       `arg:"job_id,required"`
+		Stdout        streamSpec  `arg:"stdout"`
+		Stderr        streamSpec  `arg:"stderr"`
+		MaxReplyBytes *replyBytes `arg:"max_reply_bytes"`
 	}
 	inputArgs struct {
 		JobID jobID  `arg:"job_id,required"`
@@ -188,61 +226,74 @@ type (
 		Close bool   `arg:"close"`
 	}
 	killArgs struct {
-		JobID   jobID           `arg:"job_id,required"`
-		Signal  *syscall.Signal `arg:"signal"`
-		Timeout *seconds        `arg:"timeout"`
+		JobID         jobID           `arg:"job_id,required"`
+		Signal        *syscall.Signal `arg:"signal"`
+		Timeout       *seconds        `arg:"timeout"`
+		MaxReplyBytes *replyBytes     `arg:"max_reply_bytes"`
 	}
 	listJobsArgs struct{}
 )
 
 const streamDoc = `"none" (default), "all" (the retained window), {"tail": N} (last N lines), or {"from": P, "length": N, "unaligned": false} (bytes from absolute offset P; the next page is from = offset + bytes)`
 
+const replyDoc = "Longest reply line in bytes (>= 1024; default {budget}); a bigger result is cut to head and tail, and output can read the gap."
+
 // tools is the tool table, in the order tools/list shows them.
 var tools = []toolSpec{
 	newTool(toolSpec{
 		name: "execute",
-		description: "Run a shell command ($SHELL -c) as a job in its own process group. " +
-			"By default blocks until it exits and returns {job_id, state, exit_code, signal?, stdout?, stderr?}; that delivery forgets the job. " +
-			"With nowait:true returns {job_id, state:\"running\"} at once: collect it later with wait, watch it with status/output, feed it with input, stop it with kill. " +
-			"Each stream keeps its last MCP_EXEC_MAX_OUTPUT_BYTES bytes; slices report offset, bytes, total_bytes and truncated. " +
-			"Default capture returns stdout on success and stderr on error. stdin is an open pipe unless close_stdin is true.",
+		description: "Run a shell command ($SHELL -c), or argv without a shell, as a job in its own process group. " +
+			"Blocks until it exits and returns {job_id, state, exit_code, signal?, stdout?, stderr?}; that delivery forgets the job. " +
+			"Hosts often time calls out after 60 s: for anything longer use nowait:true (returns {job_id, state:\"running\"} at once; then wait, status, output, input, kill) " +
+			"or yield_after (returns the running job with yielded:true; default {yield}). " +
+			"Each stream keeps its last {window}; replies over {budget} are cut to head and tail. For noisy commands capture {\"tail\": N} lines. " +
+			"Default capture: {capture}. stdin stays open unless close_stdin is true; a job blocked reading it shows waiting_for_input.",
 		docs: map[string]string{
-			"command":     "Shell command line, run as $SHELL -c <command>.",
-			"cwd":         "Working directory (default: the server's).",
-			"env":         "Variables layered over the server's environment.",
-			"stdin":       "Text written to the job's stdin right away.",
-			"close_stdin": "Close stdin (EOF) after writing stdin. Default false.",
-			"nowait":      "Return the job_id immediately instead of waiting for the exit.",
-			"capture":     `What the final result includes: {"on_success": SPEC, "on_error": SPEC} where SPEC is "stdout", "stderr", "all", "none" or {"stdout": STREAM, "stderr": STREAM}; STREAM is ` + streamDoc + `. Default {"on_success":"stdout","on_error":"stderr"}.`,
+			"command":         "Shell command line, run as $SHELL -c <command>. Give command or argv.",
+			"argv":            "Program and arguments, run without a shell; argv[0] is looked up in PATH. Give command or argv.",
+			"cwd":             "Working directory (default: the server's).",
+			"env":             "Variables layered over the server's environment.",
+			"stdin":           "Text written to the job's stdin right away.",
+			"close_stdin":     "Close stdin (EOF) after writing stdin. Default false.",
+			"nowait":          "Return the job_id immediately instead of waiting for the exit.",
+			"capture":         `What the final result includes: {"on_success": SPEC, "on_error": SPEC} where SPEC is "stdout", "stderr", "all", "none" or {"stdout": STREAM, "stderr": STREAM}; STREAM is ` + streamDoc + `. Default {capture}.`,
+			"time_limit":      "Seconds the job may run; then TERM to its process group, KILL {grace} later, and timed_out:true. Default {time_limit}.",
+			"yield_after":     "Seconds to block before returning the still-running job with yielded:true (collect it with wait); it also returns once the job has waited 1 s for input on stdin. 0 = block until the exit. Default {yield}.",
+			"max_reply_bytes": replyDoc,
 		},
 		destructive: true,
 	}, runExecute),
 	newTool(toolSpec{
 		name: "wait",
-		description: "Block until any of the listed jobs finishes, or the timeout. Returns an array in job_ids order: finished jobs carry their full result (per their capture policy) and are forgotten; running ones are {job_id, state:\"running\"}. " +
-			"timeout <= 0 polls without blocking.",
+		description: "Block until any of the listed jobs finishes, or the timeout (default {wait}; <= 0 polls). Returns an array in job_ids order: " +
+			"finished jobs carry their full result (per their capture policy) and are forgotten; running ones are {job_id, state:\"running\", waiting_for_input?}. " +
+			"Keep timeout below your client's request time-out (often 60 s).",
 		docs: map[string]string{
-			"job_ids": "Jobs to watch (non-empty).",
-			"timeout": "Seconds to block (default MCP_EXEC_DEFAULT_TIMEOUT); <= 0 polls.",
+			"job_ids":         "Jobs to watch (non-empty); integers are taken as their decimal strings.",
+			"timeout":         "Seconds to block (default {wait}); <= 0 polls.",
+			"max_reply_bytes": replyDoc,
 		},
 		readOnly: true,
 	}, runWait),
 	newTool(toolSpec{
 		name:        "status",
-		description: "A job's state: {job_id, state, exit_code?, signal?, start_error?}. Never forgets the job.",
+		description: "A job's state: {job_id, state, exit_code?, signal?, start_error?, timed_out?, waiting_for_input?}. Never forgets the job.",
 		docs:        map[string]string{"job_id": "The job."},
 		readOnly:    true,
+		readsKept:   true,
 	}, runStatus),
 	newTool(toolSpec{
 		name: "output",
 		description: "Read a job's captured output, live or after exit, without forgetting it. Returns the status fields plus the selected slices " +
-			"{data, offset, bytes, total_bytes, truncated, dropped_bytes?}. Offsets are absolute bytes; page with from = offset + bytes.",
+			"{data, offset, bytes, total_bytes, truncated, dropped_bytes?, omitted?, tail?}. Offsets are absolute bytes; page with from = offset + bytes.",
 		docs: map[string]string{
-			"job_id": "The job.",
-			"stdout": "Slice of stdout: " + streamDoc + ".",
-			"stderr": "Slice of stderr: " + streamDoc + ".",
+			"job_id":          "The job.",
+			"stdout":          "Slice of stdout: " + streamDoc + ".",
+			"stderr":          "Slice of stderr: " + streamDoc + ".",
+			"max_reply_bytes": replyDoc,
 		},
-		readOnly: true,
+		readOnly:  true,
+		readsKept: true,
 	}, runOutput),
 	newTool(toolSpec{
 		name:        "input",
@@ -259,15 +310,16 @@ var tools = []toolSpec{
 			"If the tree died: {terminated:true, signal_sent, result} and the job is forgotten. If it survived: {terminated:false, detail} and the job stays. " +
 			"signal ASSURED sends TERM, then KILL if the tree outlives the timeout.",
 		docs: map[string]string{
-			"job_id":  "The job.",
-			"signal":  `TERM (default), KILL, INT, HUP, a number such as "9", or ASSURED.`,
-			"timeout": "Seconds to wait for death after each signal (default 5; 0 = do not wait).",
+			"job_id":          "The job.",
+			"signal":          `TERM (default), KILL, INT, HUP, a number such as "9", RTMIN+n, or ASSURED.`,
+			"timeout":         "Seconds to wait for death after each signal (default 5; 0 = do not wait).",
+			"max_reply_bytes": replyDoc,
 		},
 		destructive: true,
 	}, runKill),
 	newTool(toolSpec{
 		name:        "list_jobs",
-		description: "Every job that wait can still deliver, oldest first: {jobs: [{job_id, state}]}.",
+		description: "Every job that wait can still deliver, oldest first: {jobs: [{job_id, state, waiting_for_input?}]}.",
 		readOnly:    true,
 	}, runListJobs),
 }
@@ -290,14 +342,26 @@ func toolNames() []string {
 	return names
 }
 
-// toolList is the tools/list result, built once.
-var toolList = func() map[string]any {
+// toolLists caches the tools/list result of each configuration.
+var toolLists sync.Map // *config → map[string]any
+
+// toolListFor is the tools/list result under cfg: the table, with the
+// values in force written into the descriptions.
+func toolListFor(cfg *config) map[string]any {
+	if l, ok := toolLists.Load(cfg); ok {
+		return l.(map[string]any)
+	}
+	fill := placeholders(cfg)
 	list := make([]map[string]any, 0, len(tools))
 	for _, t := range tools {
+		docs := make(map[string]string, len(t.docs))
+		for k, v := range t.docs {
+			docs[k] = fill.Replace(v)
+		}
 		list = append(list, map[string]any{
 			"name":        t.name,
-			"description": t.description,
-			"inputSchema": schemaOf(t.params),
+			"description": fill.Replace(t.description),
+			"inputSchema": schemaOf(t.params, docs),
 			"annotations": map[string]any{
 				"readOnlyHint":    t.readOnly,
 				"destructiveHint": t.destructive,
@@ -306,90 +370,93 @@ var toolList = func() map[string]any {
 			},
 		})
 	}
-	return map[string]any{"tools": list}
-}()
-
-// resultJSON is the wire form of a job result or status.
-type resultJSON struct {
-	JobID      string     `json:"job_id"`
-	State      string     `json:"state"`
-	ExitCode   *int       `json:"exit_code,omitempty"`
-	Signal     string     `json:"signal,omitempty"`
-	StartError string     `json:"start_error,omitempty"`
-	Stdout     *sliceJSON `json:"stdout,omitempty"`
-	Stderr     *sliceJSON `json:"stderr,omitempty"`
+	l, _ := toolLists.LoadOrStore(cfg, map[string]any{"tools": list})
+	return l.(map[string]any)
 }
 
-// sliceJSON is the wire form of a stream slice. Data holds raw bytes; the
-// JSON encoder replaces invalid UTF-8 with U+FFFD, so the reply stays valid
-// while offset/bytes/total_bytes count raw bytes.
-type sliceJSON struct {
-	Data         string `json:"data"`
-	Offset       int64  `json:"offset"`
-	Bytes        int    `json:"bytes"`
-	TotalBytes   int64  `json:"total_bytes"`
-	Truncated    bool   `json:"truncated"`
-	DroppedBytes *int64 `json:"dropped_bytes,omitempty"`
+// instructionsFor is the initialize result's advice to the model under cfg.
+func instructionsFor(cfg *config) string {
+	return placeholders(cfg).Replace("Run shell commands as jobs with " + strings.Join(toolNames(), ", ") +
+		"; a finished job's result is delivered once, then the job is gone. " +
+		"Calls over about 60 s time out in many hosts: use nowait:true or yield_after (default {yield}), " +
+		"wait with a timeout below that, and capture {\"tail\": N} on noisy output; replies are cut at {budget}.")
 }
 
-// statusOf is the job's status object.
-func statusOf(j *job) *resultJSON {
-	o := j.outcome()
-	r := &resultJSON{JobID: j.id, State: o.state, StartError: o.startError}
-	if o.state != stateRunning {
-		code := o.exitCode
-		r.ExitCode = &code
-		if o.signal > 0 {
-			r.Signal = signalWords(o.signal)
+// placeholders fills the {names} of descriptions with the values in force.
+func placeholders(cfg *config) *strings.Replacer {
+	return strings.NewReplacer(
+		"{window}", sizeWords(cfg.maxOutputBytes),
+		"{budget}", sizeWords(cfg.maxReplyBytes),
+		"{wait}", secondsWords(cfg.defaultTimeout, "none: polls"),
+		"{yield}", secondsWords(cfg.yieldAfter, "off"),
+		"{time_limit}", secondsWords(cfg.timeLimit, "none"),
+		"{grace}", secondsWords(cfg.killGrace, "at once"),
+		"{capture}", captureWords(cfg.capture),
+	)
+}
+
+// sizeWords writes a byte count for people: 1 MiB, 64 KiB, 1500 bytes.
+func sizeWords(n int) string {
+	switch {
+	case n >= 1<<20 && n%(1<<20) == 0:
+		return strconv.Itoa(n>>20) + " MiB"
+	case n >= 1<<10 && n%(1<<10) == 0:
+		return strconv.Itoa(n>>10) + " KiB"
+	}
+	return strconv.Itoa(n) + " bytes"
+}
+
+// secondsWords writes a duration in seconds, or zero's meaning.
+func secondsWords(d time.Duration, zero string) string {
+	if d <= 0 {
+		return zero
+	}
+	return strconv.FormatFloat(d.Seconds(), 'f', -1, 64) + " s"
+}
+
+// captureWords writes a capture policy as its JSON shorthand when it has one.
+func captureWords(p capturePolicy) string {
+	word := func(c captureSpec) string {
+		for name, spec := range captureShorthand {
+			if spec == c {
+				return `"` + name + `"`
+			}
 		}
+		return "a custom spec"
 	}
-	return r
-}
-
-// resultOf is a finished job's result with the slices its capture policy
-// selects for how it ended.
-func resultOf(j *job) *resultJSON {
-	r := statusOf(j)
-	c := j.policy.onSuccess
-	if r.State != stateSuccess {
-		c = j.policy.onError
-	}
-	r.Stdout, r.Stderr = sliceOf(j.stdout, c.stdout), sliceOf(j.stderr, c.stderr)
-	return r
-}
-
-// sliceOf reads spec from w; nil for "none".
-func sliceOf(w *window, spec streamSpec) *sliceJSON {
-	if spec.kind == streamNone {
-		return nil
-	}
-	s := w.serve(spec)
-	out := &sliceJSON{Data: string(s.data), Offset: s.offset, Bytes: len(s.data), TotalBytes: s.total, Truncated: s.truncated}
-	if s.truncated {
-		out.DroppedBytes = &s.dropped
-	}
-	return out
+	return `{"on_success": ` + word(p.onSuccess) + `, "on_error": ` + word(p.onError) + `}`
 }
 
 func runExecute(c *toolCall, a *executeArgs) (any, error) {
-	if a.Command == "" {
-		return nil, fmt.Errorf("%w: command is required and must not be empty", errInvalid)
+	req, err := startRequestOf(c.cfg, a)
+	if err != nil {
+		return nil, err
 	}
-	policy := defaultCapture
-	if a.Capture != nil {
-		policy = *a.Capture
+	limit, err := optionalSeconds("time_limit", a.TimeLimit, c.cfg.timeLimit, false)
+	if err != nil {
+		return nil, err
 	}
-	j, started := c.reg.start(startRequest{command: a.Command, dir: a.Cwd, env: a.Env,
-		stdin: a.Stdin, closeStdin: a.CloseStdin, policy: policy})
+	yieldAfter, err := optionalSeconds("yield_after", a.YieldAfter, c.cfg.yieldAfter, true)
+	if err != nil {
+		return nil, err
+	}
+	j, started := c.reg.start(req)
 	if !started {
 		return resultOf(j), nil
+	}
+	if limit > 0 {
+		j.limitTime(limit, c.cfg.killGrace)
 	}
 	if a.Nowait {
 		return &resultJSON{JobID: j.id, State: stateRunning}, nil
 	}
 	// The execute holds its job from the start, so it gets the result even
 	// if a kill or a wait that guessed the id took it first.
-	delivered, err := c.reg.await(c.waiter, []*job{j}, time.Time{}, false)
+	opts := awaitOptions{yieldOnInput: yieldAfter > 0}
+	if yieldAfter > 0 {
+		opts.deadline = time.Now().Add(yieldAfter)
+	}
+	delivered, inputWanted, err := c.reg.await(c.waiter, []*job{j}, opts)
 	if errors.Is(err, errCancelled) {
 		// The caller never learned the job_id: nobody can collect it.
 		c.reg.forget(j)
@@ -399,7 +466,43 @@ func runExecute(c *toolCall, a *executeArgs) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return resultOf(delivered[j.id]), nil
+	if delivered[j.id] == nil { // yielded: the job runs on, to be collected by wait
+		return &resultJSON{JobID: j.id, State: stateRunning, Yielded: true, WaitingForInput: inputWanted || j.waitingForInput()}, nil
+	}
+	return resultOf(j), nil
+}
+
+// startRequestOf checks execute's arguments and makes its start request.
+func startRequestOf(cfg *config, a *executeArgs) (startRequest, error) {
+	switch {
+	case a.Command != "" && a.Argv != nil:
+		return startRequest{}, fmt.Errorf("%w: give command or argv, not both", errInvalid)
+	case a.Command == "" && a.Argv == nil:
+		return startRequest{}, fmt.Errorf("%w: command is required and must not be empty (or give argv)", errInvalid)
+	}
+	policy := cfg.capture
+	if a.Capture != nil {
+		policy = *a.Capture
+	}
+	return startRequest{command: a.Command, argv: a.Argv, dir: a.Cwd, env: a.Env,
+		stdin: a.Stdin, closeStdin: a.CloseStdin, policy: policy}, nil
+}
+
+// optionalSeconds is a seconds argument, or def when it was not given. It
+// must not be negative, and may be zero only if zeroOK.
+func optionalSeconds(name string, given *seconds, def time.Duration, zeroOK bool) (time.Duration, error) {
+	if given == nil {
+		return def, nil
+	}
+	v := float64(*given)
+	if math.IsNaN(v) || v < 0 || (v == 0 && !zeroOK) {
+		least := "greater than 0"
+		if zeroOK {
+			least = "0 or more"
+		}
+		return 0, fmt.Errorf("%w %s: must be a number of seconds, %s, got %v", errInvalid, name, least, v)
+	}
+	return secondsToDuration(v), nil
 }
 
 func runWait(c *toolCall, a *waitArgs) (any, error) {
@@ -407,15 +510,15 @@ func runWait(c *toolCall, a *waitArgs) (any, error) {
 	if a.Timeout != nil {
 		timeout = secondsToDuration(float64(*a.Timeout))
 	}
-	var deadline time.Time
+	opts := awaitOptions{poll: timeout <= 0}
 	if timeout > 0 {
-		deadline = time.Now().Add(timeout)
+		opts.deadline = time.Now().Add(timeout)
 	}
 	jobs := make([]*job, len(a.JobIDs))
 	for i, id := range a.JobIDs {
 		jobs[i] = c.job(id)
 	}
-	delivered, err := c.reg.await(c.waiter, jobs, deadline, timeout <= 0)
+	delivered, _, err := c.reg.await(c.waiter, jobs, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -424,19 +527,29 @@ func runWait(c *toolCall, a *waitArgs) (any, error) {
 		if delivered[j.id] != nil {
 			entries[i] = resultOf(j)
 		} else {
-			entries[i] = &resultJSON{JobID: j.id, State: stateRunning}
+			entries[i] = &resultJSON{JobID: j.id, State: stateRunning, WaitingForInput: j.waitingForInput()}
 		}
 	}
 	return entries, nil
 }
 
 func runStatus(c *toolCall, a *statusArgs) (any, error) {
-	return statusOf(c.job(a.JobID)), nil
+	return liveStatusOf(c.job(a.JobID)), nil
+}
+
+// liveStatusOf is statusOf with, for a running job, whether it waits for
+// input.
+func liveStatusOf(j *job) *resultJSON {
+	r := statusOf(j)
+	if r.State == stateRunning {
+		r.WaitingForInput = j.waitingForInput()
+	}
+	return r
 }
 
 func runOutput(c *toolCall, a *outputArgs) (any, error) {
 	j := c.job(a.JobID)
-	r := statusOf(j)
+	r := liveStatusOf(j)
 	r.Stdout, r.Stderr = sliceOf(j.stdout, a.Stdout), sliceOf(j.stderr, a.Stderr)
 	return r, nil
 }
@@ -447,18 +560,6 @@ func runInput(c *toolCall, a *inputArgs) (any, error) {
 		return nil, err
 	}
 	return statusOf(j), nil
-}
-
-// killJSON is the wire form of kill's answer.
-type killJSON struct {
-	JobID             string      `json:"job_id"`
-	Terminated        bool        `json:"terminated"`
-	AlreadyTerminated bool        `json:"already_terminated,omitempty"`
-	SignalSent        int         `json:"signal_sent,omitempty"`
-	Escalated         bool        `json:"escalated,omitempty"`
-	State             string      `json:"state,omitempty"`
-	Detail            string      `json:"detail,omitempty"`
-	Result            *resultJSON `json:"result,omitempty"`
 }
 
 func runKill(c *toolCall, a *killArgs) (any, error) {
@@ -492,6 +593,13 @@ func runKill(c *toolCall, a *killArgs) (any, error) {
 // encoder took most of the time of a list of 10,000 jobs.
 func runListJobs(c *toolCall, _ *listJobsArgs) (any, error) {
 	jobs := c.reg.list()
+	var groups map[int][]procInfo // read once, and only if a job runs
+	for _, j := range jobs {
+		if !j.terminal() {
+			groups = processGroups()
+			break
+		}
+	}
 	b := make([]byte, 0, 16+len(jobs)*40)
 	b = append(b, `{"jobs":[`...)
 	for i, j := range jobs {
@@ -502,7 +610,11 @@ func runListJobs(c *toolCall, _ *listJobsArgs) (any, error) {
 		b = strconv.AppendQuote(b, j.id)
 		b = append(b, `,"state":"`...)
 		b = append(b, j.outcome().state...)
-		b = append(b, `"}`...)
+		b = append(b, '"')
+		if j.waitingForInputAmong(groups[j.pid]) {
+			b = append(b, `,"waiting_for_input":true`...)
+		}
+		b = append(b, '}')
 	}
 	return json.RawMessage(append(b, "]}"...)), nil
 }

@@ -1,0 +1,199 @@
+package main
+
+import "slices"
+
+// A tools/call reply line may be at most its budget long. A result is JSON
+// text inside a JSON string inside the line, so each byte of a stream costs
+// what two rounds of escaping make of it: one for an ordinary character, up
+// to seven for a NUL (`\u0000`, whose backslash is escaped again). fitText
+// measures that cost exactly and cuts the largest slices to head + tail.
+
+// cutReserveBytes is what a cut adds to a slice's text besides its data
+// (the omitted and tail members, escaped), with room to spare.
+const cutReserveBytes = 160
+
+// fitText encodes res and, while its text would escape to more than budget
+// bytes, cuts the stream slices of the results in it: the budget left after
+// everything else is shared fairly, largest slices cut first, each keeping
+// its first and last bytes and naming the gap. A result with a cut slice
+// gets kept; the caller keeps its job readable. If even empty slices would
+// not fit, the text is returned as small as cuts can make it.
+func fitText(res any, budget int) ([]byte, error) {
+	text, err := marshal(res)
+	if err != nil || quotedLen(text) <= budget {
+		return text, err
+	}
+	slots := slotsIn(res)
+	if len(slots) == 0 {
+		return text, nil
+	}
+	whole := make([]sliceJSON, len(slots)) // each slice as it was, to cut afresh each round
+	for i, s := range slots {
+		whole[i] = *s.slice
+	}
+	over := quotedLen(text) - budget
+	spent := 0
+	for i := range whole {
+		spent += wireCost([]byte(whole[i].Data)) + tailCost(&whole[i])
+	}
+	room := spent - over - cutReserveBytes*len(slots)
+	for round := 0; round < 8; round++ {
+		allowances := shareFairly(whole, max(room, 0))
+		for i, s := range slots {
+			*s.slice = whole[i]
+			if allowances[i] >= 0 {
+				cutSlice(s.slice, allowances[i])
+				s.result.Kept = s.result.delivered != nil
+			}
+		}
+		if text, err = marshal(res); err != nil || quotedLen(text) <= budget || room <= 0 {
+			return text, err
+		}
+		room -= quotedLen(text) - budget + cutReserveBytes // estimates missed: try smaller
+	}
+	return text, nil
+}
+
+// slot is one stream slice of a result in a reply.
+type slot struct {
+	result *resultJSON
+	slice  *sliceJSON
+}
+
+// slotsIn finds the stream slices of the results in a tool's answer.
+func slotsIn(res any) []slot {
+	var results []*resultJSON
+	switch r := res.(type) {
+	case *resultJSON:
+		results = []*resultJSON{r}
+	case []*resultJSON:
+		results = r
+	case *killJSON:
+		if r.Result != nil {
+			results = []*resultJSON{r.Result}
+		}
+	}
+	var slots []slot
+	for _, r := range results {
+		for _, s := range []*sliceJSON{r.Stdout, r.Stderr} {
+			if s != nil {
+				slots = append(slots, slot{r, s})
+			}
+		}
+	}
+	return slots
+}
+
+// shareFairly splits room between the slices: one that costs no more than
+// an equal share of what is left keeps all of it (allowance -1: not cut);
+// the rest, the largest, split what remains equally.
+func shareFairly(slices_ []sliceJSON, room int) []int {
+	order := make([]int, len(slices_))
+	costs := make([]int, len(slices_))
+	for i := range slices_ {
+		order[i] = i
+		costs[i] = wireCost([]byte(slices_[i].Data)) + tailCost(&slices_[i])
+	}
+	slices.SortFunc(order, func(a, b int) int { return costs[a] - costs[b] })
+	allowances := make([]int, len(slices_))
+	for k, i := range order {
+		share := room / (len(order) - k)
+		if costs[i] <= share {
+			allowances[i] = -1
+			room -= costs[i]
+			continue
+		}
+		allowances[i] = share
+		room -= share
+	}
+	return allowances
+}
+
+// tailCost is what a slice's existing tail costs.
+func tailCost(s *sliceJSON) int {
+	if s.Tail == nil {
+		return 0
+	}
+	return wireCost([]byte(s.Tail.Data))
+}
+
+// cutSlice cuts s to at most allowance bytes of escaped data: a head from
+// the start of its data and a tail from the end of its last part, each of
+// about half, on character boundaries, with the gap between them named.
+func cutSlice(s *sliceJSON, allowance int) {
+	first := []byte(s.Data)
+	last, lastOffset := first, s.Offset
+	if s.Tail != nil {
+		last, lastOffset = []byte(s.Tail.Data), s.Tail.Offset
+	}
+	headBytes := prefixWithin(first, allowance/2)
+	tailStart := suffixWithin(last, allowance-wireCost(first[:headBytes]))
+	if s.Tail == nil && tailStart < headBytes {
+		tailStart = headBytes
+	}
+	tail := last[tailStart:]
+	s.Data, s.Bytes = string(first[:headBytes]), headBytes
+	gapFrom := s.Offset + int64(headBytes)
+	s.Omitted = &gapJSON{Offset: gapFrom, Bytes: lastOffset + int64(tailStart) - gapFrom}
+	s.Tail = &tailJSON{Data: string(tail), Offset: lastOffset + int64(tailStart), Bytes: len(tail)}
+}
+
+// prefixWithin is how many bytes from the start of b, ending on a character
+// boundary, cost at most budget.
+func prefixWithin(b []byte, budget int) int {
+	n, spent := 0, 0
+	for n < len(b) {
+		cost, size := charCost(b[n:])
+		if spent+cost > budget {
+			break
+		}
+		spent += cost
+		n += size
+	}
+	return n
+}
+
+// suffixWithin is where the longest tail of b that starts on a character
+// boundary and costs at most budget begins.
+func suffixWithin(b []byte, budget int) int {
+	total := wireCost(b)
+	n, spent := 0, 0
+	for n < len(b) && total-spent > budget {
+		cost, size := charCost(b[n:])
+		spent += cost
+		n += size
+	}
+	return n
+}
+
+// wireCost is what b costs in a reply line: escaped once as a JSON string
+// inside the result's text, and again as part of that text.
+func wireCost(b []byte) int {
+	n := 0
+	for i := 0; i < len(b); {
+		if plain := plainRun(b[i:]); plain > 0 {
+			n += plain
+			i += plain
+			continue
+		}
+		cost, size := charCost(b[i:])
+		n += cost
+		i += size
+	}
+	return n
+}
+
+// charCost is the cost and size of the character that starts b.
+func charCost(b []byte) (cost, size int) {
+	esc, size := jsonEscape(b)
+	if esc == "" {
+		return size, size
+	}
+	cost = len(esc)
+	for i := 0; i < len(esc); i++ {
+		if esc[i] == '\\' || esc[i] == '"' {
+			cost++ // escaped again in the text's string
+		}
+	}
+	return cost, size
+}

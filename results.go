@@ -1,0 +1,137 @@
+package main
+
+// resultJSON is the wire form of a job result or status. The fields after
+// StartError are 1.1's; each is left out unless it says something, so a 1.0
+// client sees 1.0's objects.
+type resultJSON struct {
+	JobID           string           `json:"job_id"`
+	State           string           `json:"state"`
+	ExitCode        *int             `json:"exit_code,omitempty"`
+	Signal          string           `json:"signal,omitempty"`
+	StartError      string           `json:"start_error,omitempty"`
+	TimedOut        bool             `json:"timed_out,omitempty"`
+	Yielded         bool             `json:"yielded,omitempty"`
+	WaitingForInput bool             `json:"waiting_for_input,omitempty"`
+	Stdout          *sliceJSON       `json:"stdout,omitempty"`
+	Stderr          *sliceJSON       `json:"stderr,omitempty"`
+	Uncaptured      map[string]int64 `json:"uncaptured,omitempty"`
+	Kept            bool             `json:"kept,omitempty"`
+
+	delivered *job // the job whose result this is, when the call delivered it
+}
+
+// sliceJSON is the wire form of a stream slice. Data holds raw bytes; the
+// JSON encoder replaces invalid UTF-8 with U+FFFD, so the reply stays valid
+// while offset/bytes/total_bytes count raw bytes. A slice with a gap also
+// has Omitted and Tail.
+type sliceJSON struct {
+	Data         string    `json:"data"`
+	Offset       int64     `json:"offset"`
+	Bytes        int       `json:"bytes"`
+	TotalBytes   int64     `json:"total_bytes"`
+	Truncated    bool      `json:"truncated"`
+	DroppedBytes *int64    `json:"dropped_bytes,omitempty"`
+	Omitted      *gapJSON  `json:"omitted,omitempty"`
+	Tail         *tailJSON `json:"tail,omitempty"`
+}
+
+// gapJSON is the range between a slice's two parts.
+type gapJSON struct {
+	Offset int64 `json:"offset"`
+	Bytes  int64 `json:"bytes"`
+}
+
+// tailJSON is the part of a slice after its gap.
+type tailJSON struct {
+	Data   string `json:"data"`
+	Offset int64  `json:"offset"`
+	Bytes  int    `json:"bytes"`
+}
+
+// statusOf is the job's status object.
+func statusOf(j *job) *resultJSON {
+	o := j.outcome()
+	r := &resultJSON{JobID: j.id, State: o.state, StartError: o.startError}
+	if o.state != stateRunning {
+		code := o.exitCode
+		r.ExitCode = &code
+		if o.signal > 0 {
+			r.Signal = signalWords(o.signal)
+		}
+		r.TimedOut = o.timedOut
+	}
+	return r
+}
+
+// resultOf is a finished job's result, delivered by the caller, with the
+// slices its capture policy selects for how it ended and what that left out.
+func resultOf(j *job) *resultJSON {
+	r := statusOf(j)
+	c := j.policy.onSuccess
+	if r.State != stateSuccess {
+		c = j.policy.onError
+	}
+	r.Stdout, r.Stderr = sliceOf(j.stdout, c.stdout), sliceOf(j.stderr, c.stderr)
+	r.delivered = j
+	for _, s := range []struct {
+		name  string
+		w     *window
+		slice *sliceJSON
+	}{{"stdout", j.stdout, r.Stdout}, {"stderr", j.stderr, r.Stderr}} {
+		if n := uncaptured(s.w, s.slice); n > 0 {
+			if r.Uncaptured == nil {
+				r.Uncaptured = map[string]int64{}
+			}
+			r.Uncaptured[s.name] = n
+		}
+	}
+	return r
+}
+
+// uncaptured is how many bytes of w's stream the capture's slice (nil:
+// none) leaves out without saying so: neither returned nor counted as
+// dropped. It is taken before a reply budget cuts the slice, whose gap then
+// says what the cut left out.
+func uncaptured(w *window, s *sliceJSON) int64 {
+	_, total := w.stats()
+	if s == nil {
+		return total
+	}
+	told := int64(s.Bytes)
+	if s.DroppedBytes != nil {
+		told += *s.DroppedBytes // a kept head's gap is dropped bytes too
+	}
+	if s.Tail != nil {
+		told += int64(s.Tail.Bytes)
+	}
+	return max(total-told, 0)
+}
+
+// sliceOf reads spec from w; nil for "none".
+func sliceOf(w *window, spec streamSpec) *sliceJSON {
+	if spec.kind == streamNone {
+		return nil
+	}
+	s := w.serve(spec)
+	out := &sliceJSON{Data: string(s.data), Offset: s.offset, Bytes: len(s.data), TotalBytes: s.total, Truncated: s.truncated}
+	if s.truncated {
+		out.DroppedBytes = &s.dropped
+	}
+	if s.tail != nil {
+		out.Omitted = &gapJSON{Offset: s.offset + int64(len(s.data)), Bytes: s.omitted}
+		out.Tail = &tailJSON{Data: string(s.tail), Offset: s.tailOffset, Bytes: len(s.tail)}
+	}
+	return out
+}
+
+// killJSON is the wire form of kill's answer.
+type killJSON struct {
+	JobID             string      `json:"job_id"`
+	Terminated        bool        `json:"terminated"`
+	AlreadyTerminated bool        `json:"already_terminated,omitempty"`
+	SignalSent        int         `json:"signal_sent,omitempty"`
+	Escalated         bool        `json:"escalated,omitempty"`
+	State             string      `json:"state,omitempty"`
+	Detail            string      `json:"detail,omitempty"`
+	Result            *resultJSON `json:"result,omitempty"`
+}
