@@ -138,3 +138,25 @@ func TestKill(t *testing.T) {
 		}
 	})
 }
+
+// TestTimeLimitEndsTermIgnoringTree: a job past its time limit gets TERM,
+// and KILL after the grace when it ignores TERM; its result says timed_out.
+// A job that ends in time does not.
+func TestTimeLimitEndsTermIgnoringTree(t *testing.T) {
+	onLinux(t)
+	t.Parallel()
+	reg := newRegistry(testConfig())
+	j := startJob(t, reg, "trap '' TERM; sleep 30 & exec sleep 30")
+	j.limitTime(200*time.Millisecond, 200*time.Millisecond)
+	r := resultOf(collect(t, reg, j))
+	if r.Signal != "killed" || !r.TimedOut {
+		t.Errorf("result %+v, want killed and timed_out", r)
+	}
+	eventually(t, jobDeadline, "the whole group is gone", func() bool { return !groupAlive(j.pid) })
+
+	quick := startJob(t, reg, "exit 0")
+	quick.limitTime(time.Minute, time.Second)
+	if r := resultOf(collect(t, reg, quick)); r.TimedOut || r.State != stateSuccess {
+		t.Errorf("a job that ended in time: %+v", r)
+	}
+}

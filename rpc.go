@@ -427,7 +427,8 @@ func (s *session) prepareToolCall(ctx context.Context, m message) func() (any, e
 	if json.Unmarshal(params["name"], &name) != nil || name == "" {
 		return fail(newError(codeInvalidParams, "invalid params: tools/call needs a tool name string in params.name"))
 	}
-	call := &toolCall{reg: s.reg, cfg: s.cfg, waiter: s.waiterFor(ctx, params["_meta"])}
+	call := &toolCall{reg: s.reg, cfg: s.cfg, waiter: s.waiterFor(ctx, params["_meta"]),
+		replyOverhead: len(textReply(m.id, nil))}
 	run, err := prepareTool(call, name, params["arguments"])
 	if err != nil {
 		return fail(err)

@@ -1,0 +1,103 @@
+package main
+
+import (
+	"bytes"
+	"math/rand/v2"
+	"strings"
+	"testing"
+	"unicode/utf8"
+)
+
+// streamKinds make stream contents whose escaped cost differs: plain text,
+// NULs (seven bytes on the wire each), invalid UTF-8, multi-byte characters
+// and quotes.
+var streamKinds = []func(r *rand.Rand, n int) []byte{
+	func(r *rand.Rand, n int) []byte { return bytes.Repeat([]byte("line of text\n"), n/13+1)[:n] },
+	func(r *rand.Rand, n int) []byte { return make([]byte, n) },
+	func(r *rand.Rand, n int) []byte {
+		b := make([]byte, n)
+		for i := range b {
+			b[i] = byte(r.IntN(256))
+		}
+		return b
+	},
+	func(r *rand.Rand, n int) []byte { return []byte(strings.Repeat("é€😀\"\\", n/11+1))[:n] },
+}
+
+// TestFitTextStaysWithinBudget: whatever the streams hold, a result cut by
+// fitText escapes to no more than its budget, every cut keeps the first and
+// last bytes of what it cut with exact offsets, and no cut splits a valid
+// character.
+func TestFitTextStaysWithinBudget(t *testing.T) {
+	t.Parallel()
+	r := rand.New(rand.NewPCG(1, 2))
+	for round := 0; round < 120; round++ {
+		var results []*resultJSON
+		originals := map[*sliceJSON][]byte{}
+		for k := 0; k < 1+r.IntN(3); k++ {
+			res := &resultJSON{JobID: "1", State: stateSuccess, delivered: &job{}}
+			for _, target := range []**sliceJSON{&res.Stdout, &res.Stderr} {
+				if r.IntN(4) == 0 {
+					continue
+				}
+				data := streamKinds[r.IntN(len(streamKinds))](r, r.IntN(200000))
+				offset := int64(r.IntN(1000))
+				*target = &sliceJSON{Data: string(data), Offset: offset, Bytes: len(data), TotalBytes: offset + int64(len(data))}
+				originals[*target] = data
+			}
+			results = append(results, res)
+		}
+		budget := 1024 + r.IntN(100000)
+		text, err := fitText(results, budget)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := quotedLen(text); got > budget {
+			t.Fatalf("round %d: %d bytes of escaped text for a budget of %d", round, got, budget)
+		}
+		for s, data := range originals {
+			checkCut(t, round, s, data)
+		}
+	}
+}
+
+// checkCut checks a slice against the bytes it was made from.
+func checkCut(t *testing.T, round int, s *sliceJSON, data []byte) {
+	t.Helper()
+	start := s.Offset
+	if s.Omitted == nil {
+		if s.Data != string(data) || s.Tail != nil {
+			t.Fatalf("round %d: an uncut slice changed", round)
+		}
+		return
+	}
+	head, tail := []byte(s.Data), []byte(s.Tail.Data)
+	switch {
+	case !bytes.HasPrefix(data, head) || s.Bytes != len(head):
+		t.Fatalf("round %d: the head is not the start of the stream", round)
+	case s.Offset+int64(s.Bytes) != s.Omitted.Offset || s.Omitted.Offset+s.Omitted.Bytes != s.Tail.Offset:
+		t.Fatalf("round %d: offsets do not chain: %d+%d, %+v, tail at %d", round, s.Offset, s.Bytes, *s.Omitted, s.Tail.Offset)
+	case s.Tail.Offset+int64(s.Tail.Bytes) != start+int64(len(data)) || !bytes.HasSuffix(data, tail):
+		t.Fatalf("round %d: the tail is not the end of the stream", round)
+	case utf8.Valid(data) && (!utf8.Valid(head) || !utf8.Valid(tail)):
+		t.Fatalf("round %d: a cut split a character", round)
+	}
+}
+
+// TestReplyLineWithinBudget: through a session, the whole reply line of a
+// big result stays within MCP_EXEC_MAX_REPLY_BYTES, and the result says it
+// was cut and kept.
+func TestReplyLineWithinBudget(t *testing.T) {
+	t.Parallel()
+	cfg := testConfig()
+	cfg.maxReplyBytes = 4096
+	cl := newRPCClient(t, cfg)
+	cl.send(`{"jsonrpc":"2.0","id":"a-rather-long-request-id","method":"tools/call","params":{"name":"execute","arguments":{"command":"head -c 100000 /dev/zero","capture":"all"}}}`)
+	line := cl.next(jobDeadline)
+	if len(line)+1 > 4096 { // next strips the newline
+		t.Errorf("reply line of %d bytes for a budget of 4096", len(line)+1)
+	}
+	if !strings.Contains(string(line), `\"kept\":true`) || !strings.Contains(string(line), `\"omitted\"`) {
+		t.Errorf("a cut result must say kept and name the gap: %.300s", line)
+	}
+}

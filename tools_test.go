@@ -1,0 +1,102 @@
+package main
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+// runTool runs a tool handler the way a session does, minus the protocol.
+func runTool[A any](t *testing.T, reg *registry, handle func(*toolCall, *A) (any, error), args *A) *resultJSON {
+	t.Helper()
+	res, err := handle(&toolCall{reg: reg, cfg: reg.cfg, waiter: plainWaiter()}, args)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, ok := res.(*resultJSON)
+	if !ok {
+		t.Fatalf("handler answered %T", res)
+	}
+	t.Cleanup(func() {
+		for _, j := range reg.list() {
+			killGroup(j.pid)
+		}
+	})
+	return r
+}
+
+// TestYieldAfterReturnsRunningJob: a blocking execute with yield_after hands
+// back the running job, which wait then collects whole.
+func TestYieldAfterReturnsRunningJob(t *testing.T) {
+	onLinux(t)
+	t.Parallel()
+	reg := newRegistry(testConfig())
+	yield := seconds(0.3)
+	r := runTool(t, reg, runExecute, &executeArgs{Command: "sleep 1; echo done", YieldAfter: &yield})
+	if r.State != stateRunning || !r.Yielded {
+		t.Fatalf("execute with yield_after: %+v, want running and yielded", r)
+	}
+	j, err := reg.lookup(r.JobID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := resultOf(collect(t, reg, j)); got.Stdout == nil || got.Stdout.Data != "done\n" {
+		t.Errorf("collected %+v", got)
+	}
+}
+
+// TestYieldOnInput: a blocking execute whose job waits for input returns
+// soon after, long before yield_after, saying so.
+func TestYieldOnInput(t *testing.T) {
+	onLinux(t)
+	t.Parallel()
+	reg := newRegistry(testConfig())
+	yield := seconds(60)
+	began := time.Now()
+	r := runTool(t, reg, runExecute, &executeArgs{Command: "read x; echo got $x", YieldAfter: &yield})
+	if !r.Yielded || !r.WaitingForInput {
+		t.Fatalf("execute of read: %+v, want yielded and waiting_for_input", r)
+	}
+	if took := time.Since(began); took > 10*time.Second {
+		t.Errorf("yielded after %v; the read blocks at once", took)
+	}
+}
+
+// TestWaitingForInputOnlyForItsOwnStdin: a job reading another pipe is not
+// waiting for input; one reading its stdin is, after a second.
+func TestWaitingForInputOnlyForItsOwnStdin(t *testing.T) {
+	onLinux(t)
+	t.Parallel()
+	reg := newRegistry(testConfig())
+	reader := startJob(t, reg, "wc -l")
+	eventually(t, jobDeadline, "wc -l waits for input", reader.waitingForInput)
+	piped := startJob(t, reg, "sleep 30 | cat")
+	waitForSleeps(t, piped.pid, 1)
+	for deadline := time.Now().Add(1500 * time.Millisecond); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		if piped.waitingForInput() { // nothing to await: it must stay false
+			t.Fatal("cat reading sleep's pipe was taken for waiting on stdin")
+		}
+	}
+	if err := reader.input(plainWaiter(), "a\nb\n", true); err != nil {
+		t.Fatal(err)
+	}
+	if r := resultOf(collect(t, reg, reader)); r.Stdout == nil || strings.TrimSpace(r.Stdout.Data) != "2" {
+		t.Errorf("wc -l after input: %+v", r.Stdout)
+	}
+}
+
+// TestArgvRunsWithoutShell: argv runs the program itself, found in PATH,
+// with its arguments as given; a missing program is a start error.
+func TestArgvRunsWithoutShell(t *testing.T) {
+	onLinux(t)
+	t.Parallel()
+	reg := newRegistry(testConfig())
+	r := runTool(t, reg, runExecute, &executeArgs{Argv: []string{"printf", "%s|", "a b", "$HOME"}})
+	if r.Stdout == nil || r.Stdout.Data != "a b|$HOME|" {
+		t.Errorf("argv printf: %+v", r.Stdout)
+	}
+	r = runTool(t, reg, runExecute, &executeArgs{Argv: []string{"no-such-program-here"}})
+	if r.State != stateError || !strings.Contains(r.StartError, "no-such-program-here") {
+		t.Errorf("missing program: %+v", r)
+	}
+}
