@@ -1,9 +1,9 @@
 """Delivery and drop-in tests for mcp-exec (issue "Drop-in 1.0").
 
-They reuse the client, the server launcher and the targets of
-test_mcp_exec.py: MCP_EXEC_TARGET=binary (default), pid1 (the binary as PID 1
-under `unshare`, needs root) or container (`podman run -i --rm
-$MCP_EXEC_IMAGE`), and MCP_EXEC_BIN for the binary.  Run without xdist:
+They use the client, the server launcher and the targets of conftest.py:
+MCP_EXEC_TARGET=binary (default), pid1 (the binary as PID 1 under `unshare`,
+needs root) or container (`podman run -i --rm $MCP_EXEC_IMAGE`), and
+MCP_EXEC_BIN for the binary.  Run without xdist:
 
     MCP_EXEC_BIN=./mcp-exec python3 -m pytest -q test_delivery.py
 
@@ -40,21 +40,18 @@ import uuid
 
 import pytest
 
-import test_mcp_exec as e2e
-from test_mcp_exec import (  # noqa: F401  (mcp_bin and _no_protocol_problems are fixtures)
-    SLACK, TARGET, Server, ToolError, _idkey, _no_protocol_problems, mcp_bin)
+from conftest import (
+    EXIT_WITHIN, PODMAN, SLACK, Server, ToolError, idkey, marker, needs_binary_target,
+    needs_container_target, server_binary)
 
 # Iterations of every interleaving; 200 is the issue's bar, 10 keeps CI fast.
 LOOPS = int(os.environ.get("MCP_EXEC_LOOPS", "10"))
 # How long any single reply may take (generous; containers start slower).
 REPLY = 20.0 + SLACK
-# Seconds a server may take to exit after a signal.
-EXIT_WITHIN = 5.0 + SLACK
 # A server that must NOT exit is watched this long after the signal: the
 # absence of an event cannot be awaited, only given time to happen.  A server
 # that honours the signal exits within milliseconds.
 SURVIVE_WATCH = 1.0 + SLACK
-PODMAN = os.environ.get("PODMAN", "podman")
 SERVER_PATH = "/usr/local/bin/mcp-exec"  # the server's path inside the image
 
 # A job whose shell dies on TERM while a TERM-ignoring member of its process
@@ -104,43 +101,10 @@ def ds(shared):
 
 
 @pytest.fixture
-def launch(mcp_bin):
+def launch(make_server):
     """Factory for servers started from an argv the test builds; each is shut
-    down (or killed) afterwards."""
-    made = []
-
-    def factory(argv, **kw):
-        s = LaunchedServer(argv, **kw)
-        made.append(s)
-        return s
-
-    yield factory
-    for s in made:
-        if s.proc.poll() is None:
-            try:
-                s.close(timeout=10 + SLACK)
-            except AssertionError:
-                pass
-
-
-class LaunchedServer(Server):
-    """A Server started from an argv the test builds itself.
-
-    Server.__init__ assigns self.argv = server_argv(...) and launches
-    self.argv right away; this property ignores that assignment so our argv
-    is the one launched (and host_pid/send_signal see it too)."""
-
-    def __init__(self, argv, **kw):
-        self._own_argv = list(argv)
-        super().__init__(**kw)
-
-    @property
-    def argv(self):
-        return self._own_argv
-
-    @argv.setter
-    def argv(self, _default):
-        pass
+    down afterwards."""
+    return lambda argv, **kw: make_server(argv=argv, **kw)
 
 
 # --------------------------------------------------------------------------
@@ -186,21 +150,15 @@ def kill(s, jid, sig, timeout=10 + SLACK):
     return reply(s, rid, "the kill (signal %s)" % sig, timeout=timeout + REPLY)
 
 
-def _progress_seen(s, token):
-    return any(m.get("method") == "notifications/progress"
-               and (m.get("params") or {}).get("progressToken") == token
-               for _, m in s.notifications)
-
-
 def await_blocked(s, rid, token, timeout=REPLY, answered_ok=False):
     """Return once call rid (sent with progressToken token) has sent a
     progress notification, i.e. is certainly blocked.  An answer before
     that fails, unless answered_ok (then the answer counts as well)."""
-    key = _idkey(rid)
+    key = idkey(rid)
     deadline = time.monotonic() + timeout
     with s._cond:
         while True:
-            if _progress_seen(s, token):
+            if s.progress(token):
                 return
             if key in s.responses:
                 if answered_ok:
@@ -235,11 +193,12 @@ def release_all(s):
 
 
 def start_term_holding(s):
-    """A TERM_HOLDS_SHELL job with its trap set; returns (job_id, marker)."""
-    marker = "/tmp/mcpx-release-" + uuid.uuid4().hex
-    jid = s.job(TERM_HOLDS_SHELL % marker)
+    """A TERM_HOLDS_SHELL job with its trap set; returns (job_id, gate):
+    the shell exits once the file gate exists."""
+    gate = marker()
+    jid = s.job(TERM_HOLDS_SHELL % gate)
     s.poll_output(jid, lambda data: data == "ready\n")
-    return jid, marker
+    return jid, gate
 
 
 def assert_signalled(r, jid, word):
@@ -357,7 +316,7 @@ def test_wait_arriving_during_kill_drain_gets_result_and_kill_too(ds):
 
 
 def _two_blocked_kills(s):
-    jid, marker = start_term_holding(s)
+    jid, gate = start_term_holding(s)
     try:
         tok1, tok2 = new_token(), new_token()
         args = {"job_id": jid, "signal": "TERM", "timeout": 10 + SLACK}
@@ -365,14 +324,14 @@ def _two_blocked_kills(s):
         k2 = s.tool_start("kill", args, meta={"progressToken": tok2})
         await_blocked(s, k1, tok1)
         await_blocked(s, k2, tok2)
-        assert s.run("touch %s" % marker)["state"] == "success"
+        assert s.run("touch %s" % gate)["state"] == "success"
         r1 = assert_kill_delivered(reply(s, k1, "the first blocked kill"), jid, signal_sent=15)
         r2 = assert_kill_delivered(reply(s, k2, "the second blocked kill"), jid, signal_sent=15)
         assert r1.get("state") == "error" and r1.get("exit_code") == 7 and "signal" not in r1, r1
         assert r1 == r2, "both kills must get the same result"
         assert_forgotten(s, jid)
     finally:
-        s.run("rm -f %s" % marker)
+        s.run("rm -f %s" % gate)
 
 
 def test_two_blocked_kills_both_get_result(ds):
@@ -521,12 +480,6 @@ def _ignores(mask, sig):
     return bool(mask >> (int(sig) - 1) & 1)
 
 
-def needs_binary_target():
-    if TARGET != "binary":
-        pytest.skip("the server's own signal dispositions are set only when the test launches "
-                    "the binary itself (MCP_EXEC_TARGET=binary)")
-
-
 def assert_jobs_start_with_default(s, sig):
     """A job's shell, and a command it runs, do not ignore sig."""
     out = s.sh("grep SigIgn /proc/$$/status; grep SigIgn /proc/self/status")
@@ -553,7 +506,7 @@ def test_server_started_with_signal_ignored_survives_it_and_jobs_get_default(lau
                            timeout=30)
     assert _ignores(_ignored_bits(probe.stdout)[0], sig), probe
 
-    s = launch(prefix + [e2e._binary()])
+    s = launch(prefix + [server_binary()])
     assert_jobs_start_with_default(s, sig)
     s.send_signal(sig)
     try:
@@ -572,7 +525,7 @@ def test_normally_started_server_exits_promptly_on_sighup(launch):
     needs_binary_target()
     # Default disposition set explicitly, in case the test runner itself
     # runs under nohup.
-    s = launch(with_dispositions(["HUP=dfl"], [e2e._binary()]))
+    s = launch(with_dispositions(["HUP=dfl"], [server_binary()]))
     assert_jobs_start_with_default(s, signal.SIGHUP)
     t0 = time.monotonic()
     s.send_signal(signal.SIGHUP)
@@ -587,11 +540,6 @@ def test_normally_started_server_exits_promptly_on_sighup(launch):
 # ==========================================================================
 # 4. The image as a drop-in
 # ==========================================================================
-
-def needs_container_target():
-    if TARGET != "container":
-        pytest.skip("runs the image itself: needs MCP_EXEC_TARGET=container and MCP_EXEC_IMAGE")
-
 
 def podman_run(*middle):
     """`podman run -i --rm --name N` + middle: the image's argv, built here."""

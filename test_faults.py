@@ -1,9 +1,9 @@
 """Fault tests for mcp-exec: what clients, jobs and the machine do wrong.
 
-They reuse the client, the server launcher and the targets of
-test_mcp_exec.py: MCP_EXEC_TARGET=binary (default), pid1 (the binary as PID 1
-under `unshare`, needs root) or container (`podman run -i --rm
-$MCP_EXEC_IMAGE`), and MCP_EXEC_BIN for the binary.  Run without xdist:
+They use the client, the server launcher and the targets of conftest.py:
+MCP_EXEC_TARGET=binary (default), pid1 (the binary as PID 1 under `unshare`,
+needs root) or container (`podman run -i --rm $MCP_EXEC_IMAGE`), and
+MCP_EXEC_BIN for the binary.  Run without xdist:
 
     MCP_EXEC_BIN=./mcp-exec python3 -m pytest -q test_faults.py
 
@@ -14,7 +14,10 @@ shared malformed-input server) checks after every test, by scanning
 /proc/*/environ on the host, that no such process is left, and that the
 server either still answers `ping` (it is then shut down by stdin EOF and must
 exit 0 within 5 s, leaving nothing) or has already exited with the status the
-test expects.  Container processes are visible in the host's /proc too.
+test expects.  Container processes are visible in the host's /proc too.  The
+server and its launcher carry the token as well; the scan (conftest.py's
+token_processes) tells them apart by their command names, the server's being
+that of the binary actually run.
 """
 
 import collections
@@ -23,106 +26,40 @@ import os
 import random
 import signal
 import subprocess
-import threading
 import time
 import uuid
 
 import pytest
 
-import test_mcp_exec as e2e
-from test_mcp_exec import (  # noqa: F401  (mcp_bin and _no_protocol_problems are fixtures)
-    SLACK, TARGET, TERM_IGNORING_TREE, Server, _idkey, _no_protocol_problems, mcp_bin)
+from conftest import (
+    EXIT_WITHIN, MIB, SLACK, TARGET, TERM_IGNORING_TREE, Server, assert_inflight_cancelled,
+    await_no_token_processes, idkey, read_file, start_shutdown_scenario, token_processes,
+    wait_until)
 
-MIB = 1024 * 1024
 KIB = 1024
-# Seconds a server may take to exit after its client vanished or a signal.
-EXIT_WITHIN = 5.0 + SLACK
-# Processes with the token that are the server (or what launched it), not jobs.
-SERVER_COMMS = {"mcp-exec", "unshare", "tini", "podman", "conmon"}
 
 
 # --------------------------------------------------------------------------
 # Process accounting on the host
 # --------------------------------------------------------------------------
 
-def _read(path, mode="rb"):
-    try:
-        with open(path, mode) as f:
-            return f.read()
-    except OSError:
-        return None
-
-
-def token_processes(token):
-    """{pid: 'comm state'} of every job process carrying MCPX_TOKEN=token
-    (the server itself and its launcher excluded)."""
-    needle = ("MCPX_TOKEN=" + token).encode()
-    found = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        env = _read("/proc/%s/environ" % entry)
-        if not env or needle not in env.split(b"\0"):
-            continue
-        stat = _read("/proc/%s/stat" % entry)
-        if stat is None:
-            continue
-        stat = stat.decode("utf-8", "replace")
-        comm = stat[stat.index("(") + 1:stat.rindex(")")]
-        state = stat[stat.rindex(")") + 2:].split()[0]
-        if comm in SERVER_COMMS:
-            continue
-        found[int(entry)] = "%s %s" % (comm, state)
-    return found
-
-
-def await_no_token_processes(token, ignore=(), timeout=5.0):
-    """Wait until no job process with the token is left (apart from the pids
-    in `ignore`); return the survivors (killed) or {}."""
-    deadline = time.monotonic() + timeout
-    while True:
-        left = {p: d for p, d in token_processes(token).items() if p not in ignore}
-        if not left:
-            return {}
-        if time.monotonic() > deadline:
-            for p in left:
-                try:
-                    os.kill(p, signal.SIGKILL)
-                except OSError:
-                    pass
-            return left
-        time.sleep(0.05)
-
-
-def server_host_pid(s):
-    """Host pid of the mcp-exec process of server `s` (any target)."""
-    if TARGET != "container":
-        return s.host_pid()
-    name = s.argv[s.argv.index("--name") + 1]
-    deadline = time.monotonic() + 10
-    while True:
-        r = subprocess.run([os.environ.get("PODMAN", "podman"), "inspect", "--format",
-                            "{{.State.Pid}}", name], stdout=subprocess.PIPE,
-                           stderr=subprocess.DEVNULL, universal_newlines=True, timeout=30)
-        pid = int(r.stdout.strip() or 0) if r.returncode == 0 else 0
-        if pid > 0:
-            break
-        assert time.monotonic() < deadline, "no pid for container %s" % name
-        time.sleep(0.05)
-    # behind tini the server is PID 1's only child
-    while (_read("/proc/%d/comm" % pid, "r") or "").strip() != "mcp-exec":
-        kids = (_read("/proc/%d/task/%d/children" % (pid, pid), "r") or "").split()
-        assert kids, "cannot find mcp-exec under host pid %d" % pid
-        pid = int(kids[0])
-    return pid
-
-
 def peak_rss_kib(pid):
     """VmHWM (peak resident set) of a host process, in KiB."""
-    for line in (_read("/proc/%d/status" % pid, "r") or "").splitlines():
+    for line in (read_file("/proc/%d/status" % pid, "r") or "").splitlines():
         if line.startswith("VmHWM:"):
             return int(line.split()[1])
     raise AssertionError("no VmHWM for pid %d" % pid)
+
+
+def server_zombies(pid):
+    """Children of host process pid that are zombies (not reaped)."""
+    found = []
+    for tid in os.listdir("/proc/%d/task" % pid) if os.path.isdir("/proc/%d/task" % pid) else ():
+        for kid in (read_file("/proc/%d/task/%s/children" % (pid, tid), "r") or "").split():
+            stat = read_file("/proc/%s/stat" % kid, "r") or ""
+            if stat and stat[stat.rindex(")") + 2:].startswith("Z"):
+                found.append(int(kid))
+    return found
 
 
 # --------------------------------------------------------------------------
@@ -164,17 +101,6 @@ class FaultServer(Server):
             time.sleep(0.01)
 
 
-def server_zombies(pid):
-    """Children of host process pid that are zombies (not reaped)."""
-    found = []
-    for tid in os.listdir("/proc/%d/task" % pid) if os.path.isdir("/proc/%d/task" % pid) else ():
-        for kid in (_read("/proc/%d/task/%s/children" % (pid, tid), "r") or "").split():
-            stat = _read("/proc/%s/stat" % kid, "r") or ""
-            if stat and stat[stat.rindex(")") + 2:].startswith("Z"):
-                found.append(int(kid))
-    return found
-
-
 def check_after_fault(s, ignore=()):
     """The after-every-fault-test check; returns a list of failures."""
     failures = []
@@ -187,7 +113,7 @@ def check_after_fault(s, ignore=()):
         if left:
             failures.append("processes started by the server are left: %s" % left)
         if getattr(s, "host_pid_cache", None) is None:
-            s.host_pid_cache = server_host_pid(s)
+            s.host_pid_cache = s.host_pid()
         deadline = time.monotonic() + 5
         while server_zombies(s.host_pid_cache) and time.monotonic() < deadline:
             time.sleep(0.02)
@@ -274,33 +200,20 @@ def table_idle(table_server):
     # Each case snapshots the processes that predate it; the shell must have
     # become `sleep` first, or a snapshot taken mid-exec misses it and the
     # case's check would kill the shared job as a leftover.
-    deadline = time.monotonic() + 10
-    while not any(d.startswith("sleep ") for d in token_processes(table_server.token).values()):
-        assert time.monotonic() < deadline, "the shared idle job never became sleep"
-        time.sleep(0.02)
+    wait_until(lambda: any(d.startswith("sleep ") for d in token_processes(table_server.token).values()),
+               10, "the shared idle job becoming sleep")
     yield jid
     table_server.cleanup(jid)
 
 
 def _wait_exit(s, within=EXIT_WITHIN):
+    """The server's exit status, which must come within `within` seconds (it
+    is given 10 s more before it is killed, to tell slow from hung)."""
     t0 = time.monotonic()
-    try:
-        rc = s.proc.wait(within + 10)
-    except subprocess.TimeoutExpired:
-        s.proc.kill()
-        s.proc.wait(10)
-        raise AssertionError("server did not exit")
+    rc = s.wait_exit(within + 10)
     elapsed = time.monotonic() - t0
     assert elapsed < within, "server took %.1fs to exit" % elapsed
     return rc
-
-
-def _cancelled(s, ids):
-    for rid in ids:
-        with s._cond:
-            entry = s.responses.pop(_idkey(rid), None)
-        assert entry is not None, "in-flight request %s was never answered" % rid
-        assert entry[1].get("error", {}).get("code") == -32800, entry
 
 
 def _term_ignoring_trees(s):
@@ -327,14 +240,14 @@ def _term_ignoring_trees(s):
 def test_stdin_eof_during_blocking_calls(fault, how):
     s = fault()
     _term_ignoring_trees(s)
-    inflight = e2e._start_shutdown_scenario(s, s.token)
+    inflight = start_shutdown_scenario(s, s.token)
     if how == "eof-mid-line":
         s.send_raw(b'{"jsonrpc":"2.0","id":424242,"method":"pi')
     t0 = time.monotonic()
     s.close_stdin()
     assert _wait_exit(s) == 0
     s._reader.join(5)
-    _cancelled(s, inflight)
+    assert_inflight_cancelled(s, inflight)
     assert not s.has_response(424242)
     with s._cond:
         s.null_id.clear()  # a parse error for the cut line is acceptable
@@ -345,7 +258,7 @@ def test_stdin_eof_during_blocking_calls(fault, how):
 def test_stdout_closed_by_client(fault, also_stdin):
     s = fault()
     _term_ignoring_trees(s)
-    e2e._start_shutdown_scenario(s, s.token)
+    start_shutdown_scenario(s, s.token)
     # park the reader after one more reply, then close our end of the pipe
     s.read_gate.clear()
     s.roundtrip()
@@ -371,11 +284,11 @@ def test_stdout_closed_by_client(fault, also_stdin):
 def test_signal_with_term_ignoring_trees(fault, sig):
     s = fault()
     _term_ignoring_trees(s)
-    inflight = e2e._start_shutdown_scenario(s, s.token)
+    inflight = start_shutdown_scenario(s, s.token)
     s.send_signal(sig)
     assert _wait_exit(s) == 0
     s._reader.join(5)
-    _cancelled(s, inflight)
+    assert_inflight_cancelled(s, inflight)
 
 
 # ==========================================================================
@@ -614,7 +527,7 @@ MALFORMED = {
 
 def _await_outcome(s, rid, timeout=30):
     """('null', msg) for a reply with id null, ('id', msg) for the reply to rid."""
-    key = _idkey(rid)
+    key = idkey(rid)
     deadline = time.monotonic() + timeout
     with s._cond:
         while True:
@@ -665,7 +578,7 @@ def test_malformed_line(table, name):
         s.roundtrip()
         with s._cond:  # exactly one reply
             assert not s.null_id, s.null_id
-            assert _idkey(rid) not in s.responses
+            assert idkey(rid) not in s.responses
     assert s.result("ping") == {}
     assert s.take_problems() == []
 
@@ -707,7 +620,7 @@ def test_huge_integer_id_echoed_byte_for_byte(table, text):
     raw = s.raw_reply(text)
     assert raw == b'{"jsonrpc":"2.0","id":' + text + b',"result":{}}\n', raw
     with s._cond:
-        s.responses.pop(_idkey(json.loads(text)), None)
+        s.responses.pop(idkey(json.loads(text)), None)
 
 
 HUGE = [b"1e400", b"-1e400", b"1e30", b"99999999999999999999999999", b"-99999999999999999999999999",
@@ -998,7 +911,7 @@ def test_100mb_line_then_newline_and_request(fault):
 def test_100mb_line_then_eof(fault):
     s = fault()
     base = s.stats()
-    pid = server_host_pid(s)
+    pid = s.host_pid()
     _send_100mb_line(s)
     # all but a pipe's worth of the line has been read by now
     peak = peak_rss_kib(pid)

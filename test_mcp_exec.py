@@ -1,53 +1,34 @@
 """End-to-end tests for mcp-exec, written against the 1.0 documents.
 
 The suite talks to a real server process over newline-delimited JSON-RPC on
-stdio.  Which process that is depends on MCP_EXEC_TARGET:
-
-  binary     (default) the static binary itself
-  pid1       the binary as PID 1 of a fresh pid namespace (unshare, needs root)
-  container  `podman run -i --rm IMAGE` (IMAGE from MCP_EXEC_IMAGE)
-
-The binary comes from MCP_EXEC_BIN, or is built from the directory holding
-this file once per session.  Only the Python 3 standard library and pytest are
-needed.  Run it without xdist: several fixtures share one server.
+stdio; the target (MCP_EXEC_TARGET: binary, pid1 or container), the binary
+(MCP_EXEC_BIN, or built once per session), the client and the fixtures every
+suite shares are in conftest.py.  Run it without xdist: several fixtures share
+one server.
 
 Process state is checked through the server wherever possible (a job prints a
 pid, a later job inspects /proc), so the same tests work when the server lives
 in another pid namespace or container.
 """
 
-import atexit
 import base64
 import json
 import os
 import random
-import shutil
 import signal
 import subprocess
-import tempfile
-import threading
 import time
 import uuid
 
 import pytest
 
-TARGET = os.environ.get("MCP_EXEC_TARGET", "binary")
-HERE = os.path.dirname(os.path.abspath(__file__))
-IS_ROOT = hasattr(os, "geteuid") and os.geteuid() == 0
-
-if TARGET not in ("binary", "pid1", "container"):
-    raise RuntimeError("MCP_EXEC_TARGET must be binary, pid1 or container, not %r" % TARGET)
-if TARGET == "pid1" and not IS_ROOT:
-    pytest.skip("MCP_EXEC_TARGET=pid1 needs root for `unshare --pid --fork --mount-proc`",
-                allow_module_level=True)
-if TARGET == "container" and not os.environ.get("MCP_EXEC_IMAGE"):
-    pytest.skip("MCP_EXEC_TARGET=container needs MCP_EXEC_IMAGE (the image to run)",
-                allow_module_level=True)
+from conftest import (
+    MIB, SLACK, TARGET, TERM_IGNORING_TREE, Server, assert_inflight_cancelled, await_file,
+    await_no_token_processes, idkey, marker, needs_pid1_support, process_env, server_argv,
+    start_shutdown_scenario, wait_until)
 
 SUPPORTED_VERSIONS = ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"]
 NEWEST_VERSION = "2025-11-25"
-# Extra seconds of slack for process start-up in a container.
-SLACK = 3.0 if TARGET == "container" else 0.0
 
 TOOL_ARGS = {
     "execute": {"command", "cwd", "env", "stdin", "close_stdin", "nowait", "capture"},
@@ -70,510 +51,21 @@ TOOL_REQUIRED = {
 
 
 # --------------------------------------------------------------------------
-# Locating / building the binary and building server command lines
+# Helpers
 # --------------------------------------------------------------------------
-
-_BIN = None
-_BIN_LOCK = threading.Lock()
-
-
-def _binary():
-    """Path of the mcp-exec binary: $MCP_EXEC_BIN, or built once per session."""
-    global _BIN
-    with _BIN_LOCK:
-        if _BIN is None:
-            given = os.environ.get("MCP_EXEC_BIN")
-            if given:
-                _BIN = os.path.abspath(given)
-            else:
-                outdir = tempfile.mkdtemp(prefix="mcp-exec-test-build-")
-                atexit.register(shutil.rmtree, outdir, True)
-                out = os.path.join(outdir, "mcp-exec")
-                env = dict(os.environ, CGO_ENABLED="0")
-                r = subprocess.run(["go", "build", "-o", out, "."], cwd=HERE, env=env,
-                                   stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                   universal_newlines=True, timeout=900)
-                if r.returncode != 0:
-                    raise RuntimeError("go build failed:\n" + r.stdout)
-                _BIN = out
-        return _BIN
-
-
-def server_argv(env, pid1=False, args=()):
-    """The one place that decides how a server process is launched.
-
-    env   -- variables for the server (value None means: make sure it is unset)
-    pid1  -- run the server as PID 1 without any init in front of it
-    args  -- extra command-line arguments for mcp-exec (e.g. --version)
-    For binary/pid1 targets `env` reaches the server via the process
-    environment (see _process_env); for the container target via `-e`.
-    """
-    env = env or {}
-    if TARGET == "container":
-        argv = [os.environ.get("PODMAN", "podman"), "run", "-i", "--rm",
-                "--name", "mcp-exec-test-" + uuid.uuid4().hex[:12]]
-        for key, value in sorted(env.items()):
-            if value is not None:
-                argv += ["-e", "%s=%s" % (key, value)]
-        if pid1:
-            argv += ["--entrypoint", "/usr/local/bin/mcp-exec"]
-        return argv + [os.environ["MCP_EXEC_IMAGE"]] + list(args)
-    binary = _binary()
-    if TARGET == "pid1" or pid1:
-        return ["unshare", "--pid", "--fork", "--mount-proc", binary] + list(args)
-    return [binary] + list(args)
-
-
-def _process_env(env):
-    """Environment of the launched process (the server, or podman)."""
-    base = {k: v for k, v in os.environ.items() if not k.startswith("MCP_EXEC_")}
-    if TARGET == "container":
-        return base
-    for key, value in (env or {}).items():
-        if value is None:
-            base.pop(key, None)
-        else:
-            base[key] = str(value)
-    return base
-
-
-def needs_pid1_support():
-    if TARGET != "container" and not IS_ROOT:
-        pytest.skip("bare-PID-1 tests need root (unshare --pid)")
-
-
-# --------------------------------------------------------------------------
-# The client
-# --------------------------------------------------------------------------
-
-def _idkey(value):
-    return json.dumps(value, sort_keys=True)
-
-
-class ToolError(AssertionError):
-    pass
-
-
-_ALL_SERVERS = []
-
-
-class Server:
-    """An mcp-exec process plus a newline-delimited JSON-RPC client."""
-
-    def __init__(self, env=None, pid1=False, initialize=True, version="2025-06-18"):
-        self.env = dict(env or {})
-        self.pid1 = pid1
-        self.argv = server_argv(self.env, pid1=pid1)
-        self.proc = subprocess.Popen(self.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=subprocess.PIPE, env=_process_env(self.env))
-        self._wlock = threading.Lock()
-        self._cond = threading.Condition()
-        self._next_id = 1000
-        self._seq = 0
-        self.responses = {}      # idkey -> (seq, message), until taken
-        self.answered = set()    # idkey of every response ever seen
-        self.null_id = []        # responses carrying id null
-        self.notifications = []  # (seq, message)
-        self.problems = []       # protocol violations seen on stdout
-        self.stdout_closed = False
-        self.stderr_chunks = []
-        self.closed = False
-        self.read_gate = threading.Event()  # clear it to simulate a client that stops reading
-        self.read_gate.set()
-        self._reader = threading.Thread(target=self._read_stdout, daemon=True)
-        self._reader.start()
-        self._errreader = threading.Thread(target=self._read_stderr, daemon=True)
-        self._errreader.start()
-        _ALL_SERVERS.append(self)
-        if initialize:
-            self.init_result = self.result("initialize", {
-                "protocolVersion": version, "capabilities": {},
-                "clientInfo": {"name": "mcp-exec-e2e", "version": "0"}})
-            self.notify("notifications/initialized")
-
-    # ---- reading -------------------------------------------------------
-
-    def _read_stdout(self):
-        while True:
-            self.read_gate.wait()
-            raw = self.proc.stdout.readline()
-            if not raw:
-                break
-            self._handle_line(raw)
-        with self._cond:
-            self.stdout_closed = True
-            self._cond.notify_all()
-
-    def _handle_line(self, raw):
-        problem = None
-        msg = None
-        if not raw.endswith(b"\n"):
-            problem = "stdout line without newline terminator: %r" % raw[:200]
-        try:
-            msg = json.loads(raw.decode("utf-8"))
-        except (UnicodeDecodeError, ValueError):
-            problem = "non-JSON line on stdout: %r" % raw[:300]
-            msg = None
-        if msg is not None and (not isinstance(msg, dict) or msg.get("jsonrpc") != "2.0"):
-            problem = "not a JSON-RPC 2.0 message on stdout: %r" % raw[:300]
-            msg = None
-        with self._cond:
-            self._seq += 1
-            seq = self._seq
-            if problem:
-                self.problems.append(problem)
-            if msg is not None:
-                if "method" in msg:
-                    self.notifications.append((seq, msg))
-                    if "id" in msg:
-                        self.problems.append("server sent a request: %r" % raw[:300])
-                elif "id" not in msg:
-                    self.problems.append("response without id: %r" % raw[:300])
-                elif msg["id"] is None:
-                    self.null_id.append(msg)
-                else:
-                    key = _idkey(msg["id"])
-                    if key in self.answered:
-                        self.problems.append("second response for id %s: %r" % (key, raw[:300]))
-                    self.answered.add(key)
-                    self.responses[key] = (seq, msg)
-            self._cond.notify_all()
-
-    def _read_stderr(self):
-        for chunk in iter(lambda: self.proc.stderr.read1(65536)
-                          if hasattr(self.proc.stderr, "read1")
-                          else self.proc.stderr.read(4096), b""):
-            self.stderr_chunks.append(chunk)
-
-    @property
-    def stderr_text(self):
-        return b"".join(self.stderr_chunks).decode("utf-8", "replace")
-
-    # ---- writing -------------------------------------------------------
-
-    def send_raw(self, data):
-        with self._wlock:
-            self.proc.stdin.write(data)
-            self.proc.stdin.flush()
-
-    def send(self, obj):
-        line = json.dumps(obj, ensure_ascii=False, separators=(",", ":")) + "\n"
-        self.send_raw(line.encode("utf-8"))
-
-    def new_id(self):
-        with self._cond:
-            self._next_id += 1
-            return self._next_id
-
-    def notify(self, method, params=None):
-        msg = {"jsonrpc": "2.0", "method": method}
-        if params is not None:
-            msg["params"] = params
-        self.send(msg)
-
-    def cancel(self, request_id, reason="test"):
-        self.notify("notifications/cancelled", {"requestId": request_id, "reason": reason})
-
-    def start(self, method, params=None, id=None):
-        if id is None:
-            id = self.new_id()
-        msg = {"jsonrpc": "2.0", "id": id, "method": method}
-        if params is not None:
-            msg["params"] = params
-        self.send(msg)
-        return id
-
-    def response(self, id, timeout=30):
-        """Wait for the response to request `id` and return the message."""
-        key = _idkey(id)
-        deadline = time.monotonic() + timeout
-        with self._cond:
-            while key not in self.responses:
-                if self.problems:
-                    raise AssertionError("protocol problems: %s" % self.problems)
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    raise AssertionError("no response to id %s within %ss (server exit=%s)\nstderr: %s"
-                                         % (key, timeout, self.proc.poll(), self.stderr_text[-2000:]))
-                if self.stdout_closed:
-                    raise AssertionError("server closed stdout before answering id %s (exit=%s)\nstderr: %s"
-                                         % (key, self.proc.poll(), self.stderr_text[-2000:]))
-                self._cond.wait(min(remaining, 0.5))
-            return self.responses.pop(key)[1]
-
-    def response_seq(self, id, timeout=30):
-        key = _idkey(id)
-        deadline = time.monotonic() + timeout
-        with self._cond:
-            while key not in self.responses:
-                remaining = deadline - time.monotonic()
-                assert remaining > 0, "no response to %s" % key
-                self._cond.wait(min(remaining, 0.5))
-            return self.responses.pop(key)
-
-    def has_response(self, id):
-        with self._cond:
-            return _idkey(id) in self.answered
-
-    def request(self, method, params=None, id=None, timeout=30):
-        return self.response(self.start(method, params, id), timeout)
-
-    def result(self, method, params=None, timeout=30):
-        msg = self.request(method, params, timeout=timeout)
-        assert "error" not in msg, "unexpected error reply: %r" % msg
-        assert "result" in msg, msg
-        return msg["result"]
-
-    def error(self, method, params=None, timeout=30, id=None):
-        msg = self.request(method, params, id=id, timeout=timeout)
-        assert "error" in msg and "result" not in msg, "expected an error reply: %r" % msg
-        return msg["error"]
-
-    def null_id_error(self, timeout=30):
-        deadline = time.monotonic() + timeout
-        with self._cond:
-            while not self.null_id:
-                remaining = deadline - time.monotonic()
-                assert remaining > 0, "no error reply with id null within %ss" % timeout
-                assert not self.stdout_closed, "server closed stdout; stderr: %s" % self.stderr_text
-                self._cond.wait(min(remaining, 0.5))
-            return self.null_id.pop(0)
-
-    def wait_notifications(self, pred, count=1, timeout=10):
-        deadline = time.monotonic() + timeout
-        with self._cond:
-            while True:
-                found = [(s, m) for (s, m) in self.notifications if pred(m)]
-                if len(found) >= count:
-                    return found
-                remaining = deadline - time.monotonic()
-                assert remaining > 0, "expected %d matching notifications, got %r" % (count, found)
-                self._cond.wait(min(remaining, 0.5))
-
-    def roundtrip(self):
-        """A ping round trip: everything sent before it has been read by the server."""
-        assert self.result("ping") == {}
-
-    # ---- tools ---------------------------------------------------------
-
-    def tool_start(self, name, args=None, meta=None, id=None):
-        params = {"name": name, "arguments": {} if args is None else args}
-        if meta is not None:
-            params["_meta"] = meta
-        return self.start("tools/call", params, id=id)
-
-    def tool_response(self, id, timeout=30):
-        msg = self.response(id, timeout)
-        assert "error" not in msg, "tools/call answered with a JSON-RPC error: %r" % msg
-        res = msg["result"]
-        assert isinstance(res.get("content"), list) and res["content"], res
-        item = res["content"][0]
-        assert item.get("type") == "text" and isinstance(item.get("text"), str), res
-        return res
-
-    def tool_raw(self, name, args=None, timeout=30, meta=None):
-        return self.tool_response(self.tool_start(name, args, meta), timeout)
-
-    @staticmethod
-    def decode(res):
-        text = res["content"][0]["text"]
-        if res.get("isError"):
-            raise ToolError("tool error: %s" % text)
-        return json.loads(text)
-
-    def tool(self, name, args=None, timeout=30):
-        return self.decode(self.tool_raw(name, args, timeout))
-
-    def tool_err(self, name, args=None, timeout=30):
-        res = self.tool_raw(name, args, timeout)
-        assert res.get("isError") is True, "expected a tool error, got %r" % res
-        return res["content"][0]["text"]
-
-    # ---- job helpers ---------------------------------------------------
-
-    def run(self, command, timeout=30, **kw):
-        args = {"command": command}
-        args.update(kw)
-        return self.tool("execute", args, timeout=timeout)
-
-    def job(self, command, **kw):
-        args = {"command": command, "nowait": True}
-        args.update(kw)
-        r = self.tool("execute", args)
-        assert r == {"job_id": r.get("job_id"), "state": "running"}, r
-        assert isinstance(r["job_id"], str) and r["job_id"]
-        return r["job_id"]
-
-    def sh(self, command, timeout=30):
-        """Run a helper command in the server's world; return its stdout."""
-        r = self.run(command, timeout=timeout)
-        assert r["state"] == "success", "helper %r failed: %r" % (command, r)
-        return r["stdout"]["data"]
-
-    def status(self, job_id):
-        return self.tool("status", {"job_id": job_id})
-
-    def until_done(self, job_id, timeout=20):
-        deadline = time.monotonic() + timeout
-        while True:
-            st = self.status(job_id)
-            if st["state"] != "running":
-                return st
-            assert time.monotonic() < deadline, "job %s still running after %ss" % (job_id, timeout)
-            time.sleep(0.02)
-
-    def poll_output(self, job_id, pred, stream="stdout", timeout=20):
-        deadline = time.monotonic() + timeout
-        while True:
-            out = self.tool("output", {"job_id": job_id, stream: "all"})
-            if pred(out[stream]["data"]):
-                return out
-            assert time.monotonic() < deadline, "output of %s never matched: %r" % (job_id, out)
-            time.sleep(0.02)
-
-    def collect(self, job_id, timeout=20):
-        r = self.tool("wait", {"job_ids": [job_id], "timeout": timeout}, timeout=timeout + 10)
-        assert len(r) == 1 and r[0]["state"] != "running", r
-        return r[0]
-
-    def cleanup(self, *job_ids):
-        """Kill and forget jobs; errors (already gone) are fine."""
-        for jid in job_ids:
-            try:
-                self.tool_raw("kill", {"job_id": jid, "signal": "KILL", "timeout": 5}, timeout=20)
-            except AssertionError:
-                pass
-
-    def proc_state(self, pid):
-        """'gone', or the state letter of /proc/PID/stat, seen from the server."""
-        out = self.sh("if [ -e /proc/%d/stat ]; then cut -d' ' -f3 /proc/%d/stat 2>/dev/null || echo gone;"
-                      " else echo gone; fi" % (pid, pid)).strip()
-        return out or "gone"
-
-    def wait_proc_gone(self, pid, timeout=10):
-        deadline = time.monotonic() + timeout
-        while True:
-            st = self.proc_state(pid)
-            if st == "gone":
-                return
-            assert time.monotonic() < deadline, "pid %d still present (state %s)" % (pid, st)
-            time.sleep(0.05)
-
-    def list_ids(self):
-        return [j["job_id"] for j in self.tool("list_jobs")["jobs"]]
-
-    # ---- lifecycle -----------------------------------------------------
-
-    def close_stdin(self):
-        with self._wlock:
-            if not self.closed:
-                self.closed = True
-                try:
-                    self.proc.stdin.close()
-                except (BrokenPipeError, OSError):
-                    pass
-
-    def wait_exit(self, timeout=10):
-        try:
-            return self.proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(10)
-            raise AssertionError("server did not exit within %ss" % timeout)
-
-    def close(self, timeout=10):
-        self.close_stdin()
-        try:
-            return self.wait_exit(timeout)
-        finally:
-            self._reader.join(5)
-
-    def take_problems(self):
-        with self._cond:
-            problems, self.problems = self.problems, []
-            stray = list(self.null_id)
-            self.null_id = []
-        if stray:
-            problems.append("unexpected replies with id null: %r" % stray)
-        return problems
-
-    # ---- signals to the server process ---------------------------------
-
-    def host_pid(self, timeout=10):
-        """Host pid of the mcp-exec process itself (binary/pid1 targets)."""
-        if self.argv[0] != "unshare":
-            return self.proc.pid
-        deadline = time.monotonic() + timeout
-        path = "/proc/%d/task/%d/children" % (self.proc.pid, self.proc.pid)
-        while True:
-            try:
-                with open(path) as f:
-                    kids = f.read().split()
-            except OSError:
-                kids = []
-            if kids:
-                return int(kids[0])
-            assert time.monotonic() < deadline, "unshare never forked the server"
-            time.sleep(0.01)
-
-    def send_signal(self, sig):
-        if TARGET == "container":
-            name = self.argv[self.argv.index("--name") + 1]
-            subprocess.run([os.environ.get("PODMAN", "podman"), "kill", "--signal",
-                            signal.Signals(sig).name, name], check=True, timeout=30,
-                           stdout=subprocess.DEVNULL)
-        else:
-            os.kill(self.host_pid(), sig)
-
 
 def run_server_once(env=None, args=(), timeout=20):
     """Run the server to completion with stdin at EOF; return CompletedProcess."""
     return subprocess.run(server_argv(env or {}, args=args), stdin=subprocess.DEVNULL,
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                          env=_process_env(env or {}), timeout=timeout + SLACK)
-
-
-# --------------------------------------------------------------------------
-# Host-side helpers (only meaningful where the server's processes are visible)
-# --------------------------------------------------------------------------
-
-def host_pids_with_token(token):
-    needle = ("MCPX_TOKEN=" + token).encode()
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open("/proc/%s/environ" % entry, "rb") as f:
-                data = f.read()
-        except OSError:
-            continue
-        if needle in data.split(b"\0"):
-            found.append(int(entry))
-    return found
+                          env=process_env(env or {}), timeout=timeout + SLACK)
 
 
 def assert_no_survivors(token, timeout=3):
-    deadline = time.monotonic() + timeout
-    while True:
-        pids = host_pids_with_token(token)
-        if not pids:
-            return
-        if time.monotonic() > deadline:
-            desc = []
-            for p in pids:
-                try:
-                    with open("/proc/%d/cmdline" % p, "rb") as f:
-                        desc.append("%d:%s" % (p, f.read().replace(b"\0", b" ").decode()))
-                except OSError:
-                    desc.append(str(p))
-            for p in pids:
-                try:
-                    os.kill(p, signal.SIGKILL)
-                except OSError:
-                    pass
-            raise AssertionError("job processes outlived the server: %s" % desc)
-        time.sleep(0.05)
+    """No process carrying MCPX_TOKEN=token is left (only meaningful where the
+    server's processes are visible on the host)."""
+    left = await_no_token_processes(token, timeout=timeout)
+    assert not left, "job processes outlived the server: %s" % left
 
 
 def seq_bytes(n):
@@ -581,28 +73,19 @@ def seq_bytes(n):
     return b"".join(b"%d\n" % i for i in range(1, n + 1))
 
 
-def marker():
-    return "/tmp/mcpx-" + uuid.uuid4().hex
-
-
 def b64(data):
     return base64.b64encode(data).decode("ascii")
 
 
-# A tree whose every member ignores SIGTERM; prints "up" when complete.
-TERM_IGNORING_TREE = "trap '' TERM; sleep 300 & sleep 300 & echo up; wait; sleep 300"
+def pid_written_to(s, path, timeout=20):
+    """The pid a job wrote to path in the server's world, once it is there."""
+    return int(wait_until(lambda: s.sh("cat %s 2>/dev/null || true" % path).strip(), timeout,
+                          "a pid in %s" % path))
 
 
 # --------------------------------------------------------------------------
 # Fixtures
 # --------------------------------------------------------------------------
-
-@pytest.fixture(scope="session", autouse=True)
-def mcp_bin():
-    if TARGET == "container":
-        return None
-    return _binary()
-
 
 @pytest.fixture(scope="session")
 def srv(mcp_bin):
@@ -620,27 +103,6 @@ def small(mcp_bin):
 
 
 @pytest.fixture
-def make_server(mcp_bin):
-    made = []
-
-    def factory(**kw):
-        s = Server(**kw)
-        made.append(s)
-        return s
-
-    yield factory
-    failures = []
-    for s in made:
-        if s.proc.poll() is None:
-            try:
-                s.close()
-            except AssertionError as e:
-                failures.append(str(e))
-    if failures:
-        pytest.fail("server teardown: %s" % failures)
-
-
-@pytest.fixture
 def fresh(make_server):
     return make_server()
 
@@ -649,17 +111,6 @@ def fresh(make_server):
 def pid1_server(make_server):
     needs_pid1_support()
     return make_server(pid1=True)
-
-
-@pytest.fixture(autouse=True)
-def _no_protocol_problems():
-    yield
-    problems = []
-    for s in list(_ALL_SERVERS):
-        problems += s.take_problems()
-    _ALL_SERVERS[:] = [s for s in _ALL_SERVERS if s.proc.poll() is None]
-    if problems:
-        pytest.fail("stdout protocol problems: %s" % problems)
 
 
 @pytest.fixture
@@ -784,7 +235,7 @@ def test_invalid_request_gets_32600_with_null_id(srv, line):
     assert err["error"]["code"] == -32600
     srv.roundtrip()
     with srv._cond:  # batch members must not be answered individually
-        assert _idkey(880001) not in srv.answered and _idkey(880002) not in srv.answered
+        assert idkey(880001) not in srv.answered and idkey(880002) not in srv.answered
 
 
 @pytest.mark.parametrize("line", [
@@ -800,8 +251,8 @@ def test_bad_jsonrpc_member_gets_32600(srv, line):
             if srv.null_id:
                 msg = srv.null_id.pop(0)
                 break
-            if _idkey(rid) in srv.responses:
-                msg = srv.responses.pop(_idkey(rid))[1]
+            if idkey(rid) in srv.responses:
+                msg = srv.responses.pop(idkey(rid))[1]
                 break
         assert time.monotonic() < deadline, "no reply to a request with a bad jsonrpc member"
         time.sleep(0.01)
@@ -1601,7 +1052,6 @@ def test_window_one_byte_over(small):
 # Byte window: MB scale (default 1 MiB window)
 # ==========================================================================
 
-MIB = 1024 * 1024
 SEQ300K = seq_bytes(300000)
 
 
@@ -2113,14 +1563,16 @@ def _zombies_of(s, ppid):
     return out.split()
 
 
+def _await_no_zombies_of(s, ppid, timeout=10):
+    wait_until(lambda: not _zombies_of(s, ppid), timeout,
+               lambda: "reaping the zombies %s of pid %d" % (_zombies_of(s, ppid), ppid), interval=0.05)
+
+
 def test_no_zombies_left_after_churn(srv):
     server_pid = int(srv.sh("echo $PPID"))
     for _ in range(20):
         srv.run("sh -c 'true & true &'; true &")
-    deadline = time.monotonic() + 10
-    while _zombies_of(srv, server_pid):
-        assert time.monotonic() < deadline, "zombies remain: %s" % _zombies_of(srv, server_pid)
-        time.sleep(0.05)
+    _await_no_zombies_of(srv, server_pid)
 
 
 # ==========================================================================
@@ -2139,10 +1591,7 @@ def test_pid1_reaps_orphans(pid1_server):
     orphan = int(s.tool("output", {"job_id": jid, "stdout": "all"})["stdout"]["data"])
     s.collect(jid)
     s.wait_proc_gone(orphan)
-    deadline = time.monotonic() + 10
-    while _zombies_of(s, 1):
-        assert time.monotonic() < deadline, "zombies under PID 1: %s" % _zombies_of(s, 1)
-        time.sleep(0.05)
+    _await_no_zombies_of(s, 1)
 
 
 def test_pid1_exit_status_routing(pid1_server):
@@ -2240,18 +1689,12 @@ def test_listed_jobs_are_waitable(fresh):
 def test_cancel_blocking_execute_tears_down_job(srv):
     m = marker()
     rid = srv.tool_start("execute", {"command": "echo $$ > %s; exec sleep 300" % m})
-    deadline = time.monotonic() + 20
-    while True:
-        pid = srv.sh("cat %s 2>/dev/null || true" % m).strip()
-        if pid:
-            break
-        assert time.monotonic() < deadline
-        time.sleep(0.02)
+    pid = pid_written_to(srv, m)
     before = set(srv.list_ids())
     srv.cancel(rid)
     msg = srv.response(rid)
     assert msg["error"]["code"] == -32800
-    assert srv.proc_state(int(pid)) == "gone"
+    assert srv.proc_state(pid) == "gone"
     assert set(srv.list_ids()) <= before
     srv.sh("rm -f %s" % m)
 
@@ -2259,27 +1702,18 @@ def test_cancel_blocking_execute_tears_down_job(srv):
 def test_cancel_blocking_execute_of_term_ignoring_tree(srv):
     m = marker()
     rid = srv.tool_start("execute", {"command": "trap '' TERM; sleep 300 & echo $! > %s; wait" % m})
-    deadline = time.monotonic() + 20
-    while True:
-        pid = srv.sh("cat %s 2>/dev/null || true" % m).strip()
-        if pid:
-            break
-        assert time.monotonic() < deadline
-        time.sleep(0.02)
+    pid = pid_written_to(srv, m)
     srv.cancel(rid)
     msg = srv.response(rid, timeout=30)
     assert msg["error"]["code"] == -32800
-    assert srv.proc_state(int(pid)) == "gone"
+    assert srv.proc_state(pid) == "gone"
     srv.sh("rm -f %s" % m)
 
 
 def test_cancelled_execute_never_listed(fresh):
     m = marker()
     rid = fresh.tool_start("execute", {"command": "touch %s; exec sleep 300" % m})
-    deadline = time.monotonic() + 20
-    while fresh.run("test -e %s" % m)["exit_code"] != 0:
-        assert time.monotonic() < deadline
-        time.sleep(0.02)
+    await_file(fresh, m)
     fresh.cancel(rid)
     assert fresh.response(rid)["error"]["code"] == -32800
     assert fresh.tool("list_jobs") == {"jobs": []}
@@ -2290,17 +1724,11 @@ def test_cancel_execute_blocked_writing_stdin(fresh):
     m = marker()
     rid = fresh.tool_start("execute", {"command": "echo $$ > %s; exec sleep 300" % m,
                                        "stdin": "s" * (4 * MIB), "close_stdin": True})
-    deadline = time.monotonic() + 20
-    while True:
-        pid = fresh.sh("cat %s 2>/dev/null || true" % m).strip()
-        if pid:
-            break
-        assert time.monotonic() < deadline
-        time.sleep(0.02)
+    pid = pid_written_to(fresh, m)
     assert not fresh.has_response(rid)
     fresh.cancel(rid)
     assert fresh.response(rid)["error"]["code"] == -32800
-    assert fresh.proc_state(int(pid)) == "gone"
+    assert fresh.proc_state(pid) == "gone"
     assert fresh.tool("list_jobs") == {"jobs": []}
     fresh.sh("rm -f %s" % m)
 
@@ -2394,13 +1822,6 @@ def progress_srv(mcp_bin):
     assert s.close() == 0, "graceful shutdown must exit with status 0"
 
 
-def _progress_for(s, token):
-    with s._cond:
-        return [(seq, m["params"]) for seq, m in s.notifications
-                if m.get("method") == "notifications/progress"
-                and isinstance(m.get("params"), dict) and m["params"].get("progressToken") == token]
-
-
 @pytest.mark.parametrize("token", ["tok-" + uuid.uuid4().hex[:6], 424242], ids=["string", "integer"])
 def test_progress_during_blocking_execute(progress_srv, token):
     s = progress_srv
@@ -2414,7 +1835,7 @@ def test_progress_during_blocking_execute(progress_srv, token):
     seq, msg = s.response_seq(rid, timeout=30)
     s.sh("rm -f %s" % gate)
     assert "result" in msg
-    notes = _progress_for(s, token)
+    notes = s.progress(token)
     assert len(notes) >= 3
     values = [p["progress"] for _, p in notes]
     assert values[0] == 1
@@ -2423,7 +1844,7 @@ def test_progress_during_blocking_execute(progress_srv, token):
     assert all(type(p["progressToken"]) is type(token) for _, p in notes)
     assert all(nseq < seq for nseq, _ in notes), "progress after the response"
     time.sleep(0.7)  # three intervals: nothing more may arrive for a finished request
-    assert len(_progress_for(s, token)) == len(notes)
+    assert len(s.progress(token)) == len(notes)
 
 
 def test_progress_during_wait(progress_srv):
@@ -2433,7 +1854,7 @@ def test_progress_during_wait(progress_srv):
         rid = s.tool_start("wait", {"job_ids": [jid], "timeout": 1.0}, meta={"progressToken": "w1"})
         res = s.tool_response(rid, timeout=20)
         assert s.decode(res) == [{"job_id": jid, "state": "running"}]
-        assert len(_progress_for(s, "w1")) >= 2
+        assert len(s.progress("w1")) >= 2
     finally:
         s.cleanup(jid)
 
@@ -2503,44 +1924,16 @@ def test_job_output_never_reaches_server_stdout(fresh):
     fresh.roundtrip()
     with fresh._cond:
         assert not fresh.problems and not fresh.null_id
-        assert _idkey(1) not in fresh.responses
+        assert idkey(1) not in fresh.responses
 
 
 # ==========================================================================
 # Graceful shutdown
 # ==========================================================================
 
-def _start_shutdown_scenario(s, token):
-    """One nowait TERM-ignoring tree, one in-flight blocking execute, one
-    in-flight wait.  Returns the ids of the in-flight requests."""
-    env = {"MCPX_TOKEN": token}
-    jid = s.job(TERM_IGNORING_TREE, env=env)
-    s.poll_output(jid, lambda d: d == "up\n")
-    m = marker()
-    ex = s.tool_start("execute", {"command": "trap '' TERM; touch %s; sleep 300 & wait" % m, "env": env})
-    deadline = time.monotonic() + 20
-    while s.run("test -e %s" % m)["exit_code"] != 0:
-        assert time.monotonic() < deadline
-        time.sleep(0.02)
-    s.sh("rm -f %s" % m)
-    wt = s.tool_start("wait", {"job_ids": [jid], "timeout": 120})
-    s.roundtrip()
-    if TARGET != "container":
-        assert host_pids_with_token(token), "the survivor scan must see the running jobs"
-    return [ex, wt]
-
-
-def _assert_inflight_cancelled(s, ids):
-    for rid in ids:
-        with s._cond:
-            entry = s.responses.pop(_idkey(rid), None)
-        assert entry is not None, "in-flight request %s was never answered" % rid
-        assert entry[1].get("error", {}).get("code") == -32800, entry
-
-
 def test_shutdown_on_stdin_eof(fresh):
     token = uuid.uuid4().hex
-    inflight = _start_shutdown_scenario(fresh, token)
+    inflight = start_shutdown_scenario(fresh, token)
     t0 = time.monotonic()
     fresh.close_stdin()
     rc = fresh.wait_exit(10 + SLACK)
@@ -2548,7 +1941,7 @@ def test_shutdown_on_stdin_eof(fresh):
     fresh._reader.join(5)
     assert elapsed < 5 + SLACK, "took %.1fs" % elapsed
     assert rc == 0
-    _assert_inflight_cancelled(fresh, inflight)
+    assert_inflight_cancelled(fresh, inflight)
     assert_no_survivors(token)
 
 
@@ -2556,7 +1949,7 @@ def test_shutdown_on_stdin_eof(fresh):
                          ids=["TERM", "INT", "HUP"])
 def test_shutdown_on_signal(fresh, sig):
     token = uuid.uuid4().hex
-    inflight = _start_shutdown_scenario(fresh, token)
+    inflight = start_shutdown_scenario(fresh, token)
     t0 = time.monotonic()
     fresh.send_signal(sig)
     rc = fresh.wait_exit(10 + SLACK)
@@ -2564,7 +1957,7 @@ def test_shutdown_on_signal(fresh, sig):
     fresh._reader.join(5)
     assert elapsed < 5 + SLACK, "took %.1fs" % elapsed
     assert rc == 0
-    _assert_inflight_cancelled(fresh, inflight)
+    assert_inflight_cancelled(fresh, inflight)
     assert_no_survivors(token)
 
 
@@ -2643,7 +2036,7 @@ def test_progress_during_kill(progress_srv):
                        meta={"progressToken": "k1"})
     r = s.decode(s.tool_response(rid, timeout=30))
     assert r["terminated"] is True and r["escalated"] is True
-    notes = _progress_for(s, "k1")
+    notes = s.progress("k1")
     assert len(notes) >= 2
     assert [p["progress"] for _, p in notes][0] == 1
 
@@ -2669,10 +2062,8 @@ def test_slow_client_does_not_stall_capture(fresh):
     try:
         pending = [fresh.tool_start("output", {"job_id": big, "stdout": "all"}) for _ in range(12)]
         open(gate, "w").close()
-        deadline = time.monotonic() + 30
-        while not os.path.exists(done):
-            assert time.monotonic() < deadline, "job output capture stalled behind a slow client"
-            time.sleep(0.05)
+        wait_until(lambda: os.path.exists(done), 30,
+                   "the job's capture getting past a slow client", interval=0.05)
     finally:
         fresh.read_gate.set()
     for rid in pending:
@@ -2694,5 +2085,5 @@ def test_shutdown_answers_blocked_input_with_32800(fresh):
     fresh.close_stdin()
     assert fresh.wait_exit(10 + SLACK) == 0
     fresh._reader.join(5)
-    _assert_inflight_cancelled(fresh, [rid])
+    assert_inflight_cancelled(fresh, [rid])
     assert_no_survivors(token)
