@@ -604,9 +604,9 @@ func fzCompareReads(t *testing.T, what string, w *window, ref *refWindow, c byte
 		}
 	}
 	start, total := ref.span()
-	check("readAll", w.readAll(), ref.readAll())
+	check("readAll", w.readAll(0), ref.readAll())
 	for _, n := range []int64{-1, 0, 1, 2, int64(c % 7), 1 << 40} {
-		check(fmt.Sprintf("readTail(%d)", n), w.readTail(n), ref.readTail(n))
+		check(fmt.Sprintf("readTail(%d)", n), w.readTail(n, 0), ref.readTail(n))
 	}
 	froms := []int64{-1, start - 1, start, start + 1, total - 1, total, total + 1, int64(c) * total / 255}
 	lengths := []int64{-1, 0, 1, 3, int64(c % 5), int64(ref.limit)}
@@ -617,7 +617,7 @@ func fzCompareReads(t *testing.T, what string, w *window, ref *refWindow, c byte
 		for _, length := range lengths {
 			for _, unaligned := range []bool{false, true} {
 				check(fmt.Sprintf("readRange(%d, %d, %v)", from, length, unaligned),
-					w.readRange(from, length, unaligned), ref.readRange(from, length, unaligned))
+					w.readRange(from, length, unaligned, 0), ref.readRange(from, length, unaligned))
 			}
 		}
 	}

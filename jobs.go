@@ -439,8 +439,13 @@ func (r *registry) keep(j *job, d time.Duration) {
 // its job's stdin for the job to count as waiting for input.
 const inputWaitDuration = time.Second
 
-// inputProbeInterval is how often a call that yields for input looks.
+// inputProbeInterval is how often a blocked call looks for input wanted.
 const inputProbeInterval = 250 * time.Millisecond
+
+// lookAtMostJobs bounds the jobs a blocked wait looks at for input wanted:
+// a look reads /proc, and a wait on a thousand jobs is a fan-in, not a
+// conversation.
+const lookAtMostJobs = 16
 
 // inputSighting is a process seen blocked reading its job's stdin: which,
 // since when, and how often it had run then.
@@ -460,6 +465,21 @@ func (j *job) waitingForInput() bool {
 		return false
 	}
 	return j.waitingForInputAmong(groupMembers(j.pid))
+}
+
+// seenWaiting reports whether j might be waiting for input without looking
+// at /proc: a look has seen a reader that it has not seen go since. Only
+// such a job can be waiting for input by a look now.
+func (j *job) seenWaiting() bool {
+	j.inputMu.Lock()
+	defer j.inputMu.Unlock()
+	return j.sighting.pid != 0
+}
+
+// waitingForInputSeen is waitingForInput for a job a look has already seen
+// reading, and false without a look for any other: cheap for many jobs.
+func (j *job) waitingForInputSeen() bool {
+	return j.seenWaiting() && j.waitingForInput()
 }
 
 // waitingForInputAmong is waitingForInput with the job's processes already
@@ -498,6 +518,7 @@ func (r *registry) await(w *waiter, jobs []*job, opts awaitOptions) (delivered m
 	jobs = distinct(jobs) // a wait that names a job twice is one call under way on it
 	r.watch(jobs, 1)
 	defer r.watch(jobs, -1)
+	nextLook := time.Now().Add(inputProbeInterval) // when to look for input next
 	for {
 		delivered, changed := r.deliverAmong(jobs)
 		if len(delivered) > 0 || opts.poll {
@@ -507,12 +528,17 @@ func (r *registry) await(w *waiter, jobs []*job, opts awaitOptions) (delivered m
 			return nil, false, nil
 		}
 		wake := opts.deadline
-		if opts.yieldOnInput {
-			if anyWaitingForInput(jobs) {
-				return nil, true, nil
+		if opts.yieldOnInput || len(jobs) <= lookAtMostJobs {
+			// The first look only starts the clock, so it waits an interval:
+			// a job that ends at once costs no look at /proc.
+			if now := time.Now(); !now.Before(nextLook) {
+				if anyWaitingForInput(jobs) && opts.yieldOnInput {
+					return nil, true, nil
+				}
+				nextLook = now.Add(inputProbeInterval)
 			}
-			if next := time.Now().Add(inputProbeInterval); wake.IsZero() || next.Before(wake) {
-				wake = next
+			if wake.IsZero() || nextLook.Before(wake) {
+				wake = nextLook
 			}
 		}
 		if err := w.sleep(changed, wake, func() string { return describeWait(jobs) }); err != nil {
@@ -521,14 +547,23 @@ func (r *registry) await(w *waiter, jobs []*job, opts awaitOptions) (delivered m
 	}
 }
 
-// anyWaitingForInput reports whether one of jobs waits for input.
+// anyWaitingForInput looks at every running one of jobs, in one pass over
+// /proc, and reports whether one waits for input.
 func anyWaitingForInput(jobs []*job) bool {
+	var groups map[int][]procInfo
+	waiting := false
 	for _, j := range jobs {
-		if j.waitingForInput() {
-			return true
+		if j.terminal() {
+			continue
+		}
+		if groups == nil {
+			groups = processGroups()
+		}
+		if j.waitingForInputAmong(groups[j.pid]) {
+			waiting = true
 		}
 	}
-	return false
+	return waiting
 }
 
 // distinct returns jobs without repeats, in their first order.
@@ -574,7 +609,7 @@ func (r *registry) deliverAmong(jobs []*job) (map[string]*job, <-chan struct{}) 
 // describeWait says what a blocked wait is waiting for, for progress.
 func describeWait(jobs []*job) string {
 	for _, j := range jobs {
-		if j.waitingForInput() {
+		if j.waitingForInputSeen() {
 			return fmt.Sprintf("job %s is waiting for input on stdin", j.id)
 		}
 	}

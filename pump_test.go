@@ -34,7 +34,7 @@ func TestOrphanOutputCapturedAfterExit(t *testing.T) {
 	j := startJob(t, reg, "echo x; (sleep 0.2; echo late) &")
 	awaitDone(t, j)
 	eventually(t, 10*time.Second, "the orphan's line is captured", func() bool {
-		return string(j.stdout.readAll().data) == "x\nlate\n"
+		return string(j.stdout.readAll(0).data) == "x\nlate\n"
 	})
 	collect(t, reg, j)
 }

@@ -65,54 +65,51 @@ func statusOf(j *job) *resultJSON {
 
 // resultOf is a finished job's result, delivered by the caller, with the
 // slices its capture policy selects for how it ended and what that left out.
-func resultOf(j *job) *resultJSON {
+func resultOf(j *job) *resultJSON { return resultWithin(j, 0) }
+
+// resultWithin is resultOf for a reply that can carry at most limit bytes
+// of a stream (0: no limit): only the ends of a bigger slice are read.
+func resultWithin(j *job, limit int) *resultJSON {
 	r := statusOf(j)
 	c := j.policy.onSuccess
 	if r.State != stateSuccess {
 		c = j.policy.onError
 	}
-	r.Stdout, r.Stderr = sliceOf(j.stdout, c.stdout), sliceOf(j.stderr, c.stderr)
 	r.delivered = j
 	for _, s := range []struct {
 		name  string
 		w     *window
-		slice *sliceJSON
-	}{{"stdout", j.stdout, r.Stdout}, {"stderr", j.stderr, r.Stderr}} {
-		if n := uncaptured(s.w, s.slice); n > 0 {
+		spec  streamSpec
+		slice **sliceJSON
+	}{{"stdout", j.stdout, c.stdout, &r.Stdout}, {"stderr", j.stderr, c.stderr, &r.Stderr}} {
+		var left int64
+		*s.slice, left = sliceWithin(s.w, s.spec, limit)
+		if left > 0 {
 			if r.Uncaptured == nil {
 				r.Uncaptured = map[string]int64{}
 			}
-			r.Uncaptured[s.name] = n
+			r.Uncaptured[s.name] = left
 		}
 	}
 	return r
 }
 
-// uncaptured is how many bytes of w's stream the capture's slice (nil:
-// none) leaves out without saying so: neither returned nor counted as
-// dropped. It is taken before a reply budget cuts the slice, whose gap then
-// says what the cut left out.
-func uncaptured(w *window, s *sliceJSON) int64 {
-	_, total := w.stats()
-	if s == nil {
-		return total
-	}
-	told := int64(s.Bytes)
-	if s.DroppedBytes != nil {
-		told += *s.DroppedBytes // a kept head's gap is dropped bytes too
-	}
-	if s.Tail != nil {
-		told += int64(s.Tail.Bytes)
-	}
-	return max(total-told, 0)
-}
-
 // sliceOf reads spec from w; nil for "none".
 func sliceOf(w *window, spec streamSpec) *sliceJSON {
+	s, _ := sliceWithin(w, spec, 0)
+	return s
+}
+
+// sliceWithin reads spec from w (nil for "none"), copying only the ends of
+// a range longer than 2*limit bytes (limit 0: all of it). It also returns
+// how many bytes of the stream the spec leaves out without saying so:
+// neither read, nor counted as dropped, nor left out only for size.
+func sliceWithin(w *window, spec streamSpec, limit int) (*sliceJSON, int64) {
 	if spec.kind == streamNone {
-		return nil
+		_, total := w.stats()
+		return nil, total
 	}
-	s := w.serve(spec)
+	s := w.serveWithin(spec, int64(limit))
 	out := &sliceJSON{Data: string(s.data), Offset: s.offset, Bytes: len(s.data), TotalBytes: s.total, Truncated: s.truncated}
 	if s.truncated {
 		out.DroppedBytes = &s.dropped
@@ -121,7 +118,11 @@ func sliceOf(w *window, spec streamSpec) *sliceJSON {
 		out.Omitted = &gapJSON{Offset: s.offset + int64(len(s.data)), Bytes: s.omitted}
 		out.Tail = &tailJSON{Data: string(s.tail), Offset: s.tailOffset, Bytes: len(s.tail)}
 	}
-	return out
+	left := s.total - int64(len(s.data)) - int64(len(s.tail)) - s.cut
+	if s.truncated {
+		left -= s.dropped
+	}
+	return out, max(left, 0)
 }
 
 // killJSON is the wire form of kill's answer.

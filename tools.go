@@ -442,7 +442,7 @@ func runExecute(c *toolCall, a *executeArgs) (any, error) {
 	}
 	j, started := c.reg.start(req)
 	if !started {
-		return resultOf(j), nil
+		return resultWithin(j, c.replyBudget()), nil
 	}
 	if limit > 0 {
 		j.limitTime(limit, c.cfg.killGrace)
@@ -469,7 +469,7 @@ func runExecute(c *toolCall, a *executeArgs) (any, error) {
 	if delivered[j.id] == nil { // yielded: the job runs on, to be collected by wait
 		return &resultJSON{JobID: j.id, State: stateRunning, Yielded: true, WaitingForInput: inputWanted || j.waitingForInput()}, nil
 	}
-	return resultOf(j), nil
+	return resultWithin(j, c.replyBudget()), nil
 }
 
 // startRequestOf checks execute's arguments and makes its start request.
@@ -525,9 +525,9 @@ func runWait(c *toolCall, a *waitArgs) (any, error) {
 	entries := make([]*resultJSON, len(jobs))
 	for i, j := range jobs {
 		if delivered[j.id] != nil {
-			entries[i] = resultOf(j)
+			entries[i] = resultWithin(j, c.replyBudget())
 		} else {
-			entries[i] = &resultJSON{JobID: j.id, State: stateRunning, WaitingForInput: j.waitingForInput()}
+			entries[i] = &resultJSON{JobID: j.id, State: stateRunning, WaitingForInput: j.waitingForInputSeen()}
 		}
 	}
 	return entries, nil
@@ -550,7 +550,8 @@ func liveStatusOf(j *job) *resultJSON {
 func runOutput(c *toolCall, a *outputArgs) (any, error) {
 	j := c.job(a.JobID)
 	r := liveStatusOf(j)
-	r.Stdout, r.Stderr = sliceOf(j.stdout, a.Stdout), sliceOf(j.stderr, a.Stderr)
+	r.Stdout, _ = sliceWithin(j.stdout, a.Stdout, c.replyBudget())
+	r.Stderr, _ = sliceWithin(j.stderr, a.Stderr, c.replyBudget())
 	return r, nil
 }
 
@@ -581,7 +582,7 @@ func runKill(c *toolCall, a *killArgs) (any, error) {
 	k := &killJSON{JobID: j.id, Terminated: out.terminated, AlreadyTerminated: out.alreadyTerminated,
 		SignalSent: int(out.sent), Escalated: out.escalated}
 	if out.terminated {
-		k.Result = resultOf(j)
+		k.Result = resultWithin(j, c.replyBudget())
 	} else {
 		k.State, k.Detail = j.outcome().state, out.survivors
 	}

@@ -114,11 +114,55 @@ type slice struct {
 	truncated bool  // the request reached into dropped bytes
 	dropped   int64 // requested bytes that were already dropped
 
-	// A slice with a gap (the kept head, then the window) also has the
-	// bytes after the gap; omitted counts the bytes between the two.
+	// A slice with a gap (the kept head, then the window; or a read too big
+	// for its reply, of which only the ends were copied) also has the bytes
+	// after the gap; omitted counts the bytes between the two, and cut how
+	// many of those are still retained but were not copied.
 	omitted    int64
 	tail       []byte
 	tailOffset int64
+	cut        int64
+}
+
+// copyEnds fills s with [from, to): all of it, or, when that is longer than
+// 2*limit bytes (limit > 0), only its first and last limit bytes, cut on
+// character boundaries, with the gap between them. A reply can never carry
+// more than limit bytes of a stream, so a big window is not copied whole
+// only to be cut. Caller holds w.mu.
+func (w *window) copyEnds(s *slice, from, to, limit int64) {
+	s.offset = from
+	if limit <= 0 || to-from <= 2*limit {
+		s.data = w.copyRange(from, to)
+		return
+	}
+	s.data = trimPartialRune(w.copyRange(from, from+limit))
+	s.tail, s.tailOffset = w.copyTail(to-limit, to)
+	s.omitted = s.tailOffset - (from + int64(len(s.data)))
+	s.cut = s.omitted
+}
+
+// copyTail copies [from, to) without the bytes at its start that continue a
+// character begun before from.
+func (w *window) copyTail(from, to int64) ([]byte, int64) {
+	b := w.copyRange(from, to)
+	skip := 0
+	for skip < len(b) && skip < utf8.UTFMax-1 && !utf8.RuneStart(b[skip]) {
+		skip++
+	}
+	return b[skip:], from + int64(skip)
+}
+
+// trimPartialRune drops an incomplete character from the end of b.
+func trimPartialRune(b []byte) []byte {
+	for k := 1; k < utf8.UTFMax && k <= len(b); k++ {
+		if utf8.RuneStart(b[len(b)-k]) {
+			if !utf8.FullRune(b[len(b)-k:]) {
+				return b[:len(b)-k]
+			}
+			break
+		}
+	}
+	return b
 }
 
 // span returns the range [start, total) the ring retains, under the
@@ -210,7 +254,7 @@ func (w *window) copyRange(from, to int64) []byte {
 
 // readRange serves {"from", "length"} (length < 0 means to the end). Unless
 // unaligned, the range widens so no UTF-8 character is split at either edge.
-func (w *window) readRange(from, length int64, unaligned bool) slice {
+func (w *window) readRange(from, length int64, unaligned bool, limit int64) slice {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	start, total := w.contiguous()
@@ -243,30 +287,38 @@ func (w *window) readRange(from, length int64, unaligned bool) slice {
 	if !unaligned {
 		from, to = w.align(from, to, start, total)
 	}
-	s.offset, s.data = from, w.copyRange(from, to)
+	w.copyEnds(&s, from, to, limit)
 	return s
 }
 
 // readAll serves "all": the whole retained window, and the kept head before
 // it as a slice with a gap when the window has moved past the head.
-func (w *window) readAll() slice {
+func (w *window) readAll(limit int64) slice {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	start, total := w.contiguous()
-	s := slice{data: w.copyRange(start, total), offset: start, total: total,
-		truncated: start > 0, dropped: start}
-	if headEnd := int64(len(w.head)); start > 0 && headEnd > 0 {
-		s.tail, s.tailOffset = s.data, start
-		s.data, s.offset = w.copyRange(0, headEnd), 0
-		s.omitted, s.dropped = start-headEnd, start-headEnd
+	s := slice{total: total, truncated: start > 0, dropped: start}
+	headEnd := int64(len(w.head))
+	if start == 0 || headEnd == 0 {
+		w.copyEnds(&s, start, total, limit)
+		return s
 	}
+	s.data, s.offset = w.copyRange(0, headEnd), 0
+	s.dropped = start - headEnd
+	tailFrom := start
+	if limit > 0 && total-start > limit {
+		tailFrom = total - limit
+	}
+	s.tail, s.tailOffset = w.copyTail(tailFrom, total)
+	s.omitted = s.tailOffset - headEnd
+	s.cut = s.tailOffset - start
 	return s
 }
 
 // readTail serves {"tail": n}: the last n lines of the retained window, line
 // endings kept; an unterminated last line counts as a line. Asking for more
 // lines than the window holds after it dropped its head is a truncated read.
-func (w *window) readTail(n int64) slice {
+func (w *window) readTail(n int64, limit int64) slice {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	start, total := w.contiguous()
@@ -280,13 +332,16 @@ func (w *window) readTail(n int64) slice {
 	for p > start {
 		if w.at(p-1) == '\n' {
 			if n--; n == 0 {
-				return slice{data: w.copyRange(p, total), offset: p, total: total}
+				s := slice{total: total}
+				w.copyEnds(&s, p, total, limit)
+				return s
 			}
 		}
 		p--
 	}
-	return slice{data: w.copyRange(start, total), offset: start, total: total,
-		truncated: start > 0, dropped: start}
+	s := slice{total: total, truncated: start > 0, dropped: start}
+	w.copyEnds(&s, start, total, limit)
+	return s
 }
 
 // align widens [from, to) to whole UTF-8 characters inside [start, total):
@@ -342,14 +397,18 @@ func (w *window) stats() (start, total int64) {
 }
 
 // serve reads what spec selects.
-func (w *window) serve(spec streamSpec) slice {
+func (w *window) serve(spec streamSpec) slice { return w.serveWithin(spec, 0) }
+
+// serveWithin reads what spec selects, copying only the first and last
+// limit bytes of a bigger range (limit 0: everything).
+func (w *window) serveWithin(spec streamSpec, limit int64) slice {
 	switch spec.kind {
 	case streamAll:
-		return w.readAll()
+		return w.readAll(limit)
 	case streamTail:
-		return w.readTail(spec.tail)
+		return w.readTail(spec.tail, limit)
 	case streamRange:
-		return w.readRange(spec.from, spec.length, spec.unaligned)
+		return w.readRange(spec.from, spec.length, spec.unaligned, limit)
 	}
 	_, total := w.stats()
 	return slice{offset: total, total: total}

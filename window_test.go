@@ -182,7 +182,7 @@ func TestWindowWrites(t *testing.T) {
 				}
 				ref.write(p)
 			}
-			got, want := w.readAll(), ref.readAll()
+			got, want := w.readAll(0), ref.readAll()
 			if d := sameSlice(got, want); d != "" {
 				t.Fatalf("readAll: %s", d)
 			}
@@ -211,7 +211,7 @@ func TestWindowOffsetsAfterWrap(t *testing.T) {
 		t.Fatalf("stats() = %d, %d; want 248, 258", start, total)
 	}
 	for from := start; from <= total; from++ {
-		s := w.readRange(from, 4, true)
+		s := w.readRange(from, 4, true, 0)
 		if s.offset != from || s.truncated {
 			t.Fatalf("readRange(%d, 4): offset %d truncated %v", from, s.offset, s.truncated)
 		}
@@ -261,7 +261,7 @@ func TestWindowReadRange(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			for _, unaligned := range []bool{false, true} {
-				s := tc.w.readRange(tc.from, tc.length, unaligned)
+				s := tc.w.readRange(tc.from, tc.length, unaligned, 0)
 				want := slice{data: []byte(tc.data), offset: tc.offset, total: s.total, truncated: tc.dropped > 0, dropped: tc.dropped}
 				if d := sameSlice(s, want); d != "" {
 					t.Errorf("readRange(%d, %d, unaligned=%v): %s", tc.from, tc.length, unaligned, d)
@@ -306,7 +306,7 @@ func TestWindowReadTail(t *testing.T) {
 			t.Parallel()
 			w := newWindow(tc.limit, 0)
 			w.Write([]byte(tc.written))
-			s := w.readTail(tc.n)
+			s := w.readTail(tc.n, 0)
 			want := slice{data: []byte(tc.data), offset: tc.offset, total: int64(len(tc.written)), truncated: tc.dropped > 0, dropped: tc.dropped}
 			if d := sameSlice(s, want); d != "" {
 				t.Errorf("readTail(%d) of %q (limit %d): %s", tc.n, tc.written, tc.limit, d)
@@ -335,7 +335,7 @@ func TestWindowAlignEveryOffset(t *testing.T) {
 			inside := func(p int64) bool { return c0 < p && p < c1 }
 			for from := base; from <= base+int64(len(content)); from++ {
 				for to := from; to <= base+int64(len(content)); to++ {
-					u := w.readRange(from, to-from, true)
+					u := w.readRange(from, to-from, true, 0)
 					if u.offset != from || !bytes.Equal(u.data, content[from-base:to-base]) {
 						t.Fatalf("%q phase %d unaligned [%d,%d): offset %d data %q", ch, phase, from, to, u.offset, u.data)
 					}
@@ -349,7 +349,7 @@ func TestWindowAlignEveryOffset(t *testing.T) {
 					if from == to {
 						wantTo = wantFrom
 					}
-					a := w.readRange(from, to-from, false)
+					a := w.readRange(from, to-from, false, 0)
 					if a.offset != wantFrom || !bytes.Equal(a.data, content[wantFrom-base:wantTo-base]) {
 						t.Fatalf("%q phase %d aligned [%d,%d): offset %d data %q; want offset %d data %q",
 							ch, phase, from, to, a.offset, a.data, wantFrom, content[wantFrom-base:wantTo-base])
@@ -370,7 +370,7 @@ func TestWindowAlignEdges(t *testing.T) {
 		w := newWindow(5, 0)
 		w.Write([]byte("😀xyz")) // 7 bytes; retained: the last two bytes of 😀, then xyz
 		for _, from := range []int64{2, 3} {
-			s := w.readRange(from, -1, false)
+			s := w.readRange(from, -1, false, 0)
 			if s.offset != from || !bytes.Equal(s.data, []byte("😀xyz")[from:]) {
 				t.Errorf("readRange(%d): offset %d data %q; the lead byte is gone, so from cannot move back", from, s.offset, s.data)
 			}
@@ -380,7 +380,7 @@ func TestWindowAlignEdges(t *testing.T) {
 		t.Parallel()
 		w := newWindow(64, 0)
 		w.Write([]byte("ab\xe2\x82"))
-		s := w.readRange(0, 3, false)
+		s := w.readRange(0, 3, false, 0)
 		if s.offset != 0 || string(s.data) != "ab\xe2" {
 			t.Errorf("readRange(0, 3) = %d %q; an incomplete character is not a character", s.offset, s.data)
 		}
@@ -389,7 +389,7 @@ func TestWindowAlignEdges(t *testing.T) {
 		t.Parallel()
 		w := newWindow(64, 0)
 		w.Write([]byte("a\x80\x80\xffb"))
-		s := w.readRange(2, 1, false)
+		s := w.readRange(2, 1, false, 0)
 		if s.offset != 2 || string(s.data) != "\x80" {
 			t.Errorf("readRange(2, 1) = %d %q", s.offset, s.data)
 		}
@@ -398,7 +398,7 @@ func TestWindowAlignEdges(t *testing.T) {
 		t.Parallel()
 		w := newWindow(64, 0)
 		w.Write([]byte("a€b"))
-		s := w.readRange(2, 0, false)
+		s := w.readRange(2, 0, false, 0)
 		if s.offset != 1 || len(s.data) != 0 {
 			t.Errorf("readRange(2, 0) = %d %q; want empty at the character's first byte", s.offset, s.data)
 		}
@@ -407,7 +407,7 @@ func TestWindowAlignEdges(t *testing.T) {
 		t.Parallel()
 		w := newWindow(64, 0)
 		w.Write([]byte("a\uFFFDb"))
-		s := w.readRange(2, 1, false)
+		s := w.readRange(2, 1, false, 0)
 		if s.offset != 1 || string(s.data) != "\uFFFD" {
 			t.Errorf("readRange(2, 1) = %d %q", s.offset, s.data)
 		}
@@ -479,9 +479,9 @@ func diffWindow(t *testing.T, data, cuts []byte, size uint16) {
 		data = data[n:]
 
 		start, total := ref.span()
-		check("readAll", w.readAll(), ref.readAll())
+		check("readAll", w.readAll(0), ref.readAll())
 		for _, tail := range []int64{-1, 0, 1, 2, int64(c % 7), 1 << 40} {
-			check(fmt.Sprintf("readTail(%d)", tail), w.readTail(tail), ref.readTail(tail))
+			check(fmt.Sprintf("readTail(%d)", tail), w.readTail(tail, 0), ref.readTail(tail))
 		}
 		froms := []int64{-1, 0, start - 1, start, start + 1, total - 1, total, total + 1, int64(c) * total / 255}
 		lengths := []int64{-1, 0, 1, 2, 3, int64(c % 5), int64(limit)}
@@ -494,7 +494,7 @@ func diffWindow(t *testing.T, data, cuts []byte, size uint16) {
 			for _, length := range lengths {
 				for _, unaligned := range []bool{false, true} {
 					check(fmt.Sprintf("readRange(%d, %d, %v)", from, length, unaligned),
-						w.readRange(from, length, unaligned), ref.readRange(from, length, unaligned))
+						w.readRange(from, length, unaligned, 0), ref.readRange(from, length, unaligned))
 				}
 			}
 		}
@@ -591,13 +591,13 @@ func TestWindowConcurrentWritesAndReads(t *testing.T) {
 			defer wg.Done()
 			for i := 0; i < 500; i++ {
 				w.Write([]byte("0123456789"))
-				w.readTail(2)
-				w.readRange(int64(i), 7, false)
+				w.readTail(2, 0)
+				w.readRange(int64(i), 7, false, 0)
 			}
 		}()
 	}
 	wg.Wait()
-	s := w.readAll()
+	s := w.readAll(0)
 	if s.total != 4*500*10 || len(s.data) != 100 || string(s.data) != strings.Repeat("0123456789", 10) {
 		t.Fatalf("after concurrent writes: total %d, %q", s.total, s.data)
 	}
@@ -620,25 +620,25 @@ func TestWindowKeepsHead(t *testing.T) {
 			}
 			_, _ = w.Write(piece)
 		}
-		all := w.readAll()
+		all := w.readAll(0)
 		if string(all.data) != "0123" || all.offset != 0 || all.omitted != 6 || string(all.tail) != "abcdefghij" ||
 			all.tailOffset != 10 || !all.truncated || all.dropped != 6 || all.total != 20 {
 			t.Errorf("direct %v: all = %+v", direct, all)
 		}
-		if r := w.readRange(2, 5, false); string(r.data) != "23" || r.offset != 2 || r.truncated {
+		if r := w.readRange(2, 5, false, 0); string(r.data) != "23" || r.offset != 2 || r.truncated {
 			t.Errorf("direct %v: range in the head = %+v", direct, r)
 		}
-		if r := w.readRange(5, 3, false); string(r.data) != "abc" || r.offset != 10 || !r.truncated || r.dropped != 3 {
+		if r := w.readRange(5, 3, false, 0); string(r.data) != "abc" || r.offset != 10 || !r.truncated || r.dropped != 3 {
 			t.Errorf("direct %v: range in the gap = %+v", direct, r)
 		}
-		if r := w.readTail(1); string(r.data) != "abcdefghij" || r.offset != 10 || !r.truncated {
+		if r := w.readTail(1, 0); string(r.data) != "abcdefghij" || r.offset != 10 || !r.truncated {
 			t.Errorf("direct %v: tail = %+v", direct, r)
 		}
 	}
 	// While the head still reaches the window, everything is one range.
 	w := newWindow(10, 8)
 	_, _ = w.Write(stream[:15])
-	if all := w.readAll(); string(all.data) != string(stream[:15]) || all.offset != 0 || all.truncated || all.tail != nil {
+	if all := w.readAll(0); string(all.data) != string(stream[:15]) || all.offset != 0 || all.truncated || all.tail != nil {
 		t.Errorf("head meeting the window: all = %+v", all)
 	}
 }

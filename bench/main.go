@@ -38,6 +38,7 @@ type row struct {
 	Ratio  float64 `json:"ratio"`
 	Target string  `json:"target"`
 	Pass   bool    `json:"pass"`
+	Note   string  `json:"note,omitempty"` // why a row missed when it is not the figure
 }
 
 func main() {
@@ -50,17 +51,19 @@ func main() {
 	check(err)
 	type bench struct {
 		name string
-		run  func(bin string) row
+		run  func(bin string) []row // rows without a name take the bench's
 	}
 	benches := []bench{
-		{"execute round trip", benchRoundTrip},
-		{"capture throughput", benchThroughput},
-		{"memory", benchMemory},
-		{"startup", benchStartup},
-		{"idle cost", benchIdle},
-		{"delivery delay", benchDelivery},
-		{"wait fan-in", benchFanIn},
-		{"list_jobs", benchListJobs},
+		{"execute round trip", one(benchRoundTrip)},
+		{"agent round trip", one(benchAgentRoundTrip)},
+		{"capture throughput", one(benchThroughput)},
+		{"memory", one(benchMemory)},
+		{"startup", one(benchStartup)},
+		{"idle cost", one(benchIdle)},
+		{"delivery delay", one(benchDelivery)},
+		{"wait fan-in", one(benchFanIn)},
+		{"list_jobs", one(benchListJobs)},
+		{"budget cut", benchBudgetCut},
 	}
 	var rows []row
 	fmt.Printf("%-20s %14s %14s %8s  %-10s %s\n", "figure", "mcp-exec", "floor", "ratio", "target", "")
@@ -69,14 +72,20 @@ func main() {
 		if *only != "" && !strings.Contains(b.name, *only) {
 			continue
 		}
-		r := b.run(bin)
-		r.Name = b.name
-		rows = append(rows, r)
-		verdict := "ok"
-		if !r.Pass {
-			verdict, failed = "MISSED", true
+		for _, r := range b.run(bin) {
+			if r.Name == "" {
+				r.Name = b.name
+			}
+			rows = append(rows, r)
+			verdict := "ok"
+			if !r.Pass {
+				verdict, failed = "MISSED", true
+			}
+			if r.Note != "" {
+				verdict += ": " + r.Note
+			}
+			fmt.Printf("%-20s %12.3f%-2s %12.3f%-2s %8.3f  %-10s %s\n", r.Name, r.Value, r.Unit, r.Floor, r.Unit, r.Ratio, r.Target, verdict)
 		}
-		fmt.Printf("%-20s %12.3f%-2s %12.3f%-2s %8.3f  %-10s %s\n", r.Name, r.Value, r.Unit, r.Floor, r.Unit, r.Ratio, r.Target, verdict)
 	}
 	if *jsonOut != "" {
 		b, _ := json.MarshalIndent(rows, "", "  ")
@@ -85,6 +94,11 @@ func main() {
 	if failed {
 		os.Exit(1)
 	}
+}
+
+// one makes a single-row bench.
+func one(f func(bin string) row) func(bin string) []row {
+	return func(bin string) []row { return []row{f(bin)} }
 }
 
 func check(err error) {
@@ -244,23 +258,53 @@ func benchRoundTrip(bin string) row {
 	defer s.stop()
 	var ours, bare []time.Duration
 	for i := 0; i < *rounds; i++ { // interleaved, so drift hits both alike
-		req := fmt.Appendf(nil, `{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"execute","arguments":{"command":"true"}}}`+"\n", i)
+		ours = append(ours, s.executeTrue(i))
 		t := time.Now()
-		_, err := s.in.Write(req)
-		check(err)
-		reply, err := s.out.ReadBytes('\n')
-		check(err)
-		ours = append(ours, time.Since(t))
-		if !strings.Contains(string(reply), `\"state\":\"success\"`) {
-			check(fmt.Errorf("unexpected reply: %s", reply))
-		}
-		t = time.Now()
 		check(exec.Command("/bin/sh", "-c", "true").Run())
 		bare = append(bare, time.Since(t))
 	}
 	v, f := median(ours), median(bare)
 	r := float64(v) / float64(f)
 	return row{Value: ms(v), Floor: ms(f), Unit: "ms", Ratio: r, Target: "<= 1.3", Pass: r <= 1.3}
+}
+
+// executeTrue times one blocking execute {"command":"true"} as a lean
+// client does it: prepared request bytes written, the reply line read.
+func (s *server) executeTrue(id int) time.Duration {
+	req := fmt.Appendf(nil, `{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"execute","arguments":{"command":"true"}}}`+"\n", id)
+	t := time.Now()
+	_, err := s.in.Write(req)
+	check(err)
+	reply, err := s.out.ReadBytes('\n')
+	check(err)
+	d := time.Since(t)
+	if !strings.Contains(string(reply), `\"state\":\"success\"`) {
+		check(fmt.Errorf("unexpected reply: %s", reply))
+	}
+	return d
+}
+
+func benchAgentRoundTrip(bin string) row {
+	// The agent profile's defaults (reply budget, yield_after, capture,
+	// head retention) must cost a short call nothing: the same round trip
+	// on a server with default settings is the floor, interleaved.
+	agent := launch(bin, "MCP_EXEC_PROFILE=agent")
+	defer agent.stop()
+	compat := launch(bin)
+	defer compat.stop()
+	var ours, base []time.Duration
+	for i := 0; i < *rounds; i++ {
+		if i%2 == 0 { // alternate which goes first
+			ours = append(ours, agent.executeTrue(i))
+			base = append(base, compat.executeTrue(i))
+		} else {
+			base = append(base, compat.executeTrue(i))
+			ours = append(ours, agent.executeTrue(i))
+		}
+	}
+	v, f := median(ours), median(base)
+	r := float64(v) / float64(f)
+	return row{Value: ms(v), Floor: ms(f), Unit: "ms", Ratio: r, Target: "<= 1.05", Pass: r <= 1.05}
 }
 
 func benchThroughput(bin string) row {
@@ -456,4 +500,101 @@ func benchListJobs(bin string) row {
 	}
 	v := median(samples)
 	return row{Value: ms(v), Floor: 10, Unit: "ms", Ratio: ms(v) / 10, Target: "<= 10 ms", Pass: v <= 10*time.Millisecond}
+}
+
+// rawCall writes one tools/call request and reads the next line, as the
+// lean clients do; it returns the reply line (without its newline) and the
+// time from the write to the line read.
+func (s *server) rawCall(id int, name string, args map[string]any) ([]byte, time.Duration) {
+	b, err := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": map[string]any{"name": name, "arguments": args}})
+	check(err)
+	t := time.Now()
+	_, err = s.in.Write(append(b, '\n'))
+	check(err)
+	reply, err := s.out.ReadBytes('\n')
+	check(err)
+	return reply[:len(reply)-1], time.Since(t)
+}
+
+// toolText decodes a reply line into its tool's JSON text, or says why not.
+func toolText(line []byte) (map[string]any, error) {
+	var msg struct {
+		Result *struct {
+			Content []struct{ Text string } `json:"content"`
+			IsError bool                    `json:"isError"`
+		} `json:"result"`
+		Error any `json:"error"`
+	}
+	if err := json.Unmarshal(line, &msg); err != nil {
+		return nil, err
+	}
+	if msg.Result == nil || len(msg.Result.Content) == 0 {
+		return nil, fmt.Errorf("error reply: %v", msg.Error)
+	}
+	if msg.Result.IsError {
+		return nil, fmt.Errorf("tool error: %s", msg.Result.Content[0].Text)
+	}
+	var v map[string]any
+	err := json.Unmarshal([]byte(msg.Result.Content[0].Text), &v)
+	return v, err
+}
+
+func benchBudgetCut(bin string) []row {
+	// A finished job whose window really holds 100 MiB of stdout, read
+	// whole with a 64 KiB reply budget: the reply must be cut to head and
+	// tail fast (time) and fit the budget (line). A lean client, as above.
+	const total, budget = 104857600, 65536
+	s := launch(bin, fmt.Sprintf("MCP_EXEC_MAX_OUTPUT_BYTES=%d", total))
+	defer s.stop()
+	line, _ := s.rawCall(1, "execute", map[string]any{"command": fmt.Sprintf(`head -c %d /dev/zero | tr '\0' a`, total), "nowait": true})
+	started, err := toolText(line)
+	check(err)
+	job := started["job_id"]
+	for id := 2; ; id++ { // until it has finished (status never delivers it)
+		line, _ = s.rawCall(id, "status", map[string]any{"job_id": job})
+		st, err := toolText(line)
+		check(err)
+		if st["state"] != "running" {
+			if st["state"] != "success" {
+				check(fmt.Errorf("the 100 MiB job ended: %v", st))
+			}
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	var times []time.Duration
+	longest := 0
+	note := ""
+	for i := 0; i < 11; i++ {
+		line, d := s.rawCall(1000+i, "output", map[string]any{"job_id": job, "stdout": "all", "max_reply_bytes": budget})
+		times = append(times, d)
+		longest = max(longest, len(line))
+		if note != "" {
+			continue
+		}
+		out, err := toolText(line)
+		if err != nil {
+			note = err.Error()
+			continue
+		}
+		stdout, _ := out["stdout"].(map[string]any)
+		if stdout["total_bytes"] != float64(total) {
+			note = fmt.Sprintf("stdout.total_bytes is %v, want %d", stdout["total_bytes"], total)
+		} else if stdout["omitted"] == nil || stdout["tail"] == nil {
+			note = "stdout was not cut to head + tail"
+		}
+	}
+	if len(note) > 100 {
+		note = note[:100] + "..."
+	}
+	lineNote := note
+	if note != "" {
+		lineNote = "see budget cut"
+	}
+	v := median(times)
+	return []row{
+		{Value: ms(v), Floor: 50, Unit: "ms", Ratio: ms(v) / 50, Target: "<= 50 ms", Pass: v <= 50*time.Millisecond && note == "", Note: note},
+		{Name: "budget cut line", Value: float64(longest), Floor: budget, Unit: "B", Ratio: float64(longest) / budget,
+			Target: "<= 65536 B", Pass: longest <= budget && note == "", Note: lineNote},
+	}
 }

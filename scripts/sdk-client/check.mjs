@@ -1,6 +1,11 @@
 // Drives mcp-exec with the official MCP TypeScript SDK client (v1): for each
-// protocol revision it initializes, lists the tools and runs every tool.
+// protocol revision it initializes, lists the tools and runs every tool; then
+// it checks the two 1.1 promises a TypeScript host depends on: a huge result
+// arrives cut to the reply budget without ending the session, and under
+// MCP_EXEC_PROFILE=agent a long command and its wait both come back inside
+// the SDK's default 60 s request timeout.
 // Usage: node check.mjs /path/to/mcp-exec
+// SDK_CHECK_SKIP_SLOW=1 skips the agent-profile check (it takes ~90 s).
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
 import assert from "node:assert/strict";
@@ -75,3 +80,187 @@ async function check(version) {
 for (const version of ["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"]) {
   await check(version);
 }
+
+// MeteredTransport records the length in bytes of every line the server
+// writes (without its newline), as read from its stdout: the SDK does not
+// expose them.
+class MeteredTransport extends StdioClientTransport {
+  lines = [];
+  current = 0;
+  async start() {
+    await super.start();
+    this._process.stdout.on("data", (chunk) => {
+      let from = 0;
+      for (let nl = chunk.indexOf(10); nl !== -1; nl = chunk.indexOf(10, from)) {
+        this.lines.push(this.current + nl - from);
+        this.current = 0;
+        from = nl + 1;
+      }
+      this.current += chunk.length - from;
+    });
+  }
+  // longestSince is the longest line completed after lines.length was mark.
+  longestSince(mark) {
+    return Math.max(0, ...this.lines.slice(mark));
+  }
+}
+
+// connect starts a server with env added to the SDK's default environment
+// and returns the client, its transport and the errors the SDK reported
+// (a line over its 10 MiB limit shows up there before the session closes).
+async function connect(env) {
+  const transport = new MeteredTransport({ command: bin, args: [], stderr: "inherit", env });
+  const client = new Client({ name: "sdk-check", version: "1.0.0" });
+  const errors = [];
+  client.onerror = (e) => errors.push(e);
+  try {
+    await client.connect(transport);
+    await client.listTools(); // as a host does (the SDK then checks structuredContent too)
+  } catch (e) {
+    await client.close();
+    throw e;
+  }
+  const call = async (name, args) => {
+    const result = await client.callTool({ name, arguments: args });
+    assert.notEqual(result.isError, true, `${name} failed: ${result.content?.[0]?.text}`);
+    return parse(result);
+  };
+  return { client, transport, errors, call };
+}
+
+// checkCutSlice checks a stream slice cut to head + tail around a gap, of a
+// stream that wrote total NUL bytes, all still in the window.
+function checkCutSlice(name, s, total) {
+  assert.ok(s, `${name}: missing`);
+  assert.equal(s.total_bytes, total, `${name}.total_bytes`);
+  assert.ok(s.omitted && s.tail, `${name}: no omitted/tail, so it was not cut: ${JSON.stringify({ ...s, data: undefined })}`);
+  assert.equal(s.offset, 0, `${name}.offset (the window holds the whole stream)`);
+  assert.equal(s.truncated, false, `${name}.truncated`);
+  assert.equal(s.offset + s.bytes, s.omitted.offset, `${name}: offset + bytes = omitted.offset`);
+  assert.ok(s.omitted.bytes > 0, `${name}.omitted.bytes > 0`);
+  assert.equal(s.omitted.offset + s.omitted.bytes, s.tail.offset, `${name}: omitted.offset + omitted.bytes = tail.offset`);
+  assert.equal(s.tail.offset + s.tail.bytes, total, `${name}: the tail ends at total_bytes`);
+  assert.equal(s.data.length, s.bytes, `${name}: data holds bytes NULs`);
+  assert.equal(s.tail.data.length, s.tail.bytes, `${name}: tail.data holds tail.bytes NULs`);
+  assert.match(s.data + s.tail.data, /^\0*$/, `${name}: only NULs`);
+  return `${name} ${s.bytes} + ${s.tail.bytes} of ${total} bytes`;
+}
+
+// checkBudget: with default settings, a result that was a 14.7 MB line in
+// 1.0 (over the SDK's 10 MiB limit: "ReadBuffer exceeded maximum size", and
+// the session closed) arrives cut under the 8 MiB default reply budget, and
+// the session goes on.
+async function checkBudget() {
+  const { client, transport, errors, call } = await connect({});
+  try {
+    const mark = transport.lines.length;
+    let r;
+    try {
+      r = await call("execute", {
+        command: "head -c 1048576 /dev/zero; head -c 1048576 /dev/zero >&2",
+        capture: { on_success: "all", on_error: "all" },
+      });
+    } catch (e) {
+      throw new Error(`${e.message}${errors.length ? ` (the SDK reported: ${errors.map((x) => x.message).join("; ")})` : ""}`);
+    }
+    const line = transport.longestSince(mark);
+    assert.equal(r.state, "success");
+    assert.equal(r.exit_code, 0);
+    assert.equal(r.kept, true, "a cut result carries kept: true");
+    const cuts = [checkCutSlice("stdout", r.stdout, 1048576), checkCutSlice("stderr", r.stderr, 1048576)];
+    assert.ok(line <= 8388608, `reply line ${line} bytes, over the 8 MiB default budget`);
+
+    // The session survived, and the kept job is still readable.
+    await client.ping();
+    const ok = await call("execute", { command: "echo ok" });
+    assert.equal(ok.state, "success");
+    assert.equal(ok.stdout.data, "ok\n");
+    assert.equal((await call("status", { job_id: r.job_id })).state, "success");
+    const gap = await call("output", { job_id: r.job_id, stdout: { from: r.stdout.omitted.offset, length: 16 } });
+    assert.equal(gap.stdout.offset, r.stdout.omitted.offset, "output reads the gap");
+    assert.equal(gap.stdout.data, "\0".repeat(16), "output reads the gap");
+    assert.deepEqual(errors, [], "the SDK reported errors");
+    console.log(`ok reply budget: 2 MiB of NULs arrive cut in a ${line}-byte line (${cuts.join(", ")}); ` +
+      "ping, execute, status and output on the kept job still work");
+  } finally {
+    await client.close();
+  }
+}
+
+// step names what failed: the SDK's time-out error does not say.
+async function step(what, promise) {
+  try {
+    return await promise;
+  } catch (e) {
+    e.message = `${what}: ${e.message}`;
+    throw e;
+  }
+}
+
+// checkAgentProfile: under MCP_EXEC_PROFILE=agent a 90 s command called with
+// the SDK's default 60 s request timeout yields at 50 s as a running job,
+// and wait (default timeout 50 s) collects it, every call inside 60 s. A
+// wait on a job that never ends meanwhile returns by itself before 60 s.
+async function checkAgentProfile() {
+  // The rest of our environment, without MCP_EXEC_* variables: the server
+  // refuses unknown ones (MCP_EXEC_BIN) and explicit ones would override the
+  // profile's defaults that this check is about.
+  const env = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith("MCP_EXEC_")));
+  const { client, errors, call } = await connect({ ...env, MCP_EXEC_PROFILE: "agent" });
+  let idle;
+  try {
+    const t0 = performance.now();
+    const secs = () => ((performance.now() - t0) / 1000).toFixed(1);
+    const blocking = step("execute sleep 90", call("execute", { command: "sleep 90; echo done" }))
+      .then((r) => [r, performance.now() - t0]);
+    blocking.catch(() => {}); // awaited below; a failure meanwhile is not unhandled
+    // Meanwhile: wait with no timeout on a job that never ends.
+    idle = (await call("execute", { command: "exec sleep 600", nowait: true })).job_id;
+    const w0 = performance.now();
+    const [idleEntry] = await step("wait with no timeout on a running job", call("wait", { job_ids: [idle] }));
+    const idleMs = performance.now() - w0;
+    assert.equal(idleEntry.state, "running", "wait on a running job times out with it running");
+    assert.ok(idleMs >= 49500 && idleMs < 60000, `wait with no timeout returned after ${idleMs} ms, want 50 s`);
+    await call("kill", { job_id: idle, signal: "KILL" });
+    idle = undefined;
+
+    const [yielded, yieldMs] = await blocking;
+    assert.equal(yielded.state, "running", `execute returned ${JSON.stringify(yielded)}`);
+    assert.equal(yielded.yielded, true);
+    assert.ok(yieldMs >= 49500 && yieldMs < 60000, `execute yielded after ${yieldMs} ms, want 50 s`);
+    const id = yielded.job_id;
+    let entry, waits = 0;
+    do {
+      assert.ok(++waits <= 3, `job still running after ${waits - 1} waits (${secs()} s)`);
+      [entry] = await step(`wait #${waits} at ${secs()} s`, call("wait", { job_ids: [id] }));
+      assert.equal(entry.job_id, id);
+    } while (entry.state === "running");
+    assert.equal(entry.state, "success");
+    assert.equal(entry.exit_code, 0);
+    assert.equal(entry.stdout.data, "done\n");
+    assert.deepEqual(errors, [], "the SDK reported errors");
+    console.log(`ok agent profile: sleep 90 yielded at ${(yieldMs / 1000).toFixed(1)} s, collected by ${waits} wait(s) ` +
+      `at ${secs()} s; a wait with no timeout returned after ${(idleMs / 1000).toFixed(1)} s`);
+  } finally {
+    if (idle !== undefined) await call("kill", { job_id: idle, signal: "KILL" }).catch(() => {});
+    await client.close();
+  }
+}
+
+let failed = 0;
+for (const [name, run, skip] of [
+  ["reply budget", checkBudget, false],
+  ["agent profile", checkAgentProfile, process.env.SDK_CHECK_SKIP_SLOW === "1"],
+]) {
+  if (skip) {
+    console.log(`skip ${name} (SDK_CHECK_SKIP_SLOW=1)`);
+    continue;
+  }
+  try {
+    await run();
+  } catch (e) {
+    failed++;
+    console.log(`FAIL ${name}: ${e.message.replace(/\s*\n\s*/g, " ")}`);
+  }
+}
+process.exit(failed ? 1 : 0);
