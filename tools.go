@@ -601,9 +601,15 @@ func runListJobs(c *toolCall, _ *listJobsArgs) (any, error) {
 			break
 		}
 	}
+	// The reply budget holds: past it the list stops, oldest jobs first,
+	// and says how many it left out. Every byte here is ASCII, and a quote
+	// takes two once escaped into the reply.
+	room := c.replyBudget() - len(`{"jobs":[],"omitted":9999999999}`) - 4
 	b := make([]byte, 0, 16+len(jobs)*40)
 	b = append(b, `{"jobs":[`...)
+	omitted := 0
 	for i, j := range jobs {
+		mark := len(b)
 		if i > 0 {
 			b = append(b, ',')
 		}
@@ -616,6 +622,15 @@ func runListJobs(c *toolCall, _ *listJobsArgs) (any, error) {
 			b = append(b, `,"waiting_for_input":true`...)
 		}
 		b = append(b, '}')
+		if room -= quotedLen(b[mark:]); room < 0 {
+			b, omitted = b[:mark], len(jobs)-i
+			break
+		}
 	}
-	return json.RawMessage(append(b, "]}"...)), nil
+	b = append(b, ']')
+	if omitted > 0 {
+		b = append(b, `,"omitted":`...)
+		b = strconv.AppendInt(b, int64(omitted), 10)
+	}
+	return json.RawMessage(append(b, '}')), nil
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -99,4 +100,37 @@ func TestArgvRunsWithoutShell(t *testing.T) {
 	if r.State != stateError || !strings.Contains(r.StartError, "no-such-program-here") {
 		t.Errorf("missing program: %+v", r)
 	}
+}
+
+// TestListJobsWithinBudget: a list longer than the reply budget stops
+// early, oldest jobs first, and counts what it left out.
+func TestListJobsWithinBudget(t *testing.T) {
+	onLinux(t)
+	t.Parallel()
+	reg := newRegistry(testConfig())
+	for i := 0; i < 60; i++ {
+		awaitDone(t, startJob(t, reg, "true"))
+	}
+	c := &toolCall{reg: reg, cfg: reg.cfg, waiter: plainWaiter(), maxReply: minReplyBytes}
+	res, err := runListJobs(c, &listJobsArgs{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := res.(json.RawMessage)
+	if quotedLen(text) > minReplyBytes {
+		t.Errorf("%d escaped bytes for a budget of %d", quotedLen(text), minReplyBytes)
+	}
+	var list struct {
+		Jobs    []jobEntryJSON `json:"jobs"`
+		Omitted int            `json:"omitted"`
+	}
+	if err := json.Unmarshal(text, &list); err != nil || len(list.Jobs)+list.Omitted != 60 || list.Omitted == 0 || list.Jobs[0].JobID != "1" {
+		t.Errorf("list %s: %v", text, err)
+	}
+}
+
+// jobEntryJSON is one list_jobs entry as a client reads it.
+type jobEntryJSON struct {
+	JobID string `json:"job_id"`
+	State string `json:"state"`
 }
