@@ -168,32 +168,25 @@ func suffixWithin(b []byte, budget int) int {
 
 // wireCost is what b costs in a reply line: escaped once as a JSON string
 // inside the result's text, and again as part of that text.
-func wireCost(b []byte) int {
-	n := 0
-	for i := 0; i < len(b); {
-		if plain := plainRun(b[i:]); plain > 0 {
-			n += plain
-			i += plain
-			continue
-		}
-		cost, size := charCost(b[i:])
-		n += cost
-		i += size
-	}
-	return n
-}
+func wireCost(b []byte) int { return escapedCost(b, twiceEscapedSize) }
 
 // charCost is the cost and size of the character that starts b.
 func charCost(b []byte) (cost, size int) {
 	esc, size := jsonEscape(b)
+	return twiceEscapedSize(esc, size), size
+}
+
+// twiceEscapedSize is what a character costs once its escape is escaped
+// again: each backslash and quote of the escape doubles.
+func twiceEscapedSize(esc string, size int) int {
 	if esc == "" {
-		return size, size
+		return size
 	}
-	cost = len(esc)
+	cost := len(esc)
 	for i := 0; i < len(esc); i++ {
 		if esc[i] == '\\' || esc[i] == '"' {
-			cost++ // escaped again in the text's string
+			cost++
 		}
 	}
-	return cost, size
+	return cost
 }

@@ -125,7 +125,21 @@ func marshal(v any) ([]byte, error) {
 }
 
 // quotedLen is how many bytes appendQuoted adds for s.
-func quotedLen(s []byte) int {
+func quotedLen(s []byte) int { return escapedCost(s, escapedSize) }
+
+// escapedSize is how many bytes a character takes in a JSON string: its
+// escape, or its size bytes as they are.
+func escapedSize(esc string, size int) int {
+	if esc == "" {
+		return size
+	}
+	return len(esc)
+}
+
+// escapedCost sums cost over the characters of s (each given its escape in
+// a JSON string, see jsonEscape, and its size); runs of plain ASCII cost a
+// byte each.
+func escapedCost(s []byte, cost func(esc string, size int) int) int {
 	n := 0
 	for i := 0; i < len(s); {
 		if plain := plainRun(s[i:]); plain > 0 {
@@ -134,11 +148,7 @@ func quotedLen(s []byte) int {
 			continue
 		}
 		esc, size := jsonEscape(s[i:])
-		if esc == "" {
-			n += size
-		} else {
-			n += len(esc)
-		}
+		n += cost(esc, size)
 		i += size
 	}
 	return n
