@@ -56,6 +56,10 @@ elif TARGET == "container" and not os.environ.get("MCP_EXEC_IMAGE"):
     UNSUPPORTED = "MCP_EXEC_TARGET=container needs MCP_EXEC_IMAGE (the image to run)"
 
 
+def pytest_configure(config):
+    config.addinivalue_line("markers", "slow: takes a minute or more; scripts/test.sh runs it on the binary target only")
+
+
 def pytest_collection_modifyitems(items):
     # A conftest cannot skip at module level (pytest aborts when a conftest
     # raises Skipped while it is imported), so every test is skipped instead.

@@ -319,7 +319,7 @@ func (r *registry) lookupLocked(id string) (*job, error) {
 	if j, ok := r.jobs[id]; ok {
 		return j, nil
 	}
-	return nil, fmt.Errorf("%w: %s", errUnknownJob, id)
+	return nil, fmt.Errorf("%w: %s", errUnknownJob, clipText(id))
 }
 
 // The delivery rule, in one place. A call holds a job from the moment it
@@ -373,6 +373,31 @@ func (j *job) release() {
 	}
 }
 
+// undeliver takes back a delivery: the job returns to the registry, in its
+// place among the others, and keeps its output again. For a result that
+// could not be sent.
+func (r *registry) undeliver(j *job) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.jobs[j.id] == j {
+		return
+	}
+	r.jobs[j.id] = j
+	e := r.order.Back()
+	for e != nil && e.Value.(*job).started.After(j.started) {
+		e = e.Prev()
+	}
+	if e == nil {
+		j.elem = r.order.PushFront(j)
+	} else {
+		j.elem = r.order.InsertAfter(j, e)
+	}
+	if j.stdoutPump != nil {
+		j.stdoutPump.sink.Store(j.stdout)
+		j.errPump.sink.Store(j.stderr)
+	}
+}
+
 // forget drops a job that nobody will ever collect (its execute was
 // cancelled before the caller learned its id).
 func (r *registry) forget(j *job) {
@@ -405,7 +430,7 @@ func (r *registry) lookupAll(ids []string, readKept bool) ([]*job, error) {
 		j, err := r.lookupLocked(id)
 		if kept := r.kept[id]; err != nil && kept != nil {
 			if !readKept {
-				return nil, fmt.Errorf("%w: %s (its result was already delivered, cut to fit the reply; status and output can still read it)", errUnknownJob, id)
+				return nil, fmt.Errorf("%w: %s (its result was already delivered, cut to fit the reply; status and output can still read it)", errUnknownJob, clipText(id))
 			}
 			j, err = kept, nil
 		}

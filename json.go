@@ -216,6 +216,20 @@ var asciiEscapes = func() (t [utf8.RuneSelf]string) {
 	return t
 }()
 
+// clipText shortens a caller's string for an error message, which must not
+// grow with what the caller sent.
+func clipText(s string) string {
+	const most = 100
+	if len(s) <= most {
+		return s
+	}
+	cut := most
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
+}
+
 // clip shortens a raw JSON value for an error message.
 func clip(r json.RawMessage) string {
 	if len(r) > 40 {

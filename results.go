@@ -16,6 +16,7 @@ type resultJSON struct {
 	Stderr          *sliceJSON       `json:"stderr,omitempty"`
 	Uncaptured      map[string]int64 `json:"uncaptured,omitempty"`
 	Kept            bool             `json:"kept,omitempty"`
+	Deferred        bool             `json:"deferred,omitempty"`
 
 	delivered *job // the job whose result this is, when the call delivered it
 }

@@ -149,11 +149,21 @@ func residentKiB() int {
 	return -1
 }
 
-// readSyscalls are the numbers of the system calls that read a descriptor
-// given as their first argument (read, readv, pread64), by architecture.
-var readSyscalls = map[string][]int{
-	"amd64": {0, 19, 17}, "arm64": {63, 65, 67}, "386": {3, 145, 180}, "arm": {3, 145, 180},
-	"riscv64": {63, 65, 67}, "loong64": {63, 65, 67}, "ppc64le": {3, 145, 179}, "s390x": {3, 145, 180},
+// waitSyscalls are, by architecture, the numbers of the system calls a
+// process sleeps in while it waits to read: read, readv and pread64 (the
+// descriptor is their first argument), the epoll waits (the first argument
+// is the epoll descriptor, whose fdinfo lists what it watches) and poll and
+// select (whose descriptor sets live in the process's memory: there only
+// stdin itself is checked).
+var waitSyscalls = map[string]struct{ reads, epolls, polls []int }{
+	"amd64":   {reads: []int{0, 19, 17}, epolls: []int{232, 281, 441}, polls: []int{7, 271, 23, 270}},
+	"arm64":   {reads: []int{63, 65, 67}, epolls: []int{22, 441}, polls: []int{73, 72}},
+	"386":     {reads: []int{3, 145, 180}},
+	"arm":     {reads: []int{3, 145, 180}},
+	"riscv64": {reads: []int{63, 65, 67}, epolls: []int{22, 441}, polls: []int{73, 72}},
+	"loong64": {reads: []int{63, 65, 67}, epolls: []int{22, 441}, polls: []int{73, 72}},
+	"ppc64le": {reads: []int{3, 145, 179}},
+	"s390x":   {reads: []int{3, 145, 180}},
 }
 
 // processGroups lists every process visible in /proc by process group.
@@ -165,18 +175,20 @@ func processGroups() map[int][]procInfo {
 	return groups
 }
 
-// blockedReading finds one of members (a job's processes) that is asleep in a read of
-// the pipe whose inode is ino, and returns its pid and how often it has run
-// (from /proc/PID/schedstat): an unchanged count later means it never woke
-// in between. It reports false when none is, or /proc cannot tell.
+// blockedReading finds one of members (a job's processes) that is asleep
+// waiting to read the pipe whose inode is ino, and returns its pid and how
+// often it has run (from /proc/PID/schedstat): an unchanged count later
+// means it never woke in between. It reports false when none is, or /proc
+// cannot tell.
 func blockedReading(members []procInfo, ino uint64) (pid int, runs uint64, ok bool) {
-	reads := readSyscalls[runtime.GOARCH]
+	calls := waitSyscalls[runtime.GOARCH]
 	want := "pipe:[" + strconv.FormatUint(ino, 10) + "]"
 	for _, p := range members {
 		if p.state != "S" {
 			continue
 		}
-		b, err := os.ReadFile("/proc/" + strconv.Itoa(p.pid) + "/syscall")
+		dir := "/proc/" + strconv.Itoa(p.pid)
+		b, err := os.ReadFile(dir + "/syscall")
 		if err != nil {
 			continue
 		}
@@ -186,15 +198,53 @@ func blockedReading(members []procInfo, ino uint64) (pid int, runs uint64, ok bo
 		}
 		nr, err1 := strconv.Atoi(fields[0])
 		fd, err2 := strconv.ParseInt(strings.TrimPrefix(fields[1], "0x"), 16, 64)
-		if err1 != nil || err2 != nil || !slices.Contains(reads, nr) {
+		if err1 != nil || err2 != nil {
 			continue
 		}
-		if link, err := os.Readlink("/proc/" + strconv.Itoa(p.pid) + "/fd/" + strconv.FormatInt(fd, 10)); err != nil || link != want {
-			continue
+		var waiting bool
+		switch {
+		case slices.Contains(calls.reads, nr):
+			waiting = fdIs(dir, fd, want)
+		case slices.Contains(calls.epolls, nr):
+			waiting = epollWatches(dir, fd, want)
+		case slices.Contains(calls.polls, nr):
+			waiting = fdIs(dir, 0, want)
 		}
-		return p.pid, scheduledRuns(p.pid), true
+		if waiting {
+			return p.pid, scheduledRuns(p.pid), true
+		}
 	}
 	return 0, 0, false
+}
+
+// fdIs reports whether descriptor fd of the process at dir is target
+// (a readlink form such as "pipe:[123]").
+func fdIs(dir string, fd int64, target string) bool {
+	link, err := os.Readlink(dir + "/fd/" + strconv.FormatInt(fd, 10))
+	return err == nil && link == target
+}
+
+// epollWatches reports whether the epoll descriptor epfd of the process at
+// dir watches a descriptor that is target.
+func epollWatches(dir string, epfd int64, target string) bool {
+	b, err := os.ReadFile(dir + "/fdinfo/" + strconv.FormatInt(epfd, 10))
+	if err != nil {
+		return false
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		rest, ok := strings.CutPrefix(line, "tfd:")
+		if !ok {
+			continue
+		}
+		fields := strings.Fields(rest)
+		if len(fields) == 0 {
+			continue
+		}
+		if fd, err := strconv.ParseInt(fields[0], 10, 64); err == nil && fdIs(dir, fd, target) {
+			return true
+		}
+	}
+	return false
 }
 
 // scheduledRuns is how many times pid has been put on a CPU.

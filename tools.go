@@ -141,12 +141,52 @@ func (c *toolCall) reply(res any, err error) (any, error) {
 	if err != nil {
 		return nil, err
 	}
+	if entries, ok := res.([]*resultJSON); ok && quotedLen(text) > c.replyBudget() {
+		if text, err = c.deferResults(entries); err != nil {
+			return nil, err
+		}
+	}
 	for _, s := range slotsIn(res) {
 		if s.result.Kept {
 			c.reg.keep(s.result.delivered, c.cfg.keptDuration)
 		}
 	}
 	return toolText(text), nil
+}
+
+// deferResults is for a wait whose results do not fit its reply budget even
+// with every slice cut away: from the last, results are taken back (their
+// jobs return to the registry, for the next wait) and stand as status
+// entries with "deferred": true, until the rest fits.
+func (c *toolCall) deferResults(entries []*resultJSON) ([]byte, error) {
+	// One entry per job id is the shape of wait's answer: when even status
+	// entries alone would not fit, deferring helps nobody, and the results
+	// go out as small as cuts make them.
+	statuses := make([]*resultJSON, len(entries))
+	for i, e := range entries {
+		statuses[i] = &resultJSON{JobID: e.JobID, State: e.State, ExitCode: e.ExitCode, Signal: e.Signal, Deferred: e.delivered != nil}
+	}
+	if least, err := marshal(statuses); err != nil || quotedLen(least) > c.replyBudget() {
+		return fitText(entries, c.replyBudget())
+	}
+	for i := len(entries) - 1; i >= 0; i-- {
+		j := entries[i].delivered
+		if j == nil {
+			continue
+		}
+		c.reg.undeliver(j)
+		for k, e := range entries {
+			if e.delivered == j {
+				entries[k] = statusOf(j)
+				entries[k].Deferred = true
+			}
+		}
+		text, err := fitText(entries, c.replyBudget())
+		if err != nil || quotedLen(text) <= c.replyBudget() {
+			return text, err
+		}
+	}
+	return fitText(entries, c.replyBudget())
 }
 
 // toolSpec is one tool: its published shape and its handler.

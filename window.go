@@ -50,6 +50,12 @@ func (w *window) keepHead(at int64, p []byte) {
 		return
 	}
 	w.head = append(w.head, p[:min(len(p), w.headLimit-len(w.head))]...)
+	if len(w.head) == w.headLimit {
+		// Full: it never grows again, so it must not end inside a
+		// character. Shorter by a few bytes, it stops being at its limit,
+		// and the check above keeps it from growing: at != len(head).
+		w.head = trimPartialRune(w.head)
+	}
 }
 
 // Write appends p to the stream, dropping the oldest bytes beyond the limit.
@@ -263,9 +269,17 @@ func (w *window) readRange(from, length int64, unaligned bool, limit int64) slic
 		from = 0
 	}
 	if w.inHead(from) {
-		// Served from the kept head, up to its end at most: the next page
-		// (from = offset + bytes) then reaches the gap.
-		start, total = 0, int64(len(w.head))
+		// Served from the kept head, up to its end at most; what the range
+		// asked for beyond it, up to the window, is dropped.
+		headEnd, ringStart := int64(len(w.head)), start
+		if end := from + length; length < 0 || end > headEnd {
+			if length < 0 {
+				end = ringStart
+			}
+			s.dropped = min(end, ringStart) - headEnd
+			s.truncated = s.dropped > 0
+		}
+		start, total = 0, headEnd
 	} else if ringStart, _ := w.span(); from < start {
 		// dropped counts the requested bytes that are gone; the read
 		// still serves length bytes from the oldest retained one.

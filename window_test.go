@@ -625,7 +625,10 @@ func TestWindowKeepsHead(t *testing.T) {
 			all.tailOffset != 10 || !all.truncated || all.dropped != 6 || all.total != 20 {
 			t.Errorf("direct %v: all = %+v", direct, all)
 		}
-		if r := w.readRange(2, 5, false, 0); string(r.data) != "23" || r.offset != 2 || r.truncated {
+		if r := w.readRange(2, 5, false, 0); string(r.data) != "23" || r.offset != 2 || !r.truncated || r.dropped != 3 {
+			t.Errorf("direct %v: range from the head into the gap = %+v", direct, r)
+		}
+		if r := w.readRange(1, 2, false, 0); string(r.data) != "12" || r.truncated {
 			t.Errorf("direct %v: range in the head = %+v", direct, r)
 		}
 		if r := w.readRange(5, 3, false, 0); string(r.data) != "abc" || r.offset != 10 || !r.truncated || r.dropped != 3 {
@@ -634,6 +637,12 @@ func TestWindowKeepsHead(t *testing.T) {
 		if r := w.readTail(1, 0); string(r.data) != "abcdefghij" || r.offset != 10 || !r.truncated {
 			t.Errorf("direct %v: tail = %+v", direct, r)
 		}
+	}
+	// A full head never ends inside a character.
+	h := newWindow(10, 4)
+	_, _ = h.Write([]byte("aé€bcdefghijklmnop"))
+	if all := h.readAll(0); string(all.data) != "aé" || all.offset+int64(len(all.data))+all.omitted != all.tailOffset || !utf8.Valid(all.tail) {
+		t.Errorf("head cut inside a character: %+v", all)
 	}
 	// While the head still reaches the window, everything is one range.
 	w := newWindow(10, 8)
