@@ -12,11 +12,13 @@ import (
 )
 
 // Tool arguments bind into one struct per tool. A field's `arg` tag gives
-// its wire name (with ",required" when a call must give it) and its `doc`
-// tag its description; the field's Go type picks its kind in argKinds, the
+// its wire name, with ",required" when a call must give it (",listed" when
+// the schema lists it as required for older clients but another argument
+// may stand in for it); the field's Go type picks its kind in argKinds, the
 // one table of each kind's decoder and JSON Schema. So handlers read typed
 // fields, and the published schema, the checks a call gets and the refusal
-// of an unknown argument all come from the same declaration.
+// of an unknown argument all come from the same declaration; the tool table
+// gives each argument its description.
 
 // Argument types with a meaning of their own on the wire.
 type (
@@ -58,7 +60,6 @@ var argKinds = map[reflect.Type]argKind{
 // param is one argument of a tool, read from its args struct.
 type param struct {
 	name     string
-	doc      string
 	required bool         // a call must give it
 	listed   bool         // published as required though a call may leave it out for another
 	field    int          // index of the struct field
