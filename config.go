@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -28,7 +29,17 @@ type config struct {
 	capture          capturePolicy // execute's capture when none is given
 	debug            bool          // serve debug/stats (tests and the soak script)
 	shell            string        // the shell jobs run in
-	baseEnv          []string      // the environment jobs start from
+	shellSpelled     string        // the shell as $SHELL names it, for MCP_EXEC_ALLOW
+	baseEnv          []string      // the environment jobs start from, without MCP_EXEC_*
+
+	// Policy; the zero values allow everything, as 1.0 did.
+	allow       []string        // the only programs a job may start; nil: any
+	roots       []string        // resolved directories a job's cwd must be inside; nil: any
+	envDeny     map[string]bool // names the env argument may not set
+	maxJobs     int             // running jobs per session; 0: no limit
+	jobTTL      time.Duration   // finished, uncollected jobs are forgotten after this; 0: never
+	maxFinished int             // finished, uncollected jobs kept at most; 0: no limit
+	launcher    []string        // prefixed to every job's argv; nil: none
 }
 
 // Profiles: compat keeps 1.0's defaults; agent sizes them for LLM hosts.
@@ -76,6 +87,27 @@ var configVars = []configVar{
 		func(c *config, v string) (err error) { c.keptDuration, err = parseSeconds(v, true); return }},
 	{"MCP_EXEC_CAPTURE", `{"on_success":"stdout","on_error":"stderr"}`, `{"on_success":"stdout","on_error":"all"}`, "execute's capture policy when a call gives none (JSON, as the capture argument)",
 		func(c *config, v string) (err error) { c.capture, err = parseCapturePolicy(json.RawMessage(v)); return }},
+	{"MCP_EXEC_ALLOW", "", "", "comma list of the only programs jobs may start, spelled exactly as argv[0] (command needs the shell listed); unset: any",
+		func(c *config, v string) (err error) { c.allow, err = parseList(v, "program"); return }},
+	{"MCP_EXEC_ROOTS", "", "", "colon list of directories a job's cwd must resolve inside (default cwd: the first); unset: anywhere",
+		func(c *config, v string) (err error) { c.roots, err = parseRoots(v); return }},
+	{"MCP_EXEC_ENV_DENY", "", "", "comma list of variable names the env argument may not set",
+		func(c *config, v string) error {
+			names, err := parseList(v, "variable name")
+			c.envDeny = map[string]bool{}
+			for _, n := range names {
+				c.envDeny[n] = true
+			}
+			return err
+		}},
+	{"MCP_EXEC_MAX_JOBS", "0", "", "running jobs per session; 0 = no limit (>= 0)",
+		func(c *config, v string) (err error) { c.maxJobs, err = parseCount(v); return }},
+	{"MCP_EXEC_JOB_TTL", "0", "", "seconds a finished, uncollected job is kept; 0 = until collected (>= 0)",
+		func(c *config, v string) (err error) { c.jobTTL, err = parseSeconds(v, true); return }},
+	{"MCP_EXEC_MAX_FINISHED", "0", "", "finished, uncollected jobs kept per session, oldest forgotten first; 0 = no limit (>= 0)",
+		func(c *config, v string) (err error) { c.maxFinished, err = parseCount(v); return }},
+	{"MCP_EXEC_LAUNCHER", "", "", `JSON array of strings prefixed to every job's argv, e.g. ["nice","-n","10"]`,
+		func(c *config, v string) (err error) { c.launcher, err = parseLauncher(v); return }},
 	{"MCP_EXEC_DEBUG", "0", "", "1 serves the debug/stats method (goroutines, fds, RSS) for tests and soak runs",
 		func(c *config, v string) error {
 			switch v {
@@ -85,6 +117,91 @@ var configVars = []configVar{
 			}
 			return errors.New("must be 0 or 1")
 		}},
+}
+
+// parseCount reads a whole number, 0 or more.
+func parseCount(v string) (int, error) {
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 0 {
+		return 0, errors.New("must be a whole number, 0 or more")
+	}
+	return n, nil
+}
+
+// parseList reads a comma list of non-empty items ("" is no list at all).
+func parseList(v, what string) ([]string, error) {
+	if v == "" {
+		return nil, nil
+	}
+	var items []string
+	for _, item := range strings.Split(v, ",") {
+		if item = strings.TrimSpace(item); item == "" {
+			return nil, fmt.Errorf("must be a comma list of %ss with no empty item", what)
+		}
+		items = append(items, item)
+	}
+	return items, nil
+}
+
+// parseRoots reads a colon list of existing directories and resolves each,
+// symlinks followed, to the absolute path cwds are checked against.
+func parseRoots(v string) ([]string, error) {
+	if v == "" {
+		return nil, nil
+	}
+	var roots []string
+	for _, dir := range strings.Split(v, ":") {
+		if dir == "" {
+			return nil, errors.New("must be a colon list of directories with no empty item")
+		}
+		resolved, err := resolveDir(dir)
+		if err != nil {
+			return nil, err
+		}
+		roots = append(roots, resolved)
+	}
+	return roots, nil
+}
+
+// resolveDir makes dir absolute with every symlink followed and checks it
+// is a directory.
+func resolveDir(dir string) (string, error) {
+	// Not filepath.Abs: it cleans "link/.." to "." lexically, where the
+	// kernel would go to the link target's parent. EvalSymlinks takes each
+	// ".." after resolving what comes before it.
+	abs := dir
+	if !filepath.IsAbs(dir) {
+		wd, err := os.Getwd()
+		if err != nil {
+			return "", fmt.Errorf("%q: %w", dir, err)
+		}
+		abs = wd + "/" + dir
+	}
+	abs, err := filepath.EvalSymlinks(abs)
+	if err != nil {
+		return "", fmt.Errorf("%q: %w", dir, errors.Unwrap(err))
+	}
+	if fi, err := os.Stat(abs); err != nil || !fi.IsDir() {
+		return "", fmt.Errorf("%q is not a directory", dir)
+	}
+	return abs, nil
+}
+
+// parseLauncher reads a JSON array of strings whose first names a program.
+func parseLauncher(v string) ([]string, error) {
+	if v == "" {
+		return nil, nil
+	}
+	var argv []string
+	if json.Unmarshal([]byte(v), &argv) != nil || len(argv) == 0 || argv[0] == "" {
+		return nil, errors.New(`must be a JSON array of strings naming a program first, e.g. ["nice","-n","10"]`)
+	}
+	for _, s := range argv {
+		if strings.ContainsRune(s, 0) {
+			return nil, errors.New("must not contain NUL bytes")
+		}
+	}
+	return argv, nil
 }
 
 // parseBytes reads a whole number of bytes of at least least.
@@ -140,8 +257,25 @@ func loadConfig(environ []string) (*config, error) {
 			return nil, fmt.Errorf("%s=%q: %w", v.name, value, err)
 		}
 	}
-	c.shell = resolveShell(os.Getenv("SHELL"))
+	c.shellSpelled = os.Getenv("SHELL")
+	if c.shellSpelled == "" {
+		c.shellSpelled = "/bin/sh"
+	}
+	c.shell = resolveShell(c.shellSpelled)
+	c.baseEnv = withoutOwnVariables(environ)
 	return c, nil
+}
+
+// withoutOwnVariables is environ without the server's MCP_EXEC_* settings:
+// jobs do not see how the server is configured.
+func withoutOwnVariables(environ []string) []string {
+	env := make([]string, 0, len(environ))
+	for _, kv := range environ {
+		if !strings.HasPrefix(kv, "MCP_EXEC_") {
+			env = append(env, kv)
+		}
+	}
+	return env
 }
 
 // defaultFor is the variable's default under profile (set before the other

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -85,6 +86,8 @@ type registry struct {
 	jobs    map[string]*job // waitable jobs: running, or finished and not delivered
 	order   *list.List      // the same jobs, oldest first
 	kept    map[string]*job // delivered jobs whose result was cut: readable a while longer
+	running int             // jobs started and not finished, for MCP_EXEC_MAX_JOBS
+	expired expiredJobs     // why recently forgotten jobs were, for their ids' errors
 	nextID  uint64
 	changed broadcast // announced whenever a job finishes
 }
@@ -97,19 +100,34 @@ func newRegistry(cfg *config) *registry {
 // start launches req as a new job and reports whether it started. A job that
 // could not start comes back already finished, with start_error set, and is
 // never registered.
-func (r *registry) start(req startRequest) (*job, bool) {
+func (r *registry) start(req startRequest) (*job, bool, error) {
+	dir, err := admit(r.cfg, req.argv, req.env, req.dir)
+	if err != nil {
+		return nil, false, err
+	}
+	req.dir = dir
 	r.mu.Lock()
+	if r.cfg.maxJobs > 0 && r.running >= r.cfg.maxJobs {
+		ids := r.runningIDsLocked()
+		r.mu.Unlock()
+		return nil, false, fmt.Errorf("%w: %d jobs are running and MCP_EXEC_MAX_JOBS is %d (running: %s); wait for one or kill one first",
+			errRefused, len(ids), r.cfg.maxJobs, strings.Join(ids, ", "))
+	}
+	r.running++ // the slot is taken before the fork, so no two starts can both take the last
 	r.nextID++
 	id := strconv.FormatUint(r.nextID, 10)
 	r.mu.Unlock()
 
 	j := &job{id: id, policy: req.policy, done: make(chan struct{}), started: time.Now(),
 		stdout: newWindow(r.cfg.maxOutputBytes, r.cfg.keepHeadBytes), stderr: newWindow(r.cfg.maxOutputBytes, r.cfg.keepHeadBytes)}
-	err := j.launch(r.cfg, req, func(st exitStatus) { r.exited(j, st) })
+	err = j.launch(r.cfg, req, func(st exitStatus) { r.exited(j, st) })
 	if err != nil {
+		r.mu.Lock()
+		r.running--
+		r.mu.Unlock()
 		j.final = outcome{state: stateError, exitCode: -1, startError: err.Error()}
 		close(j.done)
-		return j, false
+		return j, false, nil
 	}
 	r.mu.Lock()
 	r.jobs[id] = j
@@ -118,7 +136,19 @@ func (r *registry) start(req startRequest) (*job, bool) {
 	if req.stdin != "" || req.closeStdin {
 		j.stdin.feed(req.stdin, req.closeStdin, j.done)
 	}
-	return j, true
+	return j, true, nil
+}
+
+// runningIDsLocked lists the ids of the running jobs, oldest first. Caller
+// holds r.mu.
+func (r *registry) runningIDsLocked() []string {
+	var ids []string
+	for e := r.order.Front(); e != nil; e = e.Next() {
+		if j := e.Value.(*job); !j.terminal() {
+			ids = append(ids, j.id)
+		}
+	}
+	return ids
 }
 
 // launch creates the job's pipes and starts `$SHELL -c command` with them.
@@ -138,6 +168,16 @@ func (j *job) launch(cfg *config, req startRequest, onExit func(exitStatus)) err
 			return err
 		}
 		path, argv = found, req.argv
+	}
+	if cfg.launcher != nil {
+		// The launcher gets the program by the path found here, so it runs
+		// exactly what the policy checked.
+		program := append([]string{path}, argv[1:]...)
+		found, err := lookPath(cfg.launcher[0], env)
+		if err != nil {
+			return fmt.Errorf("MCP_EXEC_LAUNCHER: %w", err)
+		}
+		path, argv = found, append(slices.Clip(cfg.launcher), program...)
 	}
 	in, out, errp, err := makeJobPipes()
 	if err != nil {
@@ -303,8 +343,63 @@ func (r *registry) publish(j *job, st exitStatus) {
 	}
 	j.stdin.shut()
 	r.mu.Lock()
+	r.running--
 	r.changed.announce()
+	r.expireBeyondLocked(r.cfg.maxFinished)
 	r.mu.Unlock()
+	if ttl := r.cfg.jobTTL; ttl > 0 {
+		time.AfterFunc(ttl, func() {
+			r.mu.Lock()
+			defer r.mu.Unlock()
+			r.expireLocked(j, fmt.Sprintf("finished and not collected within MCP_EXEC_JOB_TTL (%v)", ttl))
+		})
+	}
+}
+
+// expireBeyondLocked forgets the oldest finished, uncollected jobs beyond
+// most (0: no limit). Caller holds r.mu.
+func (r *registry) expireBeyondLocked(most int) {
+	if most <= 0 {
+		return
+	}
+	var finished []*job
+	for e := r.order.Front(); e != nil; e = e.Next() {
+		if j := e.Value.(*job); j.terminal() {
+			finished = append(finished, j)
+		}
+	}
+	for _, j := range finished[:max(len(finished)-most, 0)] {
+		r.expireLocked(j, fmt.Sprintf("more than MCP_EXEC_MAX_FINISHED (%d) finished jobs waited to be collected; the oldest go first", most))
+	}
+}
+
+// expireLocked forgets a finished job nobody collected, and remembers why
+// for a while. Caller holds r.mu.
+func (r *registry) expireLocked(j *job, why string) {
+	if j.terminal() && r.removeLocked(j) {
+		r.expired.add(j.id, why)
+	}
+}
+
+// expiredJobs remembers why the most recently expired jobs were forgotten.
+type expiredJobs struct {
+	why   map[string]string // by job id
+	order []string          // ids, oldest first
+}
+
+// expiredRemembered bounds what expiredJobs keeps.
+const expiredRemembered = 4096
+
+func (e *expiredJobs) add(id, why string) {
+	if e.why == nil {
+		e.why = map[string]string{}
+	}
+	if len(e.order) == expiredRemembered {
+		delete(e.why, e.order[0])
+		e.order = e.order[1:]
+	}
+	e.why[id] = why
+	e.order = append(e.order, id)
 }
 
 // lookup finds a waitable job.
@@ -318,6 +413,9 @@ func (r *registry) lookup(id string) (*job, error) {
 func (r *registry) lookupLocked(id string) (*job, error) {
 	if j, ok := r.jobs[id]; ok {
 		return j, nil
+	}
+	if why, ok := r.expired.why[id]; ok {
+		return nil, fmt.Errorf("%w: %s (expired: %s)", errUnknownJob, clipText(id), why)
 	}
 	return nil, fmt.Errorf("%w: %s", errUnknownJob, clipText(id))
 }

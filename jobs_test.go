@@ -374,7 +374,7 @@ func TestNotIgnoredHangupStops(t *testing.T) {
 func TestStartError(t *testing.T) {
 	t.Parallel()
 	reg := newRegistry(testConfig())
-	j, started := reg.start(startRequest{command: "true", dir: "/no/such/dir", policy: defaultCapture})
+	j, started, _ := reg.start(startRequest{command: "true", dir: "/no/such/dir", policy: defaultCapture})
 	if started || !j.terminal() {
 		t.Fatalf("start in a missing cwd: started %v terminal %v", started, j.terminal())
 	}
@@ -388,7 +388,7 @@ func TestStartError(t *testing.T) {
 	cfg := testConfig()
 	cfg.shell = "/no/such/shell"
 	reg = newRegistry(cfg)
-	j, started = reg.start(startRequest{command: "true", policy: defaultCapture})
+	j, started, _ = reg.start(startRequest{command: "true", policy: defaultCapture})
 	if started || !strings.Contains(statusOf(j).StartError, "/no/such/shell") {
 		t.Errorf("missing shell: started %v start_error %q", started, statusOf(j).StartError)
 	}

@@ -26,6 +26,7 @@ var layers = [][]string{
 	{"args.go"},    // typed tool arguments and their schemas
 	{"kill.go"},    // kill and teardown of a job's process group
 	{"jobs.go"},    // the registry: starting, waiting, delivery
+	{"policy.go"},  // what a job may run, where and with what
 	{"stdin.go"},   // a job's stdin pipe
 	{"pump.go"},    // copying a job's output pipes, settling at exit
 	{"config.go"},  // settings from the environment

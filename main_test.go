@@ -82,7 +82,10 @@ func startJob(t *testing.T, reg *registry, command string) *job {
 // startReq is startJob for a full request.
 func startReq(t *testing.T, reg *registry, req startRequest) *job {
 	t.Helper()
-	j, started := reg.start(req)
+	j, started, err := reg.start(req)
+	if err != nil {
+		t.Fatalf("start %q: %v", req.command, err)
+	}
 	if !started {
 		t.Fatalf("start %q: %s", req.command, j.final.startError)
 	}

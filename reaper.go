@@ -132,7 +132,7 @@ type spawnSpec struct {
 	files []uintptr // become the child's fds 0, 1, 2, ...
 }
 
-// spawnNotify starts a child in a new process group (its pgid is its pid)
+// spawnNotify starts a child in a new session and process group (its pgid is its pid)
 // and returns its pid. It calls onExit with the child's exit status, once,
 // on the reaper's goroutine, possibly before spawnNotify returns; onExit
 // must not block. The caller owns the child's fds in spec.files and must
@@ -143,7 +143,10 @@ func spawnNotify(spec spawnSpec, onExit func(exitStatus)) (int, error) {
 		Dir:   spec.dir,
 		Env:   spec.env,
 		Files: spec.files,
-		Sys:   &syscall.SysProcAttr{Setpgid: true},
+		// A session of its own: the child leads a new process group (its
+		// pgid is its pid, as kill needs) and has no controlling terminal,
+		// so nothing in it can stop on, or read from, the server's tty.
+		Sys: &syscall.SysProcAttr{Setsid: true},
 	}
 	children.gate.RLock()
 	defer children.gate.RUnlock()

@@ -26,7 +26,7 @@ func TestReaperStress(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			j, started := reg.start(startRequest{command: "sleep 0.05 & exit 7", policy: defaultCapture})
+			j, started, _ := reg.start(startRequest{command: "sleep 0.05 & exit 7", policy: defaultCapture})
 			if !started {
 				mu.Lock()
 				failures = append(failures, j.final.startError)

@@ -287,7 +287,7 @@ var tools = []toolSpec{
 			"Hosts often time calls out after 60 s: for anything longer use nowait:true (returns {job_id, state:\"running\"} at once; then wait, status, output, input, kill) " +
 			"or yield_after (returns the running job with yielded:true; default {yield}). " +
 			"Each stream keeps its last {window}; replies over {budget} are cut to head and tail. For noisy commands capture {\"tail\": N} lines. " +
-			"Default capture: {capture}. stdin stays open unless close_stdin is true; a job blocked reading it shows waiting_for_input.",
+			"Default capture: {capture}. stdin stays open unless close_stdin is true; a job blocked reading it shows waiting_for_input.{policy}",
 		docs: map[string]string{
 			"command":         "Shell command line, run as $SHELL -c <command>. Give command or argv.",
 			"argv":            "Program and arguments, run without a shell; argv[0] is looked up in PATH. Give command or argv.",
@@ -419,7 +419,7 @@ func instructionsFor(cfg *config) string {
 	return placeholders(cfg).Replace("Run shell commands as jobs with " + strings.Join(toolNames(), ", ") +
 		"; a finished job's result is delivered once, then the job is gone. " +
 		"Calls over about 60 s time out in many hosts: use nowait:true or yield_after (default {yield}), " +
-		"wait with a timeout below that, and capture {\"tail\": N} on noisy output; replies are cut at {budget}.")
+		"wait with a timeout below that, and capture {\"tail\": N} on noisy output; replies are cut at {budget}.{policy}")
 }
 
 // placeholders fills the {names} of descriptions with the values in force.
@@ -432,7 +432,36 @@ func placeholders(cfg *config) *strings.Replacer {
 		"{time_limit}", secondsWords(cfg.timeLimit, "none"),
 		"{grace}", secondsWords(cfg.killGrace, "at once"),
 		"{capture}", captureWords(cfg.capture),
+		"{policy}", policyWords(cfg),
 	)
+}
+
+// policyWords states the policy in force for tool descriptions, or "" when
+// none is set.
+func policyWords(cfg *config) string {
+	var parts []string
+	if cfg.allow != nil {
+		parts = append(parts, "programs allowed (argv[0] spelled exactly; command needs the shell): "+strings.Join(cfg.allow, ", "))
+	}
+	if cfg.roots != nil {
+		parts = append(parts, "cwd must be inside "+strings.Join(cfg.roots, ", ")+" (default "+cfg.roots[0]+")")
+	}
+	if len(cfg.envDeny) > 0 {
+		parts = append(parts, "env may not set "+strings.Join(sortedKeys(cfg.envDeny), ", "))
+	}
+	if cfg.maxJobs > 0 {
+		parts = append(parts, fmt.Sprintf("at most %d jobs run at once", cfg.maxJobs))
+	}
+	if cfg.jobTTL > 0 {
+		parts = append(parts, "finished jobs not collected within "+secondsWords(cfg.jobTTL, "")+" are forgotten")
+	}
+	if cfg.maxFinished > 0 {
+		parts = append(parts, fmt.Sprintf("at most %d finished jobs wait to be collected", cfg.maxFinished))
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return " Policy: " + strings.Join(parts, "; ") + "."
 }
 
 // sizeWords writes a byte count for people: 1 MiB, 64 KiB, 1500 bytes.
@@ -480,7 +509,10 @@ func runExecute(c *toolCall, a *executeArgs) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	j, started := c.reg.start(req)
+	j, started, err := c.reg.start(req)
+	if err != nil {
+		return nil, err
+	}
 	if !started {
 		return resultWithin(j, c.replyBudget()), nil
 	}

@@ -1,0 +1,97 @@
+package main
+
+import (
+	"fmt"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+)
+
+// admit checks what a job would run against the policy of cfg: argv (nil
+// for a shell command), the env overlay and the cwd. It returns the cwd the
+// job runs in, resolved. With no policy set it is 1.0: everything runs. A
+// refusal wraps errRefused and says what was refused, by which setting, and
+// what is allowed.
+func admit(cfg *config, argv []string, env map[string]string, dir string) (string, error) {
+	if err := admitProgram(cfg, argv); err != nil {
+		return dir, err
+	}
+	if err := admitEnv(cfg, env); err != nil {
+		return dir, err
+	}
+	return admitDir(cfg, dir)
+}
+
+// admitProgram checks argv[0], or for a command (argv nil) the shell,
+// against MCP_EXEC_ALLOW: the spelling must equal an entry, as written.
+func admitProgram(cfg *config, argv []string) error {
+	if cfg.allow == nil {
+		return nil
+	}
+	allowed := strings.Join(cfg.allow, ", ")
+	if argv != nil {
+		if !slices.Contains(cfg.allow, argv[0]) {
+			return fmt.Errorf("%w: program %q is not in MCP_EXEC_ALLOW (allowed, spelled exactly: %s)", errRefused, argv[0], allowed)
+		}
+		return nil
+	}
+	if !slices.Contains(cfg.allow, cfg.shellSpelled) && !slices.Contains(cfg.allow, cfg.shell) {
+		return fmt.Errorf("%w: a command runs in the shell %s, which MCP_EXEC_ALLOW does not list; use argv with one of: %s", errRefused, cfg.shellSpelled, allowed)
+	}
+	return nil
+}
+
+// admitEnv checks the env argument's names against MCP_EXEC_ENV_DENY.
+func admitEnv(cfg *config, env map[string]string) error {
+	var denied []string
+	for name := range env {
+		if cfg.envDeny[name] {
+			denied = append(denied, name)
+		}
+	}
+	if len(denied) == 0 {
+		return nil
+	}
+	sort.Strings(denied)
+	return fmt.Errorf("%w: env may not set %s (MCP_EXEC_ENV_DENY: %s)", errRefused, strings.Join(denied, ", "), strings.Join(sortedKeys(cfg.envDeny), ", "))
+}
+
+// admitDir resolves the cwd, symlinks followed, and with MCP_EXEC_ROOTS
+// checks it is inside a root (the default cwd is then the first root). The
+// job is started in the resolved directory, not in the spelling checked.
+func admitDir(cfg *config, dir string) (string, error) {
+	if cfg.roots == nil {
+		return dir, nil
+	}
+	roots := strings.Join(cfg.roots, ", ")
+	if dir == "" {
+		return cfg.roots[0], nil
+	}
+	resolved, err := resolveDir(dir)
+	if err != nil {
+		return "", fmt.Errorf("%w: cwd %v; MCP_EXEC_ROOTS allows: %s", errRefused, err, roots)
+	}
+	for _, root := range cfg.roots {
+		if within(resolved, root) {
+			return resolved, nil
+		}
+	}
+	return "", fmt.Errorf("%w: cwd %q resolves to %s, outside MCP_EXEC_ROOTS (allowed: %s)", errRefused, dir, resolved, roots)
+}
+
+// within reports whether the clean absolute path p is root or below it.
+func within(p, root string) bool {
+	rel, err := filepath.Rel(root, p)
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, "../")
+}
+
+// sortedKeys lists a set's members in order.
+func sortedKeys(set map[string]bool) []string {
+	keys := make([]string, 0, len(set))
+	for k := range set {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
