@@ -225,6 +225,7 @@ type session struct {
 	closing  bool                          // the session is ending: no new requests
 
 	handlers sync.WaitGroup  // running request goroutines
+	pending  []func()        // requests read but not started yet; only the reading goroutine uses it
 	activity chan<- struct{} // 1-buffered, shared by the server's sessions: a request finished
 }
 
@@ -238,6 +239,7 @@ func newSession(cfg *config, out replySink, activity chan<- struct{}) *session {
 // serve reads requests from in until EOF or a read error.
 func (s *session) serve(in io.Reader) error {
 	r := bufio.NewReaderSize(in, 64<<10)
+	defer s.startPending()
 	for {
 		line, err := readLine(r, maxLineBytes)
 		switch {
@@ -245,7 +247,13 @@ func (s *session) serve(in io.Reader) error {
 			s.reply(json.RawMessage("null"), nil, newError(codeParse, "parse error: request line exceeds %d bytes and was discarded", maxLineBytes))
 			continue
 		case len(line) > 0:
-			s.handleLine(line)
+			s.dispatch(line)
+		}
+		// Requests that arrived together are all read, and hold their
+		// jobs, before any of them runs: a kill sent together with another
+		// kill cannot deliver the job before the other has read it.
+		if !hasBufferedLine(r) {
+			s.startPending()
 		}
 		if err != nil {
 			if errors.Is(err, io.EOF) {
@@ -256,8 +264,31 @@ func (s *session) serve(in io.Reader) error {
 	}
 }
 
-// handleLine dispatches one line per the methods table.
+// hasBufferedLine reports whether r holds a whole line not read yet.
+func hasBufferedLine(r *bufio.Reader) bool {
+	b, _ := r.Peek(r.Buffered()) // cannot fail: it asks for what is buffered
+	return bytes.IndexByte(b, '\n') >= 0
+}
+
+// handleLine dispatches one line per the methods table and starts the
+// request at once.
 func (s *session) handleLine(line []byte) {
+	s.dispatch(line)
+	s.startPending()
+}
+
+// startPending starts the requests dispatch prepared. Only the reading
+// goroutine calls it.
+func (s *session) startPending() {
+	for _, run := range s.pending {
+		go run()
+	}
+	s.pending = s.pending[:0]
+}
+
+// dispatch handles one line per the methods table; a request that runs on
+// its own goroutine is prepared now and started by startPending.
+func (s *session) dispatch(line []byte) {
 	line = bytes.TrimRight(line, "\r \t")
 	if len(trimJSONSpace(line)) == 0 {
 		return
@@ -317,7 +348,7 @@ func (s *session) start(m message, spec methodSpec) {
 	if spec.prepare != nil {
 		run = spec.prepare(s, ctx, m)
 	}
-	go func() {
+	s.pending = append(s.pending, func() {
 		defer s.handlers.Done()
 		res, err := run()
 		s.mu.Lock()
@@ -326,7 +357,7 @@ func (s *session) start(m message, spec methodSpec) {
 		cancel()
 		s.out.send(encodeReply(m.id, res, err))
 		nudge(s.activity)
-	}()
+	})
 }
 
 // cancelRequest handles notifications/cancelled. Unknown, finished, repeated
