@@ -336,7 +336,9 @@ def test_time_limit_kills_an_exec_that_ignores_term(raw_server):
     r, took = timed(s.tool, "execute", {"command": "sh -c \"trap '' TERM; exec sleep 30\"",
                                         "time_limit": 0.5})
     assert r.get("timed_out") is True and r["state"] == "error", r
-    assert r.get("signal") in ("killed", None), r  # the outer shell may die of TERM first
+    # The outer shell may die of the TERM itself (when it forks rather than
+    # execs the inner one), or of the KILL.
+    assert r.get("signal") in ("killed", "terminated"), r
     assert took <= 1.0 + LATE, took
 
 
