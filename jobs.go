@@ -587,7 +587,7 @@ func (j *job) waitingForInput() bool {
 	if j.terminal() || j.stdinIno == 0 {
 		return false
 	}
-	return j.waitingForInputAmong(groupMembers(j.pid))
+	return j.waitingForInputAmong(processTree(j.pid))
 }
 
 // seenWaiting reports whether j might be waiting for input without looking
@@ -606,7 +606,8 @@ func (j *job) waitingForInputSeen() bool {
 }
 
 // waitingForInputAmong is waitingForInput with the job's processes already
-// listed (one pass over /proc for many jobs).
+// listed (members: its process tree, or its group from one pass over /proc
+// for many jobs).
 func (j *job) waitingForInputAmong(members []procInfo) bool {
 	if j.terminal() || j.stdinIno == 0 {
 		return false
@@ -670,19 +671,12 @@ func (r *registry) await(w *waiter, jobs []*job, opts awaitOptions) (delivered m
 	}
 }
 
-// anyWaitingForInput looks at every running one of jobs, in one pass over
-// /proc, and reports whether one waits for input.
+// anyWaitingForInput looks at every running one of jobs and reports
+// whether one waits for input.
 func anyWaitingForInput(jobs []*job) bool {
-	var groups map[int][]procInfo
 	waiting := false
 	for _, j := range jobs {
-		if j.terminal() {
-			continue
-		}
-		if groups == nil {
-			groups = processGroups()
-		}
-		if j.waitingForInputAmong(groups[j.pid]) {
+		if j.waitingForInput() {
 			waiting = true
 		}
 	}
