@@ -147,6 +147,11 @@ func escapedCost(s []byte, cost func(esc string, size int) int) int {
 			i += plain
 			continue
 		}
+		if c := s[i]; c < utf8.RuneSelf { // an ASCII escape: no decoding needed
+			n += cost(asciiEscapes[c], 1)
+			i++
+			continue
+		}
 		esc, size := jsonEscape(s[i:])
 		n += cost(esc, size)
 		i += size
@@ -161,6 +166,11 @@ func appendQuoted(b, s []byte) []byte {
 		if plain := plainRun(s[i:]); plain > 0 {
 			b = append(b, s[i:i+plain]...)
 			i += plain
+			continue
+		}
+		if c := s[i]; c < utf8.RuneSelf { // an ASCII escape: no decoding needed
+			b = append(b, asciiEscapes[c]...)
+			i++
 			continue
 		}
 		esc, size := jsonEscape(s[i:])

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -694,7 +695,7 @@ func runListJobs(c *toolCall, _ *listJobsArgs) (any, error) {
 			b = append(b, `,"waiting_for_input":true`...)
 		}
 		b = append(b, '}')
-		if room -= quotedLen(b[mark:]); room < 0 {
+		if room -= len(b) - mark + bytes.Count(b[mark:], []byte{'"'}); room < 0 {
 			b, omitted = b[:mark], len(jobs)-i
 			break
 		}
