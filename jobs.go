@@ -51,8 +51,9 @@ type job struct {
 	inputMu  sync.Mutex    // guards sighting
 	sighting inputSighting // the last time a process was seen blocked reading stdin
 
-	elem     *list.Element // place in registry.order; guarded by registry.mu
-	watchers int           // waits, kills and executes under way on the job; guarded by registry.mu
+	elem         *list.Element // place in registry.order; guarded by registry.mu
+	watchers     int           // waits, kills and executes under way on the job; guarded by registry.mu
+	finishedSeen bool          // the limits on finished jobs were applied to it; guarded by registry.mu
 }
 
 // terminal reports whether the job has finished.
@@ -132,6 +133,9 @@ func (r *registry) start(req startRequest) (*job, bool, error) {
 	r.mu.Lock()
 	r.jobs[id] = j
 	j.elem = r.order.PushBack(j)
+	if j.terminal() { // it ended before it was listed: publish could not expire it
+		r.finishedLocked(j)
+	}
 	r.mu.Unlock()
 	if req.stdin != "" || req.closeStdin {
 		j.stdin.feed(req.stdin, req.closeStdin, j.done)
@@ -163,7 +167,13 @@ func (j *job) launch(cfg *config, req startRequest, onExit func(exitStatus)) err
 	env := mergeEnv(cfg.baseEnv, req.env)
 	path, argv := cfg.shell, []string{cfg.shell, "-c", req.command}
 	if req.argv != nil {
-		found, err := lookPath(req.argv[0], env)
+		// Under an allowlist the program is found with the server's PATH:
+		// a caller's env must not swap what the list allows for its own.
+		search := env
+		if cfg.allow != nil {
+			search = cfg.baseEnv
+		}
+		found, err := lookPath(req.argv[0], search)
 		if err != nil {
 			return err
 		}
@@ -173,7 +183,7 @@ func (j *job) launch(cfg *config, req startRequest, onExit func(exitStatus)) err
 		// The launcher gets the program by the path found here, so it runs
 		// exactly what the policy checked.
 		program := append([]string{path}, argv[1:]...)
-		found, err := lookPath(cfg.launcher[0], env)
+		found, err := lookPath(cfg.launcher[0], cfg.baseEnv) // the operator's, not the caller's
 		if err != nil {
 			return fmt.Errorf("MCP_EXEC_LAUNCHER: %w", err)
 		}
@@ -187,13 +197,22 @@ func (j *job) launch(cfg *config, req startRequest, onExit func(exitStatus)) err
 	j.stdinIno = pipeInode(in.child)
 	j.stdoutPump = startPump(out.ours, j.stdout)
 	j.errPump = startPump(errp.ours, j.stderr)
+	dir, release, err := pinDir(cfg, req.dir)
+	if err != nil {
+		closeAll([]*os.File{in.ours, out.ours, errp.ours})
+		for _, p := range []jobPipe{in, out, errp} {
+			_ = syscall.Close(p.child) // best effort: nothing was started
+		}
+		return err
+	}
 	pid, err := spawnNotify(spawnSpec{
 		path:  path,
 		argv:  argv,
-		dir:   req.dir,
+		dir:   dir,
 		env:   env,
 		files: []uintptr{uintptr(in.child), uintptr(out.child), uintptr(errp.child)},
 	}, onExit)
+	release()
 	for _, p := range []jobPipe{in, out, errp} {
 		_ = syscall.Close(p.child) // best effort: the child has its copy; ours would hide EOF
 	}
@@ -345,8 +364,21 @@ func (r *registry) publish(j *job, st exitStatus) {
 	r.mu.Lock()
 	r.running--
 	r.changed.announce()
-	r.expireBeyondLocked(r.cfg.maxFinished)
+	if r.jobs[j.id] == j {
+		r.finishedLocked(j)
+	}
 	r.mu.Unlock()
+}
+
+// finishedLocked applies the limits on finished jobs to j, which has just
+// finished and is listed: MCP_EXEC_MAX_FINISHED now, MCP_EXEC_JOB_TTL later.
+// Caller holds r.mu.
+func (r *registry) finishedLocked(j *job) {
+	if j.finishedSeen {
+		return // both publish and start may see it finish
+	}
+	j.finishedSeen = true
+	r.expireBeyondLocked(r.cfg.maxFinished)
 	if ttl := r.cfg.jobTTL; ttl > 0 {
 		time.AfterFunc(ttl, func() {
 			r.mu.Lock()

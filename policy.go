@@ -5,7 +5,9 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
+	"syscall"
 )
 
 // admit checks what a job would run against the policy of cfg: argv (nil
@@ -94,4 +96,34 @@ func sortedKeys(set map[string]bool) []string {
 	}
 	sort.Strings(keys)
 	return keys
+}
+
+// pinDir opens the cwd a job was admitted to and checks where the opened
+// directory really is, then returns a path that names that very directory
+// for the child's chdir, and a release to call once the child is started.
+// A directory swapped for a symlink between admit's check and the child's
+// chdir would otherwise let a job start outside the roots. Without roots,
+// or where the system cannot name an open directory, dir is used as it is.
+func pinDir(cfg *config, dir string) (string, func(), error) {
+	none := func() {}
+	if cfg.roots == nil || dir == "" {
+		return dir, none, nil
+	}
+	fd, err := syscall.Open(dir, syscall.O_RDONLY|syscall.O_DIRECTORY|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		return "", none, fmt.Errorf("%w: cwd %q: %v", errRefused, dir, err)
+	}
+	release := func() { _ = syscall.Close(fd) } // best effort: the child has chdir'ed
+	real, named := openPath(fd)
+	if !named {
+		release()
+		return dir, none, nil
+	}
+	for _, root := range cfg.roots {
+		if within(real, root) {
+			return "/proc/self/fd/" + strconv.Itoa(fd), release, nil
+		}
+	}
+	release()
+	return "", none, fmt.Errorf("%w: cwd %q is now %s, outside MCP_EXEC_ROOTS (allowed: %s)", errRefused, dir, real, strings.Join(cfg.roots, ", "))
 }

@@ -297,3 +297,9 @@ func pipeInode(fd int) uint64 {
 	}
 	return st.Ino
 }
+
+// openPath is the path of the file open at fd, as /proc names it.
+func openPath(fd int) (string, bool) {
+	p, err := os.Readlink("/proc/self/fd/" + strconv.Itoa(fd))
+	return p, err == nil && strings.HasPrefix(p, "/")
+}
