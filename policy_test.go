@@ -151,3 +151,70 @@ func TestLauncherAndOwnSession(t *testing.T) {
 		t.Errorf("launched %q: want LAUNCHED=yes, session id = pid, no MCP_EXEC_ variable", r.Stdout.Data)
 	}
 }
+
+// TestAllowFindsProgramWithServerPath: under an allowlist a caller's PATH in
+// env cannot make a listed name run another file (it ran the caller's git).
+func TestAllowFindsProgramWithServerPath(t *testing.T) {
+	onLinux(t)
+	t.Parallel()
+	evil := t.TempDir()
+	if err := os.WriteFile(filepath.Join(evil, "printenv"), []byte("#!/bin/sh\necho pwned\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cfg := testConfig()
+	cfg.allow = []string{"printenv"}
+	reg := newRegistry(cfg)
+	j := startReq(t, reg, startRequest{argv: []string{"printenv", "X"}, env: map[string]string{"PATH": evil, "X": "safe"}, policy: defaultCapture})
+	if r := resultOf(collect(t, reg, j)); r.Stdout == nil || r.Stdout.Data != "safe\n" {
+		t.Errorf("printenv under an allowlist ran %+v; want the server's printenv", r.Stdout)
+	}
+}
+
+// TestCwdSwappedAfterCheckIsRefused: a directory admitted inside the roots
+// and then swapped for a symlink pointing out is refused when the job is
+// about to start in it (jobs started outside the roots).
+func TestCwdSwappedAfterCheckIsRefused(t *testing.T) {
+	t.Parallel()
+	base := t.TempDir()
+	root, outside := filepath.Join(base, "root"), filepath.Join(base, "outside")
+	flip := filepath.Join(root, "flip")
+	for _, d := range []string{flip, outside} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg := testConfig()
+	var err error
+	if cfg.roots, err = parseRoots(root); err != nil {
+		t.Fatal(err)
+	}
+	dir, err := admit(cfg, nil, nil, flip)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(flip); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(outside, flip); err != nil {
+		t.Fatal(err)
+	}
+	if pinned, release, err := pinDir(cfg, dir); err == nil {
+		release()
+		t.Errorf("the swapped cwd was pinned as %q; want a refusal", pinned)
+	}
+}
+
+// TestJobsEndingBeforeListedCountAsFinished: jobs that end while they are
+// still being started count against MCP_EXEC_MAX_FINISHED (two stayed).
+func TestJobsEndingBeforeListedCountAsFinished(t *testing.T) {
+	onLinux(t)
+	t.Parallel()
+	cfg := testConfig()
+	cfg.maxFinished = 1
+	reg := newRegistry(cfg)
+	for i := 0; i < 100; i++ {
+		awaitDone(t, startJob(t, reg, "true"))
+		// The limit applies once the end is published, just after done.
+		eventually(t, jobDeadline, "at most 1 finished job is listed", func() bool { return len(reg.list()) <= 1 })
+	}
+}
