@@ -129,7 +129,7 @@ func refuseUnknown(tool string, params []param, raw map[string]json.RawMessage) 
 	var unknown []string
 	for name := range raw {
 		if !known[name] {
-			unknown = append(unknown, fmt.Sprintf("%q", name))
+			unknown = append(unknown, fmt.Sprintf("%q", clipText(name)))
 		}
 	}
 	if len(unknown) == 0 {

@@ -183,3 +183,15 @@ func maps(m map[string]json.RawMessage) map[string]json.RawMessage {
 	}
 	return c
 }
+
+// TestUnknownArgumentMessageStaysShort: a huge unknown argument name is
+// clipped in the refusal, which must not grow with what the caller sent.
+func TestUnknownArgumentMessageStaysShort(t *testing.T) {
+	t.Parallel()
+	raw := requiredOnly(toolsByName["status"])
+	raw[strings.Repeat("x", 100000)] = json.RawMessage(`1`)
+	_, err := bind(toolsByName["status"], raw)
+	if err == nil || len(err.Error()) > 400 || !strings.Contains(err.Error(), "unknown argument") {
+		t.Errorf("refusal of %d bytes: %.200v", len(fmt.Sprint(err)), err)
+	}
+}

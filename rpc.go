@@ -310,7 +310,7 @@ func (s *session) dispatch(line []byte) {
 	}
 	switch {
 	case !known:
-		s.reply(m.id, nil, newError(codeNoMethod, "method not found: %s", m.method))
+		s.reply(m.id, nil, newError(codeNoMethod, "method not found: %s", clipText(m.method)))
 	case spec.notification:
 		s.reply(m.id, nil, newError(codeInvalidRequest, "invalid request: %s is a notification and must not carry an id", m.method))
 	case m.params != nil && (len(m.params) == 0 || m.params[0] != '{'):

@@ -107,7 +107,7 @@ func (c *toolCall) holdJobs(params []param, args reflect.Value, readKept bool) e
 func prepareTool(c *toolCall, name string, args json.RawMessage) (run func() (any, error), err error) {
 	t, ok := toolsByName[name]
 	if !ok {
-		return nil, fmt.Errorf("%w: %s (the tools are %s)", errUnknownTool, name, strings.Join(toolNames(), ", "))
+		return nil, fmt.Errorf("%w: %s (the tools are %s)", errUnknownTool, clipText(name), strings.Join(toolNames(), ", "))
 	}
 	raw := map[string]json.RawMessage{}
 	if args != nil && !isNull(args) {
