@@ -161,9 +161,10 @@ var (
 // fuzzConfig is the configuration FuzzHandleLine serves with. It comes from
 // loadConfig (the real parser) with a tiny window, debug/stats on, and no
 // progress notifications within any call's lifetime. Jobs run in /bin/true
-// instead of a shell: every tool stays reachable (execute's arguments are
-// bound and a job really starts), but whatever command the fuzzer writes,
-// the job does nothing and exits at once, so no process outlives the call.
+// instead of a shell, and the allowlist lets argv run only true: every tool
+// stays reachable (execute's arguments are bound and a job really starts),
+// but whatever the fuzzer writes, the job does nothing and exits at once,
+// so no process outlives the call.
 // A fresh session has no jobs, so wait, input and kill fail fast with an
 // unknown job_id.
 func fuzzConfig(t testing.TB) *config {
@@ -178,7 +179,11 @@ func fuzzConfig(t testing.TB) *config {
 			"MCP_EXEC_PROGRESS_INTERVAL=3600", "MCP_EXEC_DEBUG=1")
 		fzConfig, fzConfigErr = loadConfig(env)
 		if fzConfigErr == nil {
-			fzConfig.shell = "/bin/true"
+			fzConfig.shell, fzConfig.shellSpelled = "/bin/true", "/bin/true"
+			// argv runs a program without the shell: only true may run, or
+			// the fuzzer would start whatever it spells (a sleep held a
+			// call past the fuzz time).
+			fzConfig.allow = []string{"/bin/true", "true"}
 		}
 	})
 	if fzConfigErr != nil {
