@@ -724,12 +724,12 @@ def mcp_bin():
 
 @pytest.fixture
 def make_server(mcp_bin):
-    """Factory of Servers (keywords as for Server), each shut down after the
-    test; a shutdown that fails fails the test."""
+    """Factory of Servers (keywords as for Server; cls= a subclass to make),
+    each shut down after the test; a shutdown that fails fails the test."""
     made = []
 
-    def factory(**kw):
-        s = Server(**kw)
+    def factory(cls=None, **kw):
+        s = (cls or Server)(**kw)
         made.append(s)
         return s
 

@@ -95,11 +95,6 @@ func resultWithin(j *job, limit int) *resultJSON {
 	return r
 }
 
-// sliceOf reads spec from w; nil for "none".
-func sliceOf(w *window, spec streamSpec) *sliceJSON {
-	s, _ := sliceWithin(w, spec, 0)
-	return s
-}
 
 // sliceWithin reads spec from w (nil for "none"), copying only the ends of
 // a range longer than 2*limit bytes (limit 0: all of it). It also returns

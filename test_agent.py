@@ -70,25 +70,9 @@ def srv(mcp_bin):
 
 
 @pytest.fixture
-def raw_server(mcp_bin):
+def raw_server(make_server):
     """Factory of RawServers (keywords as for Server), shut down after the test."""
-    made = []
-
-    def factory(**kw):
-        s = RawServer(**kw)
-        made.append(s)
-        return s
-
-    yield factory
-    failures = []
-    for s in made:
-        if s.proc.poll() is None:
-            try:
-                s.close(10 + SLACK)
-            except AssertionError as e:
-                failures.append(str(e))
-    if failures:
-        pytest.fail("server teardown: %s" % failures)
+    return lambda **kw: make_server(cls=RawServer, **kw)
 
 
 # --------------------------------------------------------------------------

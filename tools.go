@@ -165,7 +165,9 @@ func (c *toolCall) deferResults(entries []*resultJSON) ([]byte, error) {
 	// go out as small as cuts make them.
 	statuses := make([]*resultJSON, len(entries))
 	for i, e := range entries {
-		statuses[i] = &resultJSON{JobID: e.JobID, State: e.State, ExitCode: e.ExitCode, Signal: e.Signal, Deferred: e.delivered != nil}
+		s := *e
+		s.Stdout, s.Stderr, s.Uncaptured, s.Deferred = nil, nil, nil, e.delivered != nil
+		statuses[i] = &s
 	}
 	if least, err := marshal(statuses); err != nil || quotedLen(least) > c.replyBudget() {
 		return fitText(entries, c.replyBudget())
@@ -178,8 +180,7 @@ func (c *toolCall) deferResults(entries []*resultJSON) ([]byte, error) {
 		c.reg.undeliver(j)
 		for k, e := range entries {
 			if e.delivered == j {
-				entries[k] = statusOf(j)
-				entries[k].Deferred = true
+				entries[k] = statuses[k]
 			}
 		}
 		text, err := fitText(entries, c.replyBudget())
