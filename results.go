@@ -95,7 +95,6 @@ func resultWithin(j *job, limit int) *resultJSON {
 	return r
 }
 
-
 // sliceWithin reads spec from w (nil for "none"), copying only the ends of
 // a range longer than 2*limit bytes (limit 0: all of it). It also returns
 // how many bytes of the stream the spec leaves out without saying so:
