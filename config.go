@@ -40,12 +40,23 @@ type config struct {
 	jobTTL      time.Duration   // finished, uncollected jobs are forgotten after this; 0: never
 	maxFinished int             // finished, uncollected jobs kept at most; 0: no limit
 	launcher    []string        // prefixed to every job's argv; nil: none
+	sandbox     string          // off, read-only or roots: where jobs may write
+	networkOff  bool            // jobs get no network
+	rlimits     []rlimit        // resource limits set in every job
+	usage       bool            // terminal results carry usage
 }
 
 // Profiles: compat keeps 1.0's defaults; agent sizes them for LLM hosts.
 const (
 	profileCompat = "compat"
 	profileAgent  = "agent"
+)
+
+// Sandbox modes (MCP_EXEC_SANDBOX).
+const (
+	sandboxOff      = "off"
+	sandboxReadOnly = "read-only"
+	sandboxRoots    = "roots"
 )
 
 // minReplyBytes is the smallest reply budget: room for a result's fields.
@@ -108,15 +119,36 @@ var configVars = []configVar{
 		func(c *config, v string) (err error) { c.maxFinished, err = parseCount(v); return }},
 	{"MCP_EXEC_LAUNCHER", "", "", `JSON array of strings prefixed to every job's argv, e.g. ["nice","-n","10"]`,
 		func(c *config, v string) (err error) { c.launcher, err = parseLauncher(v); return }},
-	{"MCP_EXEC_DEBUG", "0", "", "1 serves the debug/stats method (goroutines, fds, RSS) for tests and soak runs",
+	{"MCP_EXEC_SANDBOX", sandboxOff, "", "off, read-only (jobs write only to a private TMPDIR and /dev/null-like devices) or roots (also inside MCP_EXEC_ROOTS); kernel-enforced (Landlock)",
 		func(c *config, v string) error {
-			switch v {
-			case "0", "1":
-				c.debug = v == "1"
-				return nil
+			if v != sandboxOff && v != sandboxReadOnly && v != sandboxRoots {
+				return errors.New("must be off, read-only or roots")
 			}
-			return errors.New("must be 0 or 1")
+			c.sandbox = v
+			return nil
 		}},
+	{"MCP_EXEC_NETWORK", "on", "", "on, or off: jobs can open no IP socket (seccomp) and make no TCP connection (Landlock)",
+		func(c *config, v string) error {
+			if v != "on" && v != "off" {
+				return errors.New("must be on or off")
+			}
+			c.networkOff = v == "off"
+			return nil
+		}},
+	{"MCP_EXEC_RLIMITS", "", "", "comma list of resource limits set in every job, soft and hard, e.g. cpu=60,as=4G,nproc=512,fsize=1G,nofile=4096",
+		func(c *config, v string) (err error) { c.rlimits, err = parseRlimits(v); return }},
+	{"MCP_EXEC_USAGE", "0", "1", "1 adds usage (wall, user and system CPU ms, peak RSS) to terminal results; on by default under the agent profile or when jobs are confined (sandbox, network off, rlimits)",
+		func(c *config, v string) (err error) { c.usage, err = parseSwitch(v); return }},
+	{"MCP_EXEC_DEBUG", "0", "", "1 serves the debug/stats method (goroutines, fds, RSS) for tests and soak runs",
+		func(c *config, v string) (err error) { c.debug, err = parseSwitch(v); return }},
+}
+
+// parseSwitch reads 0 or 1.
+func parseSwitch(v string) (bool, error) {
+	if v != "0" && v != "1" {
+		return false, errors.New("must be 0 or 1")
+	}
+	return v == "1", nil
 }
 
 // parseCount reads a whole number, 0 or more.
@@ -257,6 +289,12 @@ func loadConfig(environ []string) (*config, error) {
 			return nil, fmt.Errorf("%s=%q: %w", v.name, value, err)
 		}
 	}
+	if _, explicit := given["MCP_EXEC_USAGE"]; !explicit && (c.sandbox != sandboxOff || c.networkOff || c.rlimits != nil) {
+		c.usage = true // whoever confines jobs wants to see what they use
+	}
+	if c.sandbox == sandboxRoots && c.roots == nil {
+		return nil, errors.New("MCP_EXEC_SANDBOX=roots makes only MCP_EXEC_ROOTS writable, and MCP_EXEC_ROOTS is not set; set it, or use read-only")
+	}
 	c.shellSpelled = os.Getenv("SHELL")
 	if c.shellSpelled == "" {
 		c.shellSpelled = "/bin/sh"
@@ -331,4 +369,67 @@ func secondsToDuration(s float64) time.Duration {
 		return math.MinInt64
 	}
 	return time.Duration(s * float64(time.Second))
+}
+
+// parseRlimits reads MCP_EXEC_RLIMITS: "cpu=60,as=4G,nofile=4096". A value
+// is a whole number (byte-sized resources take a K, M, G or T suffix,
+// powers of 1024) or "unlimited"; it becomes both the soft and the hard
+// limit, so the job cannot raise it.
+func parseRlimits(v string) ([]rlimit, error) {
+	items, err := parseList(v, "name=value item")
+	if err != nil {
+		return nil, err
+	}
+	var limits []rlimit
+	seen := map[string]bool{}
+	for _, item := range items {
+		name, value, ok := strings.Cut(item, "=")
+		res, known := rlimitResources[name]
+		switch {
+		case !ok:
+			return nil, fmt.Errorf("%q is not name=value", item)
+		case !known:
+			return nil, fmt.Errorf("unknown resource %q (known: %s)", name, strings.Join(rlimitNames(), ", "))
+		case seen[name]:
+			return nil, fmt.Errorf("%s is given twice", name)
+		}
+		seen[name] = true
+		n, err := parseLimitValue(value, res.byteSized)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", name, err)
+		}
+		limits = append(limits, rlimit{res.resource, n})
+	}
+	return limits, nil
+}
+
+// parseLimitValue reads one rlimit value.
+func parseLimitValue(v string, byteSized bool) (uint64, error) {
+	if v == "unlimited" {
+		return rlimInfinity, nil
+	}
+	shift := 0
+	if byteSized && v != "" {
+		if i := strings.IndexByte("KMGT", v[len(v)-1]); i >= 0 {
+			shift, v = 10*(i+1), v[:len(v)-1]
+		}
+	}
+	n, err := strconv.ParseUint(v, 10, 64)
+	if err != nil || n > rlimInfinity>>shift {
+		if byteSized {
+			return 0, fmt.Errorf("%q must be a whole number, optionally with K, M, G or T, or unlimited", v)
+		}
+		return 0, fmt.Errorf("%q must be a whole number or unlimited", v)
+	}
+	return n << shift, nil
+}
+
+// rlimitNames lists the resource names MCP_EXEC_RLIMITS knows, sorted.
+func rlimitNames() []string {
+	names := make([]string, 0, len(rlimitResources))
+	for name := range rlimitResources {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	return names
 }

@@ -28,7 +28,14 @@ type outcome struct {
 	exitCode   int
 	signal     syscall.Signal
 	startError string
-	timedOut   bool // its time limit ended it
+	timedOut   bool      // its time limit ended it
+	usage      *jobUsage // nil unless MCP_EXEC_USAGE is on
+}
+
+// jobUsage is what a job used: its shell's wait4 usage and its wall time.
+type jobUsage struct {
+	resourceUsage
+	wall time.Duration // from start to the shell's exit
 }
 
 // job is one command run as its own process group.
@@ -47,6 +54,7 @@ type job struct {
 	timedOut atomic.Bool                // its time limit fired before it ended
 	limit    atomic.Pointer[time.Timer] // the time limit's timer, stopped when the job ends
 
+	tmpDir   string        // the private TMPDIR of a sandboxed job; "" for none
 	stdinIno uint64        // inode of the stdin pipe, to see a process blocked reading it
 	inputMu  sync.Mutex    // guards sighting
 	sighting inputSighting // the last time a process was seen blocked reading stdin
@@ -189,8 +197,20 @@ func (j *job) launch(cfg *config, req startRequest, onExit func(exitStatus)) err
 		}
 		path, argv = found, append(slices.Clip(cfg.launcher), program...)
 	}
+	if c := confinementFor(cfg, ""); c.any() {
+		if c.fsRestricted {
+			tmp, err := makeJobTemp()
+			if err != nil {
+				return err
+			}
+			j.tmpDir, c = tmp, confinementFor(cfg, tmp)
+			env = mergeEnv(env, map[string]string{"TMPDIR": tmp})
+		}
+		path, argv = launcherArgv(c, path, argv)
+	}
 	in, out, errp, err := makeJobPipes()
 	if err != nil {
+		j.removeTemp()
 		return err
 	}
 	j.stdin = newStdinPipe(in.ours)
@@ -203,6 +223,7 @@ func (j *job) launch(cfg *config, req startRequest, onExit func(exitStatus)) err
 		for _, p := range []jobPipe{in, out, errp} {
 			_ = syscall.Close(p.child) // best effort: nothing was started
 		}
+		j.removeTemp()
 		return err
 	}
 	pid, err := spawnNotify(spawnSpec{
@@ -218,6 +239,7 @@ func (j *job) launch(cfg *config, req startRequest, onExit func(exitStatus)) err
 	}
 	if err != nil {
 		closeAll([]*os.File{in.ours, out.ours, errp.ours}) // the pumps end at the close
+		j.removeTemp()
 		return fmt.Errorf("start %s: %w", path, err)
 	}
 	j.pid = pid
@@ -339,26 +361,33 @@ func mergeEnv(base []string, overlay map[string]string) []string {
 // pumps have taken it: at once when both pipes already reached EOF (the
 // common case), otherwise from a goroutine that waits for them to settle.
 func (r *registry) exited(j *job, st exitStatus) {
+	wall := time.Since(j.started) // now, not when the output has settled
 	if j.stdoutPump.settle.settled() && j.errPump.settle.settled() {
-		r.publish(j, st)
+		r.publish(j, st, wall)
 		return
 	}
 	go func() {
 		awaitSettled(settleMaxDuration, j.stdoutPump, j.errPump)
-		r.publish(j, st)
+		r.publish(j, st, wall)
 	}()
 }
 
 // publish makes the job's outcome final and wakes every waiter. It does not
 // block: it may run on the reaper's goroutine.
-func (r *registry) publish(j *job, st exitStatus) {
+func (r *registry) publish(j *job, st exitStatus, wall time.Duration) {
 	j.final = outcome{state: stateSuccess, exitCode: st.code, signal: st.signal, timedOut: j.timedOut.Load()}
+	if r.cfg.usage {
+		j.final.usage = &jobUsage{st.usage, wall}
+	}
 	if st.code != 0 || st.signal != 0 {
 		j.final.state = stateError
 	}
 	close(j.done)
 	if t := j.limit.Load(); t != nil {
 		t.Stop()
+	}
+	if j.tmpDir != "" {
+		go j.removeTempUnlessUsed()
 	}
 	j.stdin.shut()
 	r.mu.Lock()
@@ -500,6 +529,22 @@ func (j *job) release() {
 	if j.stdoutPump != nil {
 		j.stdoutPump.sink.Store(nil)
 		j.errPump.sink.Store(nil)
+	}
+}
+
+// removeTemp removes the job's private TMPDIR, if it has one.
+func (j *job) removeTemp() {
+	if j.tmpDir != "" {
+		_ = os.RemoveAll(j.tmpDir) // best effort: a leftover directory harms no one, and shutdown sweeps it
+	}
+}
+
+// removeTempUnlessUsed removes the private TMPDIR of a job whose shell has
+// exited, unless processes it left behind may still use it: those keep it
+// until the server shuts down.
+func (j *job) removeTempUnlessUsed() {
+	if !groupAlive(j.pid) {
+		j.removeTemp()
 	}
 }
 

@@ -9,6 +9,9 @@ import (
 )
 
 func main() {
+	if isLauncher(os.Args) {
+		runLauncher(os.Args) // a job's launcher, never the server: does not return
+	}
 	handleFlags(os.Args[1:])
 	cfg := mustLoadConfig(os.Environ())
 	srv := startServer(cfg)
@@ -33,6 +36,9 @@ func mustOpenStdio(srv *server) *stdio {
 // on stderr.
 func mustLoadConfig(environ []string) *config {
 	cfg, err := loadConfig(environ)
+	if err == nil {
+		err = checkConfinement(cfg)
+	}
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "mcp-exec: configuration error: %v\n", err)
 		os.Exit(2)

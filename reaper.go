@@ -20,6 +20,13 @@ import (
 type exitStatus struct {
 	code   int            // exit status, or -1 when a signal killed it
 	signal syscall.Signal // the fatal signal; 0 when it exited normally
+	usage  resourceUsage  // what it and the children it waited for used
+}
+
+// resourceUsage is the CPU time and peak memory of a child, from wait4.
+type resourceUsage struct {
+	userMs, sysMs int64 // CPU time in user and kernel mode
+	maxRSSKiB     int64 // the largest resident set of the child or of one of its waited-for children
 }
 
 // childTable records the children this process started, process-wide: jobs of
@@ -74,7 +81,8 @@ func (t *childTable) reapAll() int {
 	n := 0
 	for {
 		var ws syscall.WaitStatus
-		pid, err := syscall.Wait4(-1, &ws, syscall.WNOHANG, nil)
+		var ru syscall.Rusage
+		pid, err := syscall.Wait4(-1, &ws, syscall.WNOHANG, &ru)
 		switch {
 		case errors.Is(err, syscall.EINTR):
 			continue
@@ -87,7 +95,9 @@ func (t *childTable) reapAll() int {
 			return n // children exist, none has exited; not an error
 		}
 		n++
-		t.route(pid, decodeStatus(ws))
+		st := decodeStatus(ws)
+		st.usage = resourceUsage{userMs: timevalMs(ru.Utime), sysMs: timevalMs(ru.Stime), maxRSSKiB: maxRSSKiB(&ru)}
+		t.route(pid, st)
 	}
 }
 
@@ -169,6 +179,11 @@ func decodeStatus(ws syscall.WaitStatus) exitStatus {
 		return exitStatus{code: -1, signal: ws.Signal()}
 	}
 	return exitStatus{code: -1}
+}
+
+// timevalMs is a timeval in whole milliseconds.
+func timevalMs(tv syscall.Timeval) int64 {
+	return int64(tv.Sec)*1000 + int64(tv.Usec)/1000
 }
 
 // errGroupGone reports that no process is left in a process group.

@@ -15,10 +15,19 @@ type resultJSON struct {
 	Stdout          *sliceJSON       `json:"stdout,omitempty"`
 	Stderr          *sliceJSON       `json:"stderr,omitempty"`
 	Uncaptured      map[string]int64 `json:"uncaptured,omitempty"`
+	Usage           *usageJSON       `json:"usage,omitempty"`
 	Kept            bool             `json:"kept,omitempty"`
 	Deferred        bool             `json:"deferred,omitempty"`
 
 	delivered *job // the job whose result this is, when the call delivered it
+}
+
+// usageJSON is what a job that ran used, on its terminal results.
+type usageJSON struct {
+	WallMs    int64 `json:"wall_ms"`
+	UserMs    int64 `json:"user_ms"`
+	SysMs     int64 `json:"sys_ms"`
+	MaxRSSKiB int64 `json:"max_rss_kib"`
 }
 
 // sliceJSON is the wire form of a stream slice. Data holds raw bytes; the
@@ -60,6 +69,9 @@ func statusOf(j *job) *resultJSON {
 			r.Signal = signalWords(o.signal)
 		}
 		r.TimedOut = o.timedOut
+		if u := o.usage; u != nil {
+			r.Usage = &usageJSON{WallMs: u.wall.Milliseconds(), UserMs: u.userMs, SysMs: u.sysMs, MaxRSSKiB: u.maxRSSKiB}
+		}
 	}
 	return r
 }

@@ -95,6 +95,7 @@ func (s *server) shutdown() {
 	}
 	terminateAll(jobs, s.ownsProcess)
 	waitHandlers(sessions, shutdownKillDuration)
+	removeJobTemps()
 }
 
 // watchSignals subscribes to the signals that end the server. As PID 1 an

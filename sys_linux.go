@@ -303,3 +303,7 @@ func openPath(fd int) (string, bool) {
 	p, err := os.Readlink("/proc/self/fd/" + strconv.Itoa(fd))
 	return p, err == nil && strings.HasPrefix(p, "/")
 }
+
+// maxRSSKiB is a child's peak resident set from its rusage; Linux counts
+// it in KiB.
+func maxRSSKiB(ru *syscall.Rusage) int64 { return int64(ru.Maxrss) }

@@ -82,3 +82,7 @@ func pipeInode(fd int) uint64 {
 
 // openPath needs /proc; elsewhere an open file's path is not known.
 func openPath(fd int) (string, bool) { return "", false }
+
+// maxRSSKiB is a child's peak resident set from its rusage; macOS counts
+// it in bytes.
+func maxRSSKiB(ru *syscall.Rusage) int64 { return int64(ru.Maxrss) / 1024 }

@@ -1,0 +1,49 @@
+package main
+
+// confinement is what a job's launcher imposes on its own process before it
+// executes the job, so that the job's first instruction already runs under
+// it. The zero value imposes nothing.
+type confinement struct {
+	fsRestricted bool     // writes are refused except beneath writable and to harmless devices
+	writable     []string // directories the job may write beneath, when fsRestricted
+	netOff       bool     // no IP sockets at all; TCP bind and connect refused as well
+	rlimits      []rlimit // set, soft and hard, in this order
+}
+
+// rlimit is one resource limit: a resource number (RLIMIT_*) and its value,
+// rlimInfinity for none.
+type rlimit struct {
+	resource int
+	value    uint64
+}
+
+// rlimInfinity is RLIM_INFINITY: no limit.
+const rlimInfinity = ^uint64(0)
+
+// any reports whether c imposes anything, that is whether a job needs the
+// launcher at all.
+func (c confinement) any() bool {
+	return c.fsRestricted || c.netOff || len(c.rlimits) > 0
+}
+
+// Exit statuses of a launcher that could not confine itself, one per kind
+// of restriction, so the server's startup check can name the setting at
+// fault. A job's own exit statuses are never these, because a launcher that
+// fails never runs the job.
+const (
+	launcherFailedRlimits = 121
+	launcherFailedFS      = 122
+	launcherFailedNet     = 123
+	launcherFailedExec    = 126 // as a shell says it: found but could not run
+	launcherNotFound      = 127 // as a shell says it: not found
+)
+
+// confineError is a confinement that could not be applied: which part
+// failed (one of the launcherFailed* statuses) and why.
+type confineError struct {
+	status int
+	err    error
+}
+
+func (e *confineError) Error() string { return e.err.Error() }
+func (e *confineError) Unwrap() error { return e.err }

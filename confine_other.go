@@ -1,0 +1,28 @@
+//go:build !linux
+
+package main
+
+import (
+	"errors"
+	"fmt"
+)
+
+// rlimitResources is empty here: MCP_EXEC_RLIMITS needs the Linux launcher.
+var rlimitResources = map[string]struct {
+	resource  int
+	byteSized bool
+}{}
+
+// errNoConfinement says this system has no way to confine a job.
+var errNoConfinement = errors.New("job confinement (sandbox, network off, rlimits) is built only for Linux")
+
+// landlockABI reports that there is no Landlock here.
+func landlockABI() (int, error) { return 0, errNoConfinement }
+
+// apply refuses: nothing can be enforced on this system.
+func (c confinement) apply() error {
+	return &confineError{launcherFailedFS, errNoConfinement}
+}
+
+// rlimitName is the resource's number: no names are known here.
+func rlimitName(resource int) string { return fmt.Sprint(resource) }
