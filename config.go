@@ -43,6 +43,7 @@ type config struct {
 	sandbox     string          // off, read-only or roots: where jobs may write
 	networkOff  bool            // jobs get no network
 	rlimits     []rlimit        // resource limits set in every job
+	rlimitsText string          // the same, as MCP_EXEC_RLIMITS spelled them
 	usage       bool            // terminal results carry usage
 }
 
@@ -136,7 +137,7 @@ var configVars = []configVar{
 			return nil
 		}},
 	{"MCP_EXEC_RLIMITS", "", "", "comma list of resource limits set in every job, soft and hard, e.g. cpu=60,as=4G,nproc=512,fsize=1G,nofile=4096",
-		func(c *config, v string) (err error) { c.rlimits, err = parseRlimits(v); return }},
+		func(c *config, v string) (err error) { c.rlimits, c.rlimitsText, err = parseRlimits(v); return }},
 	{"MCP_EXEC_USAGE", "0", "1", "1 adds usage (wall, user and system CPU ms, peak RSS) to terminal results; on by default under the agent profile or when jobs are confined (sandbox, network off, rlimits)",
 		func(c *config, v string) (err error) { c.usage, err = parseSwitch(v); return }},
 	{"MCP_EXEC_DEBUG", "0", "", "1 serves the debug/stats method (goroutines, fds, RSS) for tests and soak runs",
@@ -375,32 +376,31 @@ func secondsToDuration(s float64) time.Duration {
 // is a whole number (byte-sized resources take a K, M, G or T suffix,
 // powers of 1024) or "unlimited"; it becomes both the soft and the hard
 // limit, so the job cannot raise it.
-func parseRlimits(v string) ([]rlimit, error) {
+func parseRlimits(v string) (limits []rlimit, spelled string, err error) {
 	items, err := parseList(v, "name=value item")
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
-	var limits []rlimit
 	seen := map[string]bool{}
 	for _, item := range items {
 		name, value, ok := strings.Cut(item, "=")
 		res, known := rlimitResources[name]
 		switch {
 		case !ok:
-			return nil, fmt.Errorf("%q is not name=value", item)
+			return nil, "", fmt.Errorf("%q is not name=value", item)
 		case !known:
-			return nil, fmt.Errorf("unknown resource %q (known: %s)", name, strings.Join(rlimitNames(), ", "))
+			return nil, "", fmt.Errorf("unknown resource %q (known: %s)", name, strings.Join(rlimitNames(), ", "))
 		case seen[name]:
-			return nil, fmt.Errorf("%s is given twice", name)
+			return nil, "", fmt.Errorf("%s is given twice", name)
 		}
 		seen[name] = true
 		n, err := parseLimitValue(value, res.byteSized)
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", name, err)
+			return nil, "", fmt.Errorf("%s: %w", name, err)
 		}
 		limits = append(limits, rlimit{res.resource, n})
 	}
-	return limits, nil
+	return limits, strings.Join(items, ","), nil
 }
 
 // parseLimitValue reads one rlimit value.

@@ -20,10 +20,14 @@ type rlimit struct {
 // rlimInfinity is RLIM_INFINITY: no limit.
 const rlimInfinity = ^uint64(0)
 
-// any reports whether c imposes anything, that is whether a job needs the
-// launcher at all.
+// any reports whether c imposes anything.
 func (c confinement) any() bool {
-	return c.fsRestricted || c.netOff || len(c.rlimits) > 0
+	return c.restrictsThread() || len(c.rlimits) > 0
+}
+
+// restrictsThread reports whether c needs a restricted thread to fork from.
+func (c confinement) restrictsThread() bool {
+	return c.fsRestricted || c.netOff
 }
 
 // Exit statuses of a launcher that could not confine itself, one per kind

@@ -62,21 +62,15 @@ func landlockABI() (int, error) {
 	return int(v), nil
 }
 
-// apply imposes c on the calling process. It locks the calling goroutine to
-// its thread and leaves it locked: no_new_privs, the Landlock domain and the
-// seccomp filter belong to that thread, and the caller must execve from it
-// (execve carries them into the job and ends every other thread). Rlimits
-// are process-wide. Errors are *confineError.
-func (c confinement) apply() error {
-	runtime.LockOSThread()
-	for _, l := range c.rlimits {
-		// syscall.Setrlimit, not unix's: it tells the runtime not to put back
-		// its own raised RLIMIT_NOFILE at exec.
-		lim := syscall.Rlimit{Cur: l.value, Max: l.value}
-		if err := syscall.Setrlimit(l.resource, &lim); err != nil {
-			return &confineError{launcherFailedRlimits, fmt.Errorf("setrlimit %s: %w", rlimitName(l.resource), err)}
-		}
-	}
+// restrictThread imposes c's filesystem and network restrictions on the
+// calling thread, and on every process it forks from now on: no_new_privs,
+// a Landlock domain and a seccomp filter are per thread, and a child
+// inherits its parent thread's. The caller must have locked the goroutine
+// to its thread and must let the thread end with it (return from the
+// goroutine still locked), so the restriction never reaches the server's
+// other work; the Go runtime makes new threads from an unlocked one, so
+// it does not spread that way either. Errors are *confineError.
+func (c confinement) restrictThread() error {
 	if !c.fsRestricted && !c.netOff {
 		return nil
 	}
@@ -91,6 +85,21 @@ func (c confinement) apply() error {
 	if c.netOff {
 		if err := denyIPSockets(); err != nil {
 			return &confineError{launcherFailedNet, fmt.Errorf("seccomp filter: %w", err)}
+		}
+	}
+	return nil
+}
+
+// setRlimits sets each limit, soft and hard, on the calling process: rlimits
+// are process-wide, so only a launcher, never the server, may call it.
+// Errors are *confineError.
+func setRlimits(limits []rlimit) error {
+	for _, l := range limits {
+		// syscall.Setrlimit, not unix's: it tells the runtime not to put back
+		// its own raised RLIMIT_NOFILE at exec.
+		lim := syscall.Rlimit{Cur: l.value, Max: l.value}
+		if err := syscall.Setrlimit(l.resource, &lim); err != nil {
+			return &confineError{launcherFailedRlimits, fmt.Errorf("setrlimit %s=%d: %w", rlimitName(l.resource), l.value, err)}
 		}
 	}
 	return nil

@@ -19,9 +19,20 @@ var errNoConfinement = errors.New("job confinement (sandbox, network off, rlimit
 // landlockABI reports that there is no Landlock here.
 func landlockABI() (int, error) { return 0, errNoConfinement }
 
-// apply refuses: nothing can be enforced on this system.
-func (c confinement) apply() error {
+// restrictThread refuses: nothing can be enforced on this system.
+func (c confinement) restrictThread() error {
+	if !c.fsRestricted && !c.netOff {
+		return nil
+	}
 	return &confineError{launcherFailedFS, errNoConfinement}
+}
+
+// setRlimits refuses: the launcher runs only on Linux.
+func setRlimits(limits []rlimit) error {
+	if len(limits) == 0 {
+		return nil
+	}
+	return &confineError{launcherFailedRlimits, errNoConfinement}
 }
 
 // rlimitName is the resource's number: no names are known here.

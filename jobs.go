@@ -197,16 +197,17 @@ func (j *job) launch(cfg *config, req startRequest, onExit func(exitStatus)) err
 		}
 		path, argv = found, append(slices.Clip(cfg.launcher), program...)
 	}
-	if c := confinementFor(cfg, ""); c.any() {
-		if c.fsRestricted {
-			tmp, err := makeJobTemp()
-			if err != nil {
-				return err
-			}
-			j.tmpDir, c = tmp, confinementFor(cfg, tmp)
-			env = mergeEnv(env, map[string]string{"TMPDIR": tmp})
+	confine := confinementFor(cfg, "")
+	if confine.fsRestricted {
+		tmp, err := makeJobTemp()
+		if err != nil {
+			return err
 		}
-		path, argv = launcherArgv(c, path, argv)
+		j.tmpDir, confine = tmp, confinementFor(cfg, tmp)
+		env = mergeEnv(env, map[string]string{"TMPDIR": tmp})
+	}
+	if confine.rlimits != nil {
+		path, argv = launcherArgv(confine.rlimits, path, argv)
 	}
 	in, out, errp, err := makeJobPipes()
 	if err != nil {
@@ -227,11 +228,12 @@ func (j *job) launch(cfg *config, req startRequest, onExit func(exitStatus)) err
 		return err
 	}
 	pid, err := spawnNotify(spawnSpec{
-		path:  path,
-		argv:  argv,
-		dir:   dir,
-		env:   env,
-		files: []uintptr{uintptr(in.child), uintptr(out.child), uintptr(errp.child)},
+		path:    path,
+		argv:    argv,
+		dir:     dir,
+		env:     env,
+		files:   []uintptr{uintptr(in.child), uintptr(out.child), uintptr(errp.child)},
+		confine: &confine,
 	}, onExit)
 	release()
 	for _, p := range []jobPipe{in, out, errp} {
@@ -387,7 +389,7 @@ func (r *registry) publish(j *job, st exitStatus, wall time.Duration) {
 		t.Stop()
 	}
 	if j.tmpDir != "" {
-		go j.removeTempUnlessUsed()
+		go j.removeTempUnlessUsed(st.pid) // j.pid may not be set yet: launch can still be returning
 	}
 	j.stdin.shut()
 	r.mu.Lock()
@@ -542,8 +544,8 @@ func (j *job) removeTemp() {
 // removeTempUnlessUsed removes the private TMPDIR of a job whose shell has
 // exited, unless processes it left behind may still use it: those keep it
 // until the server shuts down.
-func (j *job) removeTempUnlessUsed() {
-	if !groupAlive(j.pid) {
+func (j *job) removeTempUnlessUsed(pgid int) {
+	if !groupAlive(pgid) {
 		j.removeTemp()
 	}
 }

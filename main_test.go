@@ -28,6 +28,9 @@ const jobDeadline = 20 * time.Second
 // the server's reaper, not some init that may not reap promptly, must collect
 // them.
 func TestMain(m *testing.M) {
+	if isLauncher(os.Args) {
+		runLauncher(os.Args) // this test binary is /proc/self/exe: the jobs' launcher
+	}
 	flag.Parse()
 	prepareProcess()
 	os.Exit(m.Run())

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"runtime"
 	"sync"
 	"syscall"
 	"time"
@@ -18,6 +19,7 @@ import (
 
 // exitStatus is how a child ended.
 type exitStatus struct {
+	pid    int            // the child's, which was also its process group's
 	code   int            // exit status, or -1 when a signal killed it
 	signal syscall.Signal // the fatal signal; 0 when it exited normally
 	usage  resourceUsage  // what it and the children it waited for used
@@ -96,6 +98,7 @@ func (t *childTable) reapAll() int {
 		}
 		n++
 		st := decodeStatus(ws)
+		st.pid = pid
 		st.usage = resourceUsage{userMs: timevalMs(ru.Utime), sysMs: timevalMs(ru.Stime), maxRSSKiB: maxRSSKiB(&ru)}
 		t.route(pid, st)
 	}
@@ -140,6 +143,10 @@ type spawnSpec struct {
 	dir   string    // working directory; "" keeps ours
 	env   []string  // complete environment
 	files []uintptr // become the child's fds 0, 1, 2, ...
+
+	// confine, when it restricts anything, is imposed on a fresh thread
+	// the child is then forked from, so the child starts restricted.
+	confine *confinement
 }
 
 // spawnNotify starts a child in a new session and process group (its pgid is its pid)
@@ -148,6 +155,9 @@ type spawnSpec struct {
 // must not block. The caller owns the child's fds in spec.files and must
 // close them.
 func spawnNotify(spec spawnSpec, onExit func(exitStatus)) (int, error) {
+	if spec.confine != nil && spec.confine.restrictsThread() {
+		return spawnConfined(spec, onExit)
+	}
 	children.startReaper()
 	attr := &syscall.ProcAttr{
 		Dir:   spec.dir,
@@ -168,6 +178,30 @@ func spawnNotify(spec spawnSpec, onExit func(exitStatus)) (int, error) {
 	children.byPid[pid] = onExit
 	children.mu.Unlock()
 	return pid, nil
+}
+
+// spawnConfined is spawnNotify from a thread of its own that is first
+// restricted by spec.confine. The thread ends with the spawn: it is never
+// unlocked, so the Go runtime discards it instead of running anything else
+// on it.
+func spawnConfined(spec spawnSpec, onExit func(exitStatus)) (int, error) {
+	type spawned struct {
+		pid int
+		err error
+	}
+	result := make(chan spawned, 1) // carries the one spawn's outcome back
+	go func() {
+		runtime.LockOSThread() // for good: see above
+		if err := spec.confine.restrictThread(); err != nil {
+			result <- spawned{0, err}
+			return
+		}
+		spec.confine = nil
+		pid, err := spawnNotify(spec, onExit)
+		result <- spawned{pid, err}
+	}()
+	s := <-result
+	return s.pid, s.err
 }
 
 // decodeStatus turns a wait status into an exitStatus.

@@ -13,18 +13,20 @@ import (
 	"time"
 )
 
-// The launcher: a job that runs confined starts as this very executable,
-// re-executed with launcherMarker as its argv[0]. It imposes the
-// confinement on itself, then execs the job's program in the same process,
-// so the job's first instruction already runs restricted and the job's pid
-// (and process group) is the launcher's. Its arguments, after the marker:
+// The launcher: a job with resource limits starts as this very executable,
+// re-executed with launcherMarker as its argv[0]. It sets the limits on
+// itself (they are process-wide, so the server cannot set them on its own
+// process for a child), then execs the job's program in the same process:
+// the job's first instruction already runs limited, and its pid (and
+// process group) is the launcher's. Its arguments, after the marker:
 //
-//	fs=restricted          writes refused except beneath w= directories
-//	w=DIR                  a writable directory (repeated)
-//	net=off                no network
 //	rlimit=RESOURCE:VALUE  a resource limit (repeated)
 //	--                     then the program's path and its full argv;
-//	                       nothing after "--" is a probe: confine and exit 0
+//	                       nothing after "--" is a probe: limit and exit 0
+//
+// The filesystem and network restrictions are not the launcher's: the
+// server imposes them on the thread it forks the job from, which costs a
+// fraction of re-executing a Go program.
 const launcherMarker = "mcp-exec:launch"
 
 // selfExecutable is how a process names its own executable: still valid
@@ -37,19 +39,10 @@ func isLauncher(args []string) bool {
 }
 
 // launcherArgv returns the path and argv that run program (its path and full
-// argv) under c through the launcher; a nil program makes a probe.
-func launcherArgv(c confinement, path string, argv []string) (string, []string) {
+// argv) through the launcher with limits; a nil argv makes a probe.
+func launcherArgv(limits []rlimit, path string, argv []string) (string, []string) {
 	args := []string{launcherMarker}
-	if c.fsRestricted {
-		args = append(args, "fs=restricted")
-		for _, dir := range c.writable {
-			args = append(args, "w="+dir)
-		}
-	}
-	if c.netOff {
-		args = append(args, "net=off")
-	}
-	for _, l := range c.rlimits {
+	for _, l := range limits {
 		args = append(args, fmt.Sprintf("rlimit=%d:%d", l.resource, l.value))
 	}
 	args = append(args, "--")
@@ -60,59 +53,44 @@ func launcherArgv(c confinement, path string, argv []string) (string, []string) 
 }
 
 // parseLauncherArgs reads what launcherArgv wrote (without the marker).
-func parseLauncherArgs(args []string) (c confinement, path string, argv []string, err error) {
+func parseLauncherArgs(args []string) (limits []rlimit, path string, argv []string, err error) {
 	for i, a := range args {
-		key, value, _ := strings.Cut(a, "=")
-		switch {
-		case a == "--":
+		if a == "--" {
 			rest := args[i+1:]
 			if len(rest) == 1 {
-				return c, "", nil, errors.New("a program path with no argv")
+				return nil, "", nil, errors.New("a program path with no argv")
 			}
 			if len(rest) > 1 {
 				path, argv = rest[0], rest[1:]
 			}
-			return c, path, argv, nil
-		case a == "fs=restricted":
-			c.fsRestricted = true
-		case key == "w":
-			c.writable = append(c.writable, value)
-		case a == "net=off":
-			c.netOff = true
-		case key == "rlimit":
-			r, v, _ := strings.Cut(value, ":")
-			resource, err1 := strconv.Atoi(r)
-			limit, err2 := strconv.ParseUint(v, 10, 64)
-			if err1 != nil || err2 != nil {
-				return c, "", nil, fmt.Errorf("bad launcher argument %q", a)
-			}
-			c.rlimits = append(c.rlimits, rlimit{resource, limit})
-		default:
-			return c, "", nil, fmt.Errorf("bad launcher argument %q", a)
+			return limits, path, argv, nil
 		}
+		value, ok := strings.CutPrefix(a, "rlimit=")
+		r, v, _ := strings.Cut(value, ":")
+		resource, err1 := strconv.Atoi(r)
+		limit, err2 := strconv.ParseUint(v, 10, 64)
+		if !ok || err1 != nil || err2 != nil {
+			return nil, "", nil, fmt.Errorf("bad launcher argument %q", a)
+		}
+		limits = append(limits, rlimit{resource, limit})
 	}
-	return c, "", nil, errors.New("launcher arguments end without --")
+	return nil, "", nil, errors.New("launcher arguments end without --")
 }
 
-// runLauncher is the whole life of a launcher process: confine, then exec
-// the program, with the environment it was given. It never returns. What
-// goes wrong is said on stderr, which is the job's, with a shell's exit
-// status: 126 could not run, 127 not found, 121-123 could not confine.
+// runLauncher is the whole life of a launcher process: set the limits, then
+// exec the program with the environment it was given. It never returns.
+// What goes wrong is said on stderr, which is the job's, with a shell's
+// exit status (126 could not run, 127 not found) or 121, could not limit.
 func runLauncher(args []string) {
-	c, path, argv, err := parseLauncherArgs(args[1:])
+	limits, path, argv, err := parseLauncherArgs(args[1:])
 	if err != nil {
 		launcherFail(launcherFailedExec, err)
 	}
-	if err := c.apply(); err != nil {
-		var ce *confineError
-		status := launcherFailedFS
-		if errors.As(err, &ce) {
-			status = ce.status
-		}
-		launcherFail(status, fmt.Errorf("cannot confine the job: %w", err))
+	if err := setRlimits(limits); err != nil {
+		launcherFail(launcherFailedRlimits, fmt.Errorf("cannot limit the job: %w", err))
 	}
 	if path == "" {
-		os.Exit(0) // a probe: confined, so it works
+		os.Exit(0) // a probe: limited, so it works
 	}
 	for {
 		err = syscall.Exec(path, argv, os.Environ())
@@ -149,7 +127,7 @@ func confinementFor(cfg *config, tmp string) confinement {
 }
 
 // checkConfinement confirms at startup that the kernel enforces what cfg
-// asks of jobs, by confining a launcher that then runs nothing. Its error
+// asks of jobs, by starting a launcher under it that then runs nothing. Its error
 // names the setting that cannot be had, and why.
 func checkConfinement(cfg *config) error {
 	c := confinementFor(cfg, "")
@@ -171,9 +149,9 @@ func checkConfinement(cfg *config) error {
 	return fmt.Errorf("%s cannot be enforced here, so the server will not start: %w", setting, err)
 }
 
-// probeConfinement runs the launcher once with c and no program, and
-// returns nil when it could confine itself, or the launcher's exit status
-// and what it said. The server calls it at startup: a sandbox the kernel
+// probeConfinement starts the launcher once under c, with no program, and
+// returns nil when it ran, or the launcherFailed* status of what failed and
+// why. The server calls it at startup: a sandbox the kernel
 // cannot enforce stops the server instead of leaving jobs unconfined.
 func probeConfinement(c confinement) (int, error) {
 	r, w, err := os.Pipe()
@@ -188,10 +166,14 @@ func probeConfinement(c confinement) (int, error) {
 	}
 	defer null.Close()
 	exited := make(chan exitStatus, 1) // carries the probe's status from the reaper
-	path, argv := launcherArgv(c, "", nil)
-	_, err = spawnNotify(spawnSpec{path: path, argv: argv, env: []string{},
+	path, argv := launcherArgv(c.rlimits, "", nil)
+	_, err = spawnNotify(spawnSpec{path: path, argv: argv, env: []string{}, confine: &c,
 		files: []uintptr{null.Fd(), null.Fd(), w.Fd()}}, func(st exitStatus) { exited <- st })
 	w.Close()
+	var ce *confineError
+	if errors.As(err, &ce) {
+		return ce.status, err
+	}
 	if err != nil {
 		return 0, fmt.Errorf("probe: start %s: %w", path, err)
 	}

@@ -136,6 +136,9 @@ func stoppingSignals(arrived <-chan os.Signal, ignored map[os.Signal]bool) <-cha
 // stay out of jobs, orphans come back to us for reaping, and the reaper runs.
 func prepareProcess() {
 	closeInheritedOnExec()
+	if err := hideFromJobs("MCP_EXEC_"); err != nil {
+		logf("%v", err)
+	}
 	if os.Getpid() != 1 {
 		if _, err := becomeSubreaper(); err != nil {
 			logf("cannot become a child subreaper (%v); orphans go to the system's init", err)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"runtime"
 	"slices"
@@ -307,3 +308,80 @@ func openPath(fd int) (string, bool) {
 // maxRSSKiB is a child's peak resident set from its rusage; Linux counts
 // it in KiB.
 func maxRSSKiB(ru *syscall.Rusage) int64 { return int64(ru.Maxrss) }
+
+// hideFromJobs keeps what is private to the server away from its jobs,
+// which run as the same user. Not dumpable, its /proc files (memory,
+// descriptors, environment) open only to a process with CAP_SYS_PTRACE, so
+// a job cannot write to the client's stdout through /proc/PID/fd/1 or read
+// the server's memory; the flag does not pass to the jobs, which exec. And
+// the variables whose names start with secret are wiped from the
+// environment the kernel shows in /proc/PID/environ, for jobs that do have
+// the capability (root outside a container): the Go runtime keeps its own
+// copy, which is what the server reads.
+// It returns what it could not do.
+func hideFromJobs(secret string) error {
+	var errs []error
+	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
+		errs = append(errs, fmt.Errorf("cannot make the server undumpable (%w): its jobs can read its /proc files", err))
+	}
+	if err := wipeEnviron(secret); err != nil {
+		errs = append(errs, fmt.Errorf("cannot wipe %s* from /proc/self/environ (%w): jobs able to read it can see them", secret, err))
+	}
+	return errors.Join(errs...)
+}
+
+// wipeEnviron rewrites this process's original environment block, where
+// /proc/self/environ reads it, without the variables named prefix*: the
+// others move up, and zero bytes fill the end.
+func wipeEnviron(prefix string) error {
+	shown, err := os.ReadFile("/proc/self/environ")
+	if err != nil || !strings.Contains(string(shown), prefix) {
+		return err // nothing to wipe
+	}
+	mem, err := os.OpenFile("/proc/self/mem", os.O_RDWR, 0)
+	if err != nil {
+		return err
+	}
+	defer mem.Close()
+	start, err := environStart(mem, shown)
+	if err != nil {
+		return err
+	}
+	kept := make([]byte, 0, len(shown))
+	for _, kv := range strings.Split(string(shown), "\x00") {
+		if kv != "" && !strings.HasPrefix(kv, prefix) {
+			kept = append(append(kept, kv...), 0)
+		}
+	}
+	_, err = mem.WriteAt(kept[:len(shown)], start)
+	return err
+}
+
+// environStart finds where the environment block shown in
+// /proc/self/environ starts in this process's memory: at env_start of
+// /proc/self/stat, field 50 counting from 1 on the kernels seen (proc(5)
+// numbers it 51), or the third field from the end. The address is used only
+// once the memory there holds exactly the block shown.
+func environStart(mem *os.File, shown []byte) (int64, error) {
+	b, err := os.ReadFile("/proc/self/stat")
+	if err != nil {
+		return 0, err
+	}
+	// Fields after the command name, which may hold spaces and parentheses,
+	// start with field 3 (state).
+	fields := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+	found := make([]byte, len(shown))
+	for _, i := range []int{47, len(fields) - 3} {
+		if i < 0 || i >= len(fields) {
+			continue
+		}
+		start, err := strconv.ParseInt(fields[i], 10, 64)
+		if err != nil || start <= 0 {
+			continue
+		}
+		if _, err := mem.ReadAt(found, start); err == nil && string(found) == string(shown) {
+			return start, nil
+		}
+	}
+	return 0, errors.New("the environment block is not where /proc/self/stat says")
+}

@@ -198,6 +198,7 @@ type toolSpec struct {
 	docs        map[string]string // each argument's description, by name, with placeholders
 	readOnly    bool              // annotations: does not change any job
 	destructive bool              // annotations: may end processes
+	runsJobs    bool              // annotations follow what jobs may do: the sandbox and the network
 	readsKept   bool              // finds jobs kept after a cut result
 	argsType    reflect.Type      // the struct a call's arguments bind into
 	params      []param
@@ -304,6 +305,7 @@ var tools = []toolSpec{
 			"max_reply_bytes": replyDoc,
 		},
 		destructive: true,
+		runsJobs:    true,
 	}, runExecute),
 	newTool(toolSpec{
 		name: "wait",
@@ -404,16 +406,24 @@ func toolListFor(cfg *config) map[string]any {
 			"name":        t.name,
 			"description": fill.Replace(t.description),
 			"inputSchema": schemaOf(t.params, docs),
-			"annotations": map[string]any{
-				"readOnlyHint":    t.readOnly,
-				"destructiveHint": t.destructive,
-				"idempotentHint":  t.readOnly,
-				"openWorldHint":   false,
-			},
+			"annotations": annotationsFor(t, cfg),
 		})
 	}
 	l, _ := toolLists.LoadOrStore(cfg, map[string]any{"tools": list})
 	return l.(map[string]any)
+}
+
+// annotationsFor is a tool's annotations under cfg. A tool that runs jobs
+// reaches the network unless it is off, and changes nothing under the
+// read-only sandbox.
+func annotationsFor(t toolSpec, cfg *config) map[string]any {
+	readOnly := t.readOnly || t.runsJobs && cfg.sandbox == sandboxReadOnly
+	return map[string]any{
+		"readOnlyHint":    readOnly,
+		"destructiveHint": t.destructive && !readOnly,
+		"idempotentHint":  t.readOnly,
+		"openWorldHint":   t.runsJobs && !cfg.networkOff,
+	}
 }
 
 // instructionsFor is the initialize result's advice to the model under cfg.
@@ -447,6 +457,18 @@ func policyWords(cfg *config) string {
 	}
 	if cfg.roots != nil {
 		parts = append(parts, "cwd must be inside "+strings.Join(cfg.roots, ", ")+" (default "+cfg.roots[0]+")")
+	}
+	switch cfg.sandbox {
+	case sandboxReadOnly:
+		parts = append(parts, "read-only sandbox: jobs write only to their own $TMPDIR and /dev/null (kernel-enforced; other writes fail with Permission denied)")
+	case sandboxRoots:
+		parts = append(parts, "sandbox: jobs write only inside "+strings.Join(cfg.roots, ", ")+", their own $TMPDIR and /dev/null (kernel-enforced)")
+	}
+	if cfg.networkOff {
+		parts = append(parts, "network off: jobs cannot open IP sockets (no downloads, no package installs)")
+	}
+	if cfg.rlimitsText != "" {
+		parts = append(parts, "each job's resource limits: "+cfg.rlimitsText)
 	}
 	if len(cfg.envDeny) > 0 {
 		parts = append(parts, "env may not set "+strings.Join(sortedKeys(cfg.envDeny), ", "))

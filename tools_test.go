@@ -134,3 +134,29 @@ type jobEntryJSON struct {
 	JobID string `json:"job_id"`
 	State string `json:"state"`
 }
+
+// TestAnnotationsFollowPolicy: execute reaches the network unless it is
+// off, and is read-only under the read-only sandbox; the policy is stated.
+func TestAnnotationsFollowPolicy(t *testing.T) {
+	t.Parallel()
+	execute := *toolsByName["execute"]
+	plain := annotationsFor(execute, testConfig())
+	if plain["readOnlyHint"] != false || plain["openWorldHint"] != true || plain["destructiveHint"] != true {
+		t.Errorf("execute with no policy: %v", plain)
+	}
+	cfg := testConfig()
+	cfg.sandbox, cfg.networkOff, cfg.rlimitsText = sandboxReadOnly, true, "nofile=64"
+	boxed := annotationsFor(execute, cfg)
+	if boxed["readOnlyHint"] != true || boxed["openWorldHint"] != false || boxed["destructiveHint"] != false {
+		t.Errorf("execute under read-only and network off: %v", boxed)
+	}
+	if a := annotationsFor(*toolsByName["wait"], cfg); a["openWorldHint"] != false {
+		t.Errorf("wait: %v", a)
+	}
+	words := policyWords(cfg)
+	for _, want := range []string{"read-only sandbox", "network off", "nofile=64"} {
+		if !strings.Contains(words, want) {
+			t.Errorf("policy words %q lack %q", words, want)
+		}
+	}
+}
