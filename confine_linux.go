@@ -84,7 +84,7 @@ func (c confinement) restrictThread() error {
 	}
 	if c.netOff {
 		if err := denyIPSockets(); err != nil {
-			return &confineError{launcherFailedNet, fmt.Errorf("seccomp filter: %w", err)}
+			return &confineError{launcherFailedNet, fmt.Errorf("seccomp filter: %w (network off needs seccomp filters: Linux 3.17 or later, allowed by podman's and docker's default profiles)", err)}
 		}
 	}
 	return nil

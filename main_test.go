@@ -31,10 +31,23 @@ func TestMain(m *testing.M) {
 	if isLauncher(os.Args) {
 		runLauncher(os.Args) // this test binary is /proc/self/exe: the jobs' launcher
 	}
+	if mode, ok := childModes[os.Getenv(childModeEnv)]; ok {
+		os.Exit(mode()) // a test re-executed this binary to play a part
+	}
 	flag.Parse()
 	prepareProcess()
-	os.Exit(m.Run())
+	code := m.Run()
+	removeJobTemps()
+	os.Exit(code)
 }
+
+// childModeEnv names, in a re-executed test binary, the part it plays from
+// childModes instead of running tests; the function returns the exit status.
+const childModeEnv = "TEST_CHILD_MODE"
+
+// childModes are the parts a re-executed test binary can play, registered
+// by the test files that need them.
+var childModes = map[string]func() int{}
 
 // ---------------------------------------------------------------------------
 // Shared helpers

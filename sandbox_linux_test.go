@@ -1,0 +1,90 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+func init() {
+	childModes["start without landlock"] = func() int { return startUnder(landlockSyscalls) }
+	childModes["start without seccomp"] = func() int { return startUnder([]uint32{unix.SYS_SECCOMP}) }
+}
+
+// landlockSyscalls are Landlock's system calls: a kernel without Landlock
+// answers them ENOSYS.
+var landlockSyscalls = []uint32{unix.SYS_LANDLOCK_CREATE_RULESET, unix.SYS_LANDLOCK_ADD_RULE, unix.SYS_LANDLOCK_RESTRICT_SELF}
+
+// startUnder makes calls fail with ENOSYS in every thread of this process,
+// as a kernel without them would, then loads the configuration in the
+// environment and checks its confinement as the server's startup does. It
+// prints the error and returns 2, or returns 0.
+func startUnder(calls []uint32) int {
+	if err := denySyscalls(calls); err != nil {
+		fmt.Fprintln(os.Stderr, "cannot deny the calls:", err)
+		return 3
+	}
+	cfg, err := loadConfig(os.Environ())
+	if err == nil {
+		err = checkConfinement(cfg)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	return 0
+}
+
+// denySyscalls installs, on every thread, a seccomp filter answering the
+// given calls ENOSYS.
+func denySyscalls(calls []uint32) error {
+	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+		return err
+	}
+	prog := []unix.SockFilter{{Code: unix.BPF_LD | unix.BPF_W | unix.BPF_ABS, K: 0}}
+	for i, nr := range calls {
+		// Each test jumps, on a match, over the tests left and the ALLOW.
+		prog = append(prog, unix.SockFilter{Code: unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K, K: nr, Jt: uint8(len(calls) - i)})
+	}
+	prog = append(prog,
+		unix.SockFilter{Code: unix.BPF_RET | unix.BPF_K, K: unix.SECCOMP_RET_ALLOW},
+		unix.SockFilter{Code: unix.BPF_RET | unix.BPF_K, K: unix.SECCOMP_RET_ERRNO | uint32(unix.ENOSYS)})
+	fprog := unix.SockFprog{Len: uint16(len(prog)), Filter: &prog[0]}
+	_, _, errno := unix.Syscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER, unix.SECCOMP_FILTER_FLAG_TSYNC, uintptr(unsafe.Pointer(&fprog)))
+	if errno != 0 {
+		return errno
+	}
+	return nil
+}
+
+// TestSandboxRefusedWithoutKernelSupport: when the kernel cannot enforce
+// the sandbox or the network setting the server refuses to start, naming
+// the setting and what is missing; never does it run jobs unconfined. With
+// Landlock gone, network off still stands on seccomp alone.
+func TestSandboxRefusedWithoutKernelSupport(t *testing.T) {
+	onLinux(t)
+	t.Parallel()
+	for _, tc := range []struct {
+		mode, setting, want string // want "" = starts
+	}{
+		{"start without landlock", "MCP_EXEC_SANDBOX=read-only", "MCP_EXEC_SANDBOX=read-only cannot be enforced here"},
+		{"start without landlock", "MCP_EXEC_NETWORK=off", ""},
+		{"start without seccomp", "MCP_EXEC_NETWORK=off", "MCP_EXEC_NETWORK=off cannot be enforced here"},
+		{"start without seccomp", "MCP_EXEC_SANDBOX=read-only", ""},
+	} {
+		cmd := exec.Command(os.Args[0])
+		cmd.Env = append(testConfig().baseEnv, childModeEnv+"="+tc.mode, tc.setting)
+		out, err := cmd.CombinedOutput()
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%s, %s: %v %s; want it to start", tc.mode, tc.setting, err, out)
+		case tc.want != "" && (cmd.ProcessState.ExitCode() != 2 || !strings.Contains(string(out), tc.want)):
+			t.Errorf("%s, %s: exit %d, %q; want exit 2 saying %q", tc.mode, tc.setting, cmd.ProcessState.ExitCode(), out, tc.want)
+		}
+	}
+}
