@@ -5,8 +5,43 @@ import "slices"
 // A tools/call reply line may be at most its budget long. A result is JSON
 // text inside a JSON string inside the line, so each byte of a stream costs
 // what two rounds of escaping make of it: one for an ordinary character, up
-// to seven for a NUL (`\u0000`, whose backslash is escaped again). fitText
-// measures that cost exactly and cuts the largest slices to head + tail.
+// to seven for a NUL (`\u0000`, whose backslash is escaped again). A
+// structured reply carries the result a second time as structuredContent,
+// where each byte costs one round of escaping more. fitText measures that
+// cost exactly and cuts the largest slices to head + tail.
+
+// lineCost measures what a result costs in its reply line.
+type lineCost struct {
+	structured bool // the result also goes out as structuredContent
+}
+
+// of is what the encoded result text costs.
+func (lc lineCost) of(text []byte) int {
+	n := quotedLen(text)
+	if lc.structured {
+		n += len(text)
+	}
+	return n
+}
+
+// data is what a stream's raw bytes cost.
+func (lc lineCost) data(b []byte) int { return escapedCost(b, lc.escape) }
+
+// char is the cost and size of the character that starts b.
+func (lc lineCost) char(b []byte) (cost, size int) {
+	esc, size := jsonEscape(b)
+	return lc.escape(esc, size), size
+}
+
+// escape is what one character costs, given its JSON escape ("" for none)
+// and its size.
+func (lc lineCost) escape(esc string, size int) int {
+	cost := twiceEscapedSize(esc, size)
+	if lc.structured {
+		cost += onceEscapedSize(esc, size)
+	}
+	return cost
+}
 
 // cutReserveBytes is what a cut adds to a slice's text besides its data
 // (the omitted and tail members, escaped), with room to spare.
@@ -18,9 +53,9 @@ const cutReserveBytes = 160
 // its first and last bytes and naming the gap. A result with a cut slice
 // gets kept; the caller keeps its job readable. If even empty slices would
 // not fit, the text is returned as small as cuts can make it.
-func fitText(res any, budget int) ([]byte, error) {
+func fitText(res any, budget int, lc lineCost) ([]byte, error) {
 	text, err := marshal(res)
-	if err != nil || quotedLen(text) <= budget {
+	if err != nil || lc.of(text) <= budget {
 		return text, err
 	}
 	slots := slotsIn(res)
@@ -31,25 +66,29 @@ func fitText(res any, budget int) ([]byte, error) {
 	for i, s := range slots {
 		whole[i] = *s.slice
 	}
-	over := quotedLen(text) - budget
+	over := lc.of(text) - budget
 	spent := 0
 	for i := range whole {
-		spent += wireCost([]byte(whole[i].Data)) + tailCost(&whole[i])
+		spent += lc.data([]byte(whole[i].Data)) + tailCost(&whole[i], lc)
 	}
-	room := spent - over - cutReserveBytes*len(slots)
+	reserve := cutReserveBytes
+	if lc.structured {
+		reserve *= 2
+	}
+	room := spent - over - reserve*len(slots)
 	for round := 0; round < 8; round++ {
-		allowances := shareFairly(whole, max(room, 0))
+		allowances := shareFairly(whole, max(room, 0), lc)
 		for i, s := range slots {
 			*s.slice = whole[i]
 			if allowances[i] >= 0 {
-				cutSlice(s.slice, allowances[i])
+				cutSlice(s.slice, allowances[i], lc)
 				s.result.Kept = s.result.delivered != nil
 			}
 		}
-		if text, err = marshal(res); err != nil || quotedLen(text) <= budget || room <= 0 {
+		if text, err = marshal(res); err != nil || lc.of(text) <= budget || room <= 0 {
 			return text, err
 		}
-		room -= quotedLen(text) - budget + cutReserveBytes // estimates missed: try smaller
+		room -= lc.of(text) - budget + reserve // estimates missed: try smaller
 	}
 	return text, nil
 }
@@ -87,12 +126,12 @@ func slotsIn(res any) []slot {
 // shareFairly splits room between the slices: one that costs no more than
 // an equal share of what is left keeps all of it (allowance -1: not cut);
 // the rest, the largest, split what remains equally.
-func shareFairly(slices_ []sliceJSON, room int) []int {
+func shareFairly(slices_ []sliceJSON, room int, lc lineCost) []int {
 	order := make([]int, len(slices_))
 	costs := make([]int, len(slices_))
 	for i := range slices_ {
 		order[i] = i
-		costs[i] = wireCost([]byte(slices_[i].Data)) + tailCost(&slices_[i])
+		costs[i] = lc.data([]byte(slices_[i].Data)) + tailCost(&slices_[i], lc)
 	}
 	slices.SortFunc(order, func(a, b int) int { return costs[a] - costs[b] })
 	allowances := make([]int, len(slices_))
@@ -110,24 +149,24 @@ func shareFairly(slices_ []sliceJSON, room int) []int {
 }
 
 // tailCost is what a slice's existing tail costs.
-func tailCost(s *sliceJSON) int {
+func tailCost(s *sliceJSON, lc lineCost) int {
 	if s.Tail == nil {
 		return 0
 	}
-	return wireCost([]byte(s.Tail.Data))
+	return lc.data([]byte(s.Tail.Data))
 }
 
 // cutSlice cuts s to at most allowance bytes of escaped data: a head from
 // the start of its data and a tail from the end of its last part, each of
 // about half, on character boundaries, with the gap between them named.
-func cutSlice(s *sliceJSON, allowance int) {
+func cutSlice(s *sliceJSON, allowance int, lc lineCost) {
 	first := []byte(s.Data)
 	last, lastOffset := first, s.Offset
 	if s.Tail != nil {
 		last, lastOffset = []byte(s.Tail.Data), s.Tail.Offset
 	}
-	headBytes := prefixWithin(first, allowance/2)
-	tailStart := suffixWithin(last, allowance-wireCost(first[:headBytes]))
+	headBytes := prefixWithin(first, allowance/2, lc)
+	tailStart := suffixWithin(last, allowance-lc.data(first[:headBytes]), lc)
 	if s.Tail == nil && tailStart < headBytes {
 		tailStart = headBytes
 	}
@@ -140,10 +179,10 @@ func cutSlice(s *sliceJSON, allowance int) {
 
 // prefixWithin is how many bytes from the start of b, ending on a character
 // boundary, cost at most budget.
-func prefixWithin(b []byte, budget int) int {
+func prefixWithin(b []byte, budget int, lc lineCost) int {
 	n, spent := 0, 0
 	for n < len(b) {
-		cost, size := charCost(b[n:])
+		cost, size := lc.char(b[n:])
 		if spent+cost > budget {
 			break
 		}
@@ -155,25 +194,15 @@ func prefixWithin(b []byte, budget int) int {
 
 // suffixWithin is where the longest tail of b that starts on a character
 // boundary and costs at most budget begins.
-func suffixWithin(b []byte, budget int) int {
-	total := wireCost(b)
+func suffixWithin(b []byte, budget int, lc lineCost) int {
+	total := lc.data(b)
 	n, spent := 0, 0
 	for n < len(b) && total-spent > budget {
-		cost, size := charCost(b[n:])
+		cost, size := lc.char(b[n:])
 		spent += cost
 		n += size
 	}
 	return n
-}
-
-// wireCost is what b costs in a reply line: escaped once as a JSON string
-// inside the result's text, and again as part of that text.
-func wireCost(b []byte) int { return escapedCost(b, twiceEscapedSize) }
-
-// charCost is the cost and size of the character that starts b.
-func charCost(b []byte) (cost, size int) {
-	esc, size := jsonEscape(b)
-	return twiceEscapedSize(esc, size), size
 }
 
 // twiceEscapedSize is what a character costs once its escape is escaped
@@ -189,4 +218,12 @@ func twiceEscapedSize(esc string, size int) int {
 		}
 	}
 	return cost
+}
+
+// onceEscapedSize is what a character costs escaped once.
+func onceEscapedSize(esc string, size int) int {
+	if esc == "" {
+		return size
+	}
+	return len(esc)
 }

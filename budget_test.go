@@ -48,7 +48,7 @@ func TestFitTextStaysWithinBudget(t *testing.T) {
 			results = append(results, res)
 		}
 		budget := 1024 + r.IntN(100000)
-		text, err := fitText(results, budget)
+		text, err := fitText(results, budget, lineCost{})
 		if err != nil {
 			t.Fatal(err)
 		}

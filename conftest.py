@@ -493,7 +493,7 @@ class Server:
             out = self.tool("output", {"job_id": job_id, stream: "all"})
             if pred(out[stream]["data"]):
                 return out
-            assert time.monotonic() < deadline, "output of %s never matched: %r" % (job_id, out)
+            assert time.monotonic() < deadline, "output of %s never matched: %.300r" % (job_id, out)
             time.sleep(0.02)
 
     def collect(self, job_id, timeout=20):

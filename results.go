@@ -143,3 +143,86 @@ type killJSON struct {
 	Detail            string      `json:"detail,omitempty"`
 	Result            *resultJSON `json:"result,omitempty"`
 }
+
+// The outputSchema of each tool's result (2025-06-18 on). Each is an
+// object, as clients require of an outputSchema, and open: a member a
+// later release adds does not break a client that validates.
+
+// resultSchema describes a job's result or status (resultJSON).
+func resultSchema() map[string]any {
+	integer, boolean, text := schemaType("integer"), schemaType("boolean"), schemaType("string")
+	return objectSchema(map[string]any{
+		"job_id":            text,
+		"state":             map[string]any{"type": "string", "enum": []string{stateRunning, stateSuccess, stateError}},
+		"exit_code":         integer,
+		"signal":            text,
+		"start_error":       text,
+		"timed_out":         boolean,
+		"yielded":           boolean,
+		"waiting_for_input": boolean,
+		"stdout":            sliceSchema(),
+		"stderr":            sliceSchema(),
+		"uncaptured":        map[string]any{"type": "object", "additionalProperties": integer},
+		"usage": objectSchema(map[string]any{
+			"wall_ms": integer, "user_ms": integer, "sys_ms": integer, "max_rss_kib": integer,
+		}, "wall_ms", "user_ms", "sys_ms", "max_rss_kib"),
+		"kept":     boolean,
+		"deferred": boolean,
+	}, "job_id", "state")
+}
+
+// sliceSchema describes a stream slice (sliceJSON).
+func sliceSchema() map[string]any {
+	integer := schemaType("integer")
+	return objectSchema(map[string]any{
+		"data":          schemaType("string"),
+		"offset":        integer,
+		"bytes":         integer,
+		"total_bytes":   integer,
+		"truncated":     schemaType("boolean"),
+		"dropped_bytes": integer,
+		"omitted":       objectSchema(map[string]any{"offset": integer, "bytes": integer}, "offset", "bytes"),
+		"tail":          objectSchema(map[string]any{"data": schemaType("string"), "offset": integer, "bytes": integer}, "data", "offset", "bytes"),
+	}, "data", "offset", "bytes", "total_bytes", "truncated")
+}
+
+// waitSchema describes wait's structured result: its array of results,
+// wrapped in an object.
+func waitSchema() map[string]any {
+	return objectSchema(map[string]any{"results": map[string]any{"type": "array", "items": resultSchema()}}, "results")
+}
+
+// killSchema describes kill's result (killJSON).
+func killSchema() map[string]any {
+	return objectSchema(map[string]any{
+		"job_id":             schemaType("string"),
+		"terminated":         schemaType("boolean"),
+		"already_terminated": schemaType("boolean"),
+		"signal_sent":        schemaType("integer"),
+		"escalated":          schemaType("boolean"),
+		"state":              schemaType("string"),
+		"detail":             schemaType("string"),
+		"result":             resultSchema(),
+	}, "job_id", "terminated")
+}
+
+// listJobsSchema describes list_jobs' result.
+func listJobsSchema() map[string]any {
+	entry := objectSchema(map[string]any{
+		"job_id":            schemaType("string"),
+		"state":             schemaType("string"),
+		"waiting_for_input": schemaType("boolean"),
+	}, "job_id", "state")
+	return objectSchema(map[string]any{
+		"jobs":    map[string]any{"type": "array", "items": entry},
+		"omitted": schemaType("integer"),
+	}, "jobs")
+}
+
+// objectSchema is an object with these properties, the listed ones required.
+func objectSchema(props map[string]any, required ...string) map[string]any {
+	return map[string]any{"type": "object", "properties": props, "required": required}
+}
+
+// schemaType is a schema of one JSON type.
+func schemaType(t string) map[string]any { return map[string]any{"type": t} }

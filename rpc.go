@@ -26,9 +26,6 @@ var version = "1.0.0"
 // error and skipped without being held in memory.
 const maxLineBytes = 16 << 20
 
-// supportedVersions lists the MCP revisions served, newest first.
-var supportedVersions = []string{"2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"}
-
 // JSON-RPC error codes.
 const (
 	codeParse          = -32700
@@ -43,6 +40,7 @@ const (
 type rpcError struct {
 	Code    int    `json:"code"`
 	Message string `json:"message"`
+	Data    any    `json:"data,omitempty"`
 }
 
 func (e *rpcError) Error() string { return e.Message }
@@ -98,7 +96,8 @@ type message struct {
 	method string
 	params json.RawMessage // nil when absent
 
-	response bool // a reply from the client, or a malformed notification: ignored
+	response bool       // a reply from the client, or a malformed notification: ignored
+	shape    replyShape // how its result is dressed: its era and revision
 }
 
 // decodeMessage parses one line. On failure it returns the error reply and
@@ -186,6 +185,8 @@ func idKey(id json.RawMessage) (string, bool) {
 // methodSpec is one row of the protocol-shape table.
 type methodSpec struct {
 	notification bool // has no id and gets no reply
+	legacyOnly   bool // gone from the modern era: -32601 for a modern request
+	modernOnly   bool // not in the legacy era: -32601 for a legacy request
 	inline       bool // cheap and non-blocking: answered on the reader goroutine
 	call         func(s *session, ctx context.Context, m message) (any, error)
 	// prepare, for a method that runs on its own goroutine, does the part
@@ -198,9 +199,12 @@ type methodSpec struct {
 // methods is the protocol-shape table: every method the server knows. Any
 // other request gets -32601; any other notification is ignored.
 var methods = map[string]methodSpec{
-	"initialize":                {inline: true, call: (*session).initialize},
-	"ping":                      {inline: true, call: func(*session, context.Context, message) (any, error) { return struct{}{}, nil }},
-	"tools/list":                {inline: true, call: func(s *session, _ context.Context, _ message) (any, error) { return toolListFor(s.cfg), nil }},
+	"initialize":      {inline: true, legacyOnly: true, call: (*session).initialize},
+	"ping":            {inline: true, legacyOnly: true, call: func(*session, context.Context, message) (any, error) { return struct{}{}, nil }},
+	"server/discover": {inline: true, modernOnly: true, call: (*session).discover},
+	"tools/list": {inline: true, call: func(s *session, _ context.Context, m message) (any, error) {
+		return toolListFor(s.cfg, m.shape.structured, m.shape.modern), nil
+	}},
 	"tools/call":                {prepare: (*session).prepareToolCall},
 	"notifications/initialized": {notification: true, notify: func(*session, message) {}},
 	"notifications/cancelled":   {notification: true, notify: (*session).cancelRequest},
@@ -220,9 +224,11 @@ type session struct {
 	reg *registry
 	out replySink
 
-	mu       sync.Mutex                    // guards inflight and closing
-	inflight map[string]context.CancelFunc // running tools/call requests by idKey
-	closing  bool                          // the session is ending: no new requests
+	mu       sync.Mutex           // guards inflight and closing
+	inflight map[string]*inflight // running tools/call requests by idKey
+	closing  bool                 // the session is ending: no new requests
+
+	negotiated string // the legacy revision initialize agreed; only the reading goroutine uses it
 
 	handlers sync.WaitGroup  // running request goroutines
 	pending  []func()        // requests read but not started yet; only the reading goroutine uses it
@@ -232,8 +238,17 @@ type session struct {
 // newSession returns a session with no jobs that writes to out and nudges
 // activity (which may be nil) whenever a request finishes.
 func newSession(cfg *config, out replySink, activity chan<- struct{}) *session {
-	return &session{cfg: cfg, reg: newRegistry(cfg), out: out, inflight: map[string]context.CancelFunc{},
+	return &session{cfg: cfg, reg: newRegistry(cfg), out: out, inflight: map[string]*inflight{},
 		activity: activity}
+}
+
+// inflight is a request running on its own goroutine.
+type inflight struct {
+	cancel context.CancelFunc
+	modern bool // the request is of the modern era
+	// silenced is set when the client cancelled a modern request: nothing
+	// more may be sent for it, not even its reply. Guarded by session.mu.
+	silenced bool
 }
 
 // serve reads requests from in until EOF or a read error.
@@ -308,16 +323,24 @@ func (s *session) dispatch(line []byte) {
 		}
 		return // notifications are never answered
 	}
+	modern, rerr := modernRequest(m.params)
+	if rerr != nil {
+		s.reply(m.id, nil, rerr)
+		return
+	}
+	m.shape = shapeOf(modern, s.negotiated)
 	switch {
-	case !known:
+	case !known || spec.modernOnly && !modern: // a legacy probe of server/discover must fail fast, as 1.0 did
 		s.reply(m.id, nil, newError(codeNoMethod, "method not found: %s", clipText(m.method)))
 	case spec.notification:
 		s.reply(m.id, nil, newError(codeInvalidRequest, "invalid request: %s is a notification and must not carry an id", m.method))
+	case modern && spec.legacyOnly:
+		s.reply(m.id, nil, newError(codeNoMethod, "method not found: %s is not part of %s (use server/discover)", m.method, modernVersions[0]))
 	case m.params != nil && (len(m.params) == 0 || m.params[0] != '{'):
 		s.reply(m.id, nil, newError(codeInvalidParams, "invalid params: params must be an object"))
 	case spec.inline:
 		res, err := spec.call(s, context.Background(), m)
-		s.reply(m.id, res, err)
+		s.out.send(encodeReply(m.id, m.shape, res, err))
 	default:
 		s.start(m, spec)
 	}
@@ -341,7 +364,8 @@ func (s *session) start(m message, spec methodSpec) {
 		s.reply(m.id, nil, newError(codeInvalidRequest, "invalid request: id %s is already in use by a running request", m.id))
 		return
 	}
-	s.inflight[key] = cancel
+	req := &inflight{cancel: cancel, modern: m.shape.modern}
+	s.inflight[key] = req
 	s.handlers.Add(1)
 	s.mu.Unlock()
 	run := func() (any, error) { return spec.call(s, ctx, m) }
@@ -353,9 +377,12 @@ func (s *session) start(m message, spec methodSpec) {
 		res, err := run()
 		s.mu.Lock()
 		delete(s.inflight, key)
+		silenced := req.silenced
 		s.mu.Unlock()
 		cancel()
-		s.out.send(encodeReply(m.id, res, err))
+		if !silenced {
+			s.out.send(encodeReply(m.id, m.shape, res, err))
+		}
 		nudge(s.activity)
 	})
 }
@@ -372,10 +399,13 @@ func (s *session) cancelRequest(m message) {
 		return
 	}
 	s.mu.Lock()
-	cancel := s.inflight[key]
+	req := s.inflight[key]
+	if req != nil && req.modern {
+		req.silenced = true
+	}
 	s.mu.Unlock()
-	if cancel != nil {
-		cancel()
+	if req != nil {
+		req.cancel()
 	}
 }
 
@@ -385,8 +415,8 @@ func (s *session) cancelAll() {
 	s.mu.Lock()
 	s.closing = true
 	cancels := make([]context.CancelFunc, 0, len(s.inflight))
-	for _, cancel := range s.inflight {
-		cancels = append(cancels, cancel)
+	for _, req := range s.inflight {
+		cancels = append(cancels, req.cancel)
 	}
 	s.mu.Unlock()
 	for _, cancel := range cancels {
@@ -394,9 +424,10 @@ func (s *session) cancelAll() {
 	}
 }
 
-// reply queues the answer to a request; the reader goroutine uses it.
+// reply queues an error, or a result in 1.0's shape; the reader goroutine
+// uses it.
 func (s *session) reply(id json.RawMessage, result any, err error) {
-	s.out.send(encodeReply(id, result, err))
+	s.out.send(encodeReply(id, replyShape{}, result, err))
 }
 
 // replyHead starts every reply line; the id follows.
@@ -412,10 +443,10 @@ var errorCodes = []struct {
 	{errUnknownTool, codeInvalidParams},
 }
 
-// encodeReply builds the answer to a request: a result, or an error —
-// *rpcError as is, a sentinel of errorCodes with its code, anything else as
-// internal.
-func encodeReply(id json.RawMessage, result any, err error) []byte {
+// encodeReply builds the answer to a request: a result dressed in shape,
+// or an error — *rpcError as is, a sentinel of errorCodes with its code,
+// anything else as internal.
+func encodeReply(id json.RawMessage, shape replyShape, result any, err error) []byte {
 	var rerr *rpcError
 	switch {
 	case errors.As(err, &rerr):
@@ -429,10 +460,13 @@ func encodeReply(id json.RawMessage, result any, err error) []byte {
 		}
 	default:
 		if text, ok := result.(toolText); ok {
-			return textReply(id, text)
+			return textReply(id, shape, text)
 		}
 		res, merr := marshal(result)
 		if merr == nil {
+			if shape.modern {
+				res = dressResult(res)
+			}
 			return concat(replyHead, id, `,"result":`, res, "}\n")
 		}
 		rerr = newError(codeInternal, "internal error: %v", merr)
@@ -459,7 +493,7 @@ func (s *session) prepareToolCall(ctx context.Context, m message) func() (any, e
 		return fail(newError(codeInvalidParams, "invalid params: tools/call needs a tool name string in params.name"))
 	}
 	call := &toolCall{reg: s.reg, cfg: s.cfg, waiter: s.waiterFor(ctx, params["_meta"]),
-		replyOverhead: len(textReply(m.id, nil))}
+		structured: m.shape.structured, replyOverhead: len(textReply(m.id, m.shape, nil)) + len(waitWrapOpen) + 1}
 	run, err := prepareTool(call, name, params["arguments"])
 	if err != nil {
 		return fail(err)
@@ -484,6 +518,9 @@ func (s *session) waiterFor(ctx context.Context, meta json.RawMessage) *waiter {
 	}
 	w.interval = s.cfg.progressInterval
 	w.report = func(n int, message string) {
+		if ctx.Err() != nil {
+			return // cancelled: nothing more goes out for the request
+		}
 		s.notify("notifications/progress", map[string]any{
 			"progressToken": token, "progress": n, "message": message,
 		})
@@ -517,10 +554,11 @@ func (s *session) initialize(_ context.Context, m message) (any, error) {
 			}
 		}
 	}
+	s.negotiated = negotiated
 	return map[string]any{
 		"protocolVersion": negotiated,
 		"capabilities":    map[string]any{"tools": map[string]any{}}, // exactly the wire shape
-		"serverInfo":      map[string]any{"name": "mcp-exec", "version": version},
+		"serverInfo":      serverInfo(),
 		"instructions":    instructionsFor(s.cfg),
 	}, nil
 }
@@ -554,14 +592,45 @@ func (s *session) stats(_ context.Context, req message) (any, error) {
 }
 
 // textReply is the reply line of a toolText result: exactly what encoding
-// the toolResult {content: [{type: "text", text}]} would give.
-func textReply(id json.RawMessage, text []byte) []byte {
+// the toolResult {content: [{type: "text", text}]} would give, dressed in
+// shape. A structured reply also carries the result as structuredContent,
+// an object: wait's array goes in as {"results": [...]}.
+func textReply(id json.RawMessage, shape replyShape, text []byte) []byte {
 	const (
-		open = `,"result":{"content":[{"type":"text","text":"`
-		tail = "\"}]}}\n"
+		content = `"content":[{"type":"text","text":"`
+		closing = `"}]`
+		tail    = "}}\n"
 	)
-	b := make([]byte, 0, len(replyHead)+len(id)+len(open)+quotedLen(text)+len(tail))
-	b = append(append(append(b, replyHead...), id...), open...)
+	open := []byte(`,"result":{`)
+	if shape.modern {
+		open = append(append([]byte(`,"result":`), modernResultHead()...), ',')
+	}
+	size := len(replyHead) + len(id) + len(open) + len(content) + quotedLen(text) + len(closing) + len(tail)
+	wrap := shape.structured && len(text) > 0 && text[0] == '['
+	if shape.structured {
+		size += len(structuredKey) + len(text)
+		if wrap {
+			size += len(waitWrapOpen) + 1
+		}
+	}
+	b := make([]byte, 0, size)
+	b = append(append(append(append(b, replyHead...), id...), open...), content...)
 	b = appendQuoted(b, text)
+	b = append(b, closing...)
+	if shape.structured {
+		b = append(b, structuredKey...)
+		if wrap {
+			b = append(append(append(b, waitWrapOpen...), text...), '}')
+		} else {
+			b = append(b, text...)
+		}
+	}
 	return append(b, tail...)
 }
+
+// structuredKey introduces a structured copy of a tool result.
+const structuredKey = `,"structuredContent":`
+
+// waitWrapOpen opens the object that wraps wait's array of results as
+// structuredContent (outputSchema and structuredContent must be objects).
+const waitWrapOpen = `{"results":`

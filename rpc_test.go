@@ -322,13 +322,52 @@ func TestTextReplyMatchesEncodingJSON(t *testing.T) {
 	}
 	id := json.RawMessage(`"x"`)
 	for _, in := range inputs {
-		want := encodeReply(id, toolResult{Content: []textContent{{Type: "text", Text: string(in)}}}, nil)
-		got := textReply(id, in)
+		want := encodeReply(id, replyShape{}, toolResult{Content: []textContent{{Type: "text", Text: string(in)}}}, nil)
+		got := textReply(id, replyShape{}, in)
 		if !bytes.Equal(got, want) {
 			t.Fatalf("text %q:\n got %s\nwant %s", in, got, want)
 		}
 		if cap(got) != len(got) {
 			t.Errorf("text %q: reply buffer cap %d for %d bytes; the size must be exact", in, cap(got), len(got))
+		}
+	}
+}
+
+// TestTextReplyShapes: a structured reply carries the result a second time
+// as structuredContent (wait's array wrapped in an object), a modern one
+// also resultType and serverInfo; the text block stays the same.
+func TestTextReplyShapes(t *testing.T) {
+	for _, tc := range []struct {
+		shape replyShape
+		text  string
+		want  string // structuredContent, "" for none
+	}{
+		{replyShape{}, `{"job_id":"1"}`, ""},
+		{replyShape{structured: true}, `{"job_id":"1"}`, `{"job_id":"1"}`},
+		{replyShape{structured: true}, `[{"job_id":"1"}]`, `{"results":[{"job_id":"1"}]}`},
+		{replyShape{structured: true, modern: true}, `{"job_id":"\u2028é"}`, `{"job_id":"\u2028é"}`},
+	} {
+		line := textReply(json.RawMessage(`7`), tc.shape, []byte(tc.text))
+		if cap(line) != len(line) {
+			t.Errorf("%+v: reply buffer cap %d for %d bytes; the size must be exact", tc.shape, cap(line), len(line))
+		}
+		var reply struct {
+			Result struct {
+				Content    []textContent   `json:"content"`
+				Structured json.RawMessage `json:"structuredContent"`
+				ResultType string          `json:"resultType"`
+				Meta       map[string]any  `json:"_meta"`
+			} `json:"result"`
+		}
+		if err := json.Unmarshal(line, &reply); err != nil {
+			t.Fatalf("%+v: %v in %s", tc.shape, err, line)
+		}
+		res := reply.Result
+		if len(res.Content) != 1 || res.Content[0].Text != tc.text || string(res.Structured) != tc.want {
+			t.Errorf("%+v: %s", tc.shape, line)
+		}
+		if modern := res.ResultType == "complete" && res.Meta[metaServerInfo] != nil; modern != tc.shape.modern {
+			t.Errorf("%+v: resultType %q, _meta %v", tc.shape, res.ResultType, res.Meta)
 		}
 	}
 }

@@ -753,7 +753,10 @@ def test_reply_budget_of_a_wait_delivering_several_results(srv):
 def test_reply_budget_of_kill_and_output(srv):
     budget = 65536
     jid = srv.job(NUL_MIB + "; exec sleep 30", capture="all")
-    srv.poll_output(jid, lambda d: len(d) == MIB)
+    # Polled with empty reads: all of it no longer fits a reply of the
+    # default budget once the reply carries structuredContent too.
+    wait_until(lambda: srv.tool("output", {"job_id": jid, "stdout": {"from": 0, "length": 0}})["stdout"]["total_bytes"] == MIB,
+               20, "the job's 1 MiB written")
     # output cuts its slice too, but it delivers nothing: no kept
     res, n = srv.call("output", {"job_id": jid, "stdout": "all", "max_reply_bytes": budget})
     o = srv.decode(res)
@@ -815,12 +818,15 @@ def test_default_budget_8mib_cuts_both_streams_and_session_goes_on(srv):
 
 
 def test_default_budget_leaves_a_fitting_result_whole(srv):
-    res, n = srv.call("execute", {"command": NUL_MIB}, timeout=60)
+    # Half a MiB of NULs: 7 bytes each in the text block and 6 more in
+    # structuredContent (2025-06-18) make 6.5 MiB, under the 8 MiB default.
+    half = MIB // 2
+    res, n = srv.call("execute", {"command": "head -c %d /dev/zero" % half}, timeout=60)
     r = srv.decode(res)
     assert n <= DEFAULT_BUDGET, n
     assert "kept" not in r, short(r)
-    assert r["stdout"]["bytes"] == MIB and "omitted" not in r["stdout"], short(r)
-    assert r["stdout"]["data"] == "\x00" * MIB
+    assert r["stdout"]["bytes"] == half and "omitted" not in r["stdout"], short(r)
+    assert r["stdout"]["data"] == "\x00" * half
     # delivered uncut: gone, as in 1.0
     assert "unknown job_id" in srv.tool_err("status", {"job_id": r["job_id"]})
 
@@ -866,10 +872,11 @@ def test_wait_cuts_the_big_result_and_keeps_a_small_one_whole(srv):
 
 
 def test_wait_of_many_results_defers_what_does_not_fit(srv):
-    # Eight results with output cannot all fit in 1024 bytes; those that do
-    # not are deferred (status entries that say so) and stay for the next wait.
+    # Five results with output cannot all fit in 1024 bytes (each goes out
+    # twice: text and structuredContent); those that do not are deferred
+    # (status entries that say so) and stay for the next wait.
     budget = 1024
-    jids = [srv.job("echo hi") for _ in range(8)]
+    jids = [srv.job("echo hi") for _ in range(5)]
     wait_all_done(srv, jids)
     res, n = srv.call("wait", {"job_ids": jids, "timeout": 0, "max_reply_bytes": budget})
     assert n <= budget, "a %d-byte line over its budget of %d" % (n, budget)

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -45,9 +44,11 @@ type toolCall struct {
 	jobs   map[jobID]*job // looked up as the call was read; see holdJobs
 	// replyOverhead is what the reply line holds besides the result's
 	// escaped text (the session knows the request id); maxReply is the
-	// call's max_reply_bytes, 0 when it gave none.
+	// call's max_reply_bytes, 0 when it gave none; structured says the
+	// reply also carries the result as structuredContent.
 	replyOverhead int
 	maxReply      replyBytes
+	structured    bool
 }
 
 // replyBudget is how many bytes the result's escaped text may take.
@@ -58,6 +59,9 @@ func (c *toolCall) replyBudget() int {
 	}
 	return budget - c.replyOverhead
 }
+
+// cost measures what the result costs in this call's reply line.
+func (c *toolCall) cost() lineCost { return lineCost{structured: c.structured} }
 
 // job is the held job that id names.
 func (c *toolCall) job(id jobID) *job { return c.jobs[id] }
@@ -138,11 +142,11 @@ func (c *toolCall) reply(res any, err error) (any, error) {
 	if text, ok := res.(json.RawMessage); ok { // already encoded by the handler
 		return toolText(text), nil
 	}
-	text, err := fitText(res, c.replyBudget())
+	text, err := fitText(res, c.replyBudget(), c.cost())
 	if err != nil {
 		return nil, err
 	}
-	if entries, ok := res.([]*resultJSON); ok && quotedLen(text) > c.replyBudget() {
+	if entries, ok := res.([]*resultJSON); ok && c.cost().of(text) > c.replyBudget() {
 		if text, err = c.deferResults(entries); err != nil {
 			return nil, err
 		}
@@ -169,8 +173,8 @@ func (c *toolCall) deferResults(entries []*resultJSON) ([]byte, error) {
 		s.Stdout, s.Stderr, s.Uncaptured, s.Deferred = nil, nil, nil, e.delivered != nil
 		statuses[i] = &s
 	}
-	if least, err := marshal(statuses); err != nil || quotedLen(least) > c.replyBudget() {
-		return fitText(entries, c.replyBudget())
+	if least, err := marshal(statuses); err != nil || c.cost().of(least) > c.replyBudget() {
+		return fitText(entries, c.replyBudget(), c.cost())
 	}
 	for i := len(entries) - 1; i >= 0; i-- {
 		j := entries[i].delivered
@@ -183,24 +187,27 @@ func (c *toolCall) deferResults(entries []*resultJSON) ([]byte, error) {
 				entries[k] = statuses[k]
 			}
 		}
-		text, err := fitText(entries, c.replyBudget())
-		if err != nil || quotedLen(text) <= c.replyBudget() {
+		text, err := fitText(entries, c.replyBudget(), c.cost())
+		if err != nil || c.cost().of(text) <= c.replyBudget() {
 			return text, err
 		}
 	}
-	return fitText(entries, c.replyBudget())
+	return fitText(entries, c.replyBudget(), c.cost())
 }
 
 // toolSpec is one tool: its published shape and its handler.
 type toolSpec struct {
 	name        string
-	description string            // {placeholders} are filled from the configuration
-	docs        map[string]string // each argument's description, by name, with placeholders
-	readOnly    bool              // annotations: does not change any job
-	destructive bool              // annotations: may end processes
-	runsJobs    bool              // annotations follow what jobs may do: the sandbox and the network
-	readsKept   bool              // finds jobs kept after a cut result
-	argsType    reflect.Type      // the struct a call's arguments bind into
+	description string                // {placeholders} are filled from the configuration
+	docs        map[string]string     // each argument's description, by name, with placeholders
+	title       string                // for people: shown by clients from 2025-06-18 on
+	output      func() map[string]any // the outputSchema of its result, an object
+	readOnly    bool                  // annotations: changes nothing, not even which jobs can be collected
+	destructive bool                  // annotations: may end processes
+	idempotent  bool                  // annotations: calling it again with the same arguments changes nothing more
+	runsJobs    bool                  // annotations follow what jobs may do: the sandbox and the network
+	readsKept   bool                  // finds jobs kept after a cut result
+	argsType    reflect.Type          // the struct a call's arguments bind into
 	params      []param
 	prepare     func(c *toolCall, raw map[string]json.RawMessage) (func() (any, error), error)
 }
@@ -284,7 +291,9 @@ const replyDoc = "Longest reply line in bytes (>= 1024; default {budget}); a big
 // tools is the tool table, in the order tools/list shows them.
 var tools = []toolSpec{
 	newTool(toolSpec{
-		name: "execute",
+		name:   "execute",
+		title:  "Run a command",
+		output: resultSchema,
 		description: "Run a shell command ($SHELL -c), or argv without a shell, as a job in its own process group. " +
 			"Blocks until it exits and returns {job_id, state, exit_code, signal?, stdout?, stderr?}; that delivery forgets the job. " +
 			"Hosts often time calls out after 60 s: for anything longer use nowait:true (returns {job_id, state:\"running\"} at once; then wait, status, output, input, kill) " +
@@ -308,7 +317,9 @@ var tools = []toolSpec{
 		runsJobs:    true,
 	}, runExecute),
 	newTool(toolSpec{
-		name: "wait",
+		name:   "wait",
+		title:  "Wait for jobs",
+		output: waitSchema,
 		description: "Block until any of the listed jobs finishes, or the timeout (default {wait}; <= 0 polls). Returns an array in job_ids order: " +
 			"finished jobs carry their full result (per their capture policy) and are forgotten; running ones are {job_id, state:\"running\", waiting_for_input?}. " +
 			"Keep timeout below your client's request time-out (often 60 s).",
@@ -317,17 +328,24 @@ var tools = []toolSpec{
 			"timeout":         "Seconds to block (default {wait}); <= 0 polls.",
 			"max_reply_bytes": replyDoc,
 		},
-		readOnly: true,
+		// Not read-only: a finished job's result is delivered once, so a
+		// second wait on it fails.
 	}, runWait),
 	newTool(toolSpec{
 		name:        "status",
+		title:       "Job status",
+		output:      resultSchema,
+		idempotent:  true,
 		description: "A job's state: {job_id, state, exit_code?, signal?, start_error?, timed_out?, waiting_for_input?}. Never forgets the job.",
 		docs:        map[string]string{"job_id": "The job."},
 		readOnly:    true,
 		readsKept:   true,
 	}, runStatus),
 	newTool(toolSpec{
-		name: "output",
+		name:       "output",
+		title:      "Read a job's output",
+		output:     resultSchema,
+		idempotent: true,
 		description: "Read a job's captured output, live or after exit, without forgetting it. Returns the status fields plus the selected slices " +
 			"{data, offset, bytes, total_bytes, truncated, dropped_bytes?, omitted?, tail?}. Offsets are absolute bytes; page with from = offset + bytes.",
 		docs: map[string]string{
@@ -341,6 +359,8 @@ var tools = []toolSpec{
 	}, runOutput),
 	newTool(toolSpec{
 		name:        "input",
+		title:       "Write to a job's stdin",
+		output:      resultSchema,
 		description: "Write to a running job's stdin; close:true sends EOF after the data. Returns the job's status. Blocks while the pipe is full.",
 		docs: map[string]string{
 			"job_id": "The job.",
@@ -349,7 +369,10 @@ var tools = []toolSpec{
 		},
 	}, runInput),
 	newTool(toolSpec{
-		name: "kill",
+		name:       "kill",
+		title:      "Kill a job",
+		output:     killSchema,
+		idempotent: true,
 		description: "Signal a job's whole process group and wait for observed death. " +
 			"If the tree died: {terminated:true, signal_sent, result} and the job is forgotten. If it survived: {terminated:false, detail} and the job stays. " +
 			"signal ASSURED sends TERM, then KILL if the tree outlives the timeout.",
@@ -363,6 +386,9 @@ var tools = []toolSpec{
 	}, runKill),
 	newTool(toolSpec{
 		name:        "list_jobs",
+		title:       "List jobs",
+		output:      listJobsSchema,
+		idempotent:  true,
 		description: "Every job that wait can still deliver, oldest first: {jobs: [{job_id, state, waiting_for_input?}]}.",
 		readOnly:    true,
 	}, runListJobs),
@@ -386,13 +412,26 @@ func toolNames() []string {
 	return names
 }
 
-// toolLists caches the tools/list result of each configuration.
-var toolLists sync.Map // *config → map[string]any
+// toolLists caches the tools/list result of each configuration and shape.
+var toolLists sync.Map // toolListKey → map[string]any
+
+// toolListKey names one cached tools/list result.
+type toolListKey struct {
+	cfg                *config
+	structured, modern bool
+}
+
+// toolListTTLMs is how long a modern client may cache tools/list: the list
+// changes only when the server restarts with other settings.
+const toolListTTLMs = 3600000
 
 // toolListFor is the tools/list result under cfg: the table, with the
-// values in force written into the descriptions.
-func toolListFor(cfg *config) map[string]any {
-	if l, ok := toolLists.Load(cfg); ok {
+// values in force written into the descriptions; structured (2025-06-18
+// on) with titles and output schemas, modern (2026-07-28) with caching
+// advice.
+func toolListFor(cfg *config, structured, modern bool) map[string]any {
+	key := toolListKey{cfg, structured, modern}
+	if l, ok := toolLists.Load(key); ok {
 		return l.(map[string]any)
 	}
 	fill := placeholders(cfg)
@@ -402,14 +441,24 @@ func toolListFor(cfg *config) map[string]any {
 		for k, v := range t.docs {
 			docs[k] = fill.Replace(v)
 		}
-		list = append(list, map[string]any{
+		tool := map[string]any{
 			"name":        t.name,
 			"description": fill.Replace(t.description),
 			"inputSchema": schemaOf(t.params, docs),
 			"annotations": annotationsFor(t, cfg),
-		})
+		}
+		if structured {
+			tool["title"] = t.title
+			tool["outputSchema"] = t.output()
+		}
+		list = append(list, tool)
 	}
-	l, _ := toolLists.LoadOrStore(cfg, map[string]any{"tools": list})
+	result := map[string]any{"tools": list}
+	if modern {
+		result["ttlMs"] = toolListTTLMs
+		result["cacheScope"] = "public"
+	}
+	l, _ := toolLists.LoadOrStore(key, result)
 	return l.(map[string]any)
 }
 
@@ -421,7 +470,7 @@ func annotationsFor(t toolSpec, cfg *config) map[string]any {
 	return map[string]any{
 		"readOnlyHint":    readOnly,
 		"destructiveHint": t.destructive && !readOnly,
-		"idempotentHint":  t.readOnly,
+		"idempotentHint":  t.idempotent,
 		"openWorldHint":   t.runsJobs && !cfg.networkOff,
 	}
 }
@@ -700,7 +749,7 @@ func runListJobs(c *toolCall, _ *listJobsArgs) (any, error) {
 	// The reply budget holds: past it the list stops, oldest jobs first,
 	// and says how many it left out. Every byte here is ASCII, and a quote
 	// takes two once escaped into the reply.
-	room := c.replyBudget() - len(`{"jobs":[],"omitted":9999999999}`) - 4
+	room := c.replyBudget() - c.cost().of([]byte(`{"jobs":[],"omitted":9999999999}`))
 	b := make([]byte, 0, 16+len(jobs)*40)
 	b = append(b, `{"jobs":[`...)
 	omitted := 0
@@ -718,7 +767,7 @@ func runListJobs(c *toolCall, _ *listJobsArgs) (any, error) {
 			b = append(b, `,"waiting_for_input":true`...)
 		}
 		b = append(b, '}')
-		if room -= len(b) - mark + bytes.Count(b[mark:], []byte{'"'}); room < 0 {
+		if room -= c.cost().of(b[mark:]); room < 0 {
 			b, omitted = b[:mark], len(jobs)-i
 			break
 		}

@@ -1,0 +1,138 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"slices"
+	"strings"
+)
+
+// The protocol revisions served, and how each shapes a reply. The legacy
+// era (2024-11-05 to 2025-11-25) begins with initialize, which fixes the
+// session's revision. The modern era (2026-07-28) has no handshake: every
+// request names its revision and the client's capabilities in
+// params._meta. The server is dual-era, request by request: one whose
+// _meta names a revision is served in the modern era, any other in the
+// legacy revision the session negotiated (1.0's shapes before initialize).
+// Jobs belong to the session whatever era the requests that name them are.
+
+// supportedVersions lists the legacy revisions, newest first: initialize
+// echoes one of them, never a modern one (legacy clients reject it).
+var supportedVersions = []string{"2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"}
+
+// modernVersions lists the modern revisions, newest first.
+var modernVersions = []string{"2026-07-28"}
+
+// The reserved _meta keys of the modern era.
+const (
+	metaProtocolVersion = "io.modelcontextprotocol/protocolVersion"
+	metaClientCaps      = "io.modelcontextprotocol/clientCapabilities"
+	metaLogLevel        = "io.modelcontextprotocol/logLevel"
+	metaServerInfo      = "io.modelcontextprotocol/serverInfo"
+)
+
+// codeUnsupportedVersion answers a modern request for a revision not
+// served; its data lists the supported ones.
+const codeUnsupportedVersion = -32022
+
+// logLevels are the levels a modern request may ask for (RFC 5424).
+var logLevels = []string{"debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"}
+
+// firstStructuredVersion is the first revision with titles, outputSchema
+// and structuredContent.
+const firstStructuredVersion = "2025-06-18"
+
+// batchVersion is the one revision whose clients may send batches.
+const batchVersion = "2025-03-26"
+
+// replyShape is how a request's result is dressed for its revision.
+type replyShape struct {
+	modern     bool // resultType and serverInfo on every result; no reply once cancelled
+	structured bool // tools carry title and outputSchema, tool results structuredContent
+}
+
+// shapeOf is the shape for a request of the given era in a session that
+// negotiated legacy revision negotiated ("" before initialize).
+func shapeOf(modern bool, negotiated string) replyShape {
+	// Revisions are dates, so they compare as strings.
+	return replyShape{modern: modern, structured: modern || negotiated >= firstStructuredVersion}
+}
+
+// modernRequest reports whether params carry the modern era's _meta, and
+// answers the errors the revision names: -32022 for a revision not served,
+// -32602 for a required field missing or malformed.
+func modernRequest(params json.RawMessage) (bool, *rpcError) {
+	// Most requests say nothing of the sort: look for the key's bytes first.
+	if !bytes.Contains(params, []byte("io.modelcontextprotocol/")) {
+		return false, nil
+	}
+	p, err := decodeObject(params)
+	if err != nil {
+		return false, nil // the method's own checks answer a malformed params
+	}
+	meta, err := decodeObject(p["_meta"])
+	if err != nil {
+		return false, nil
+	}
+	rawVersion, hasVersion := meta[metaProtocolVersion]
+	_, hasCaps := meta[metaClientCaps]
+	if !hasVersion && !hasCaps {
+		return false, nil
+	}
+	var asked string
+	if !hasVersion || json.Unmarshal(rawVersion, &asked) != nil {
+		return true, newError(codeInvalidParams, "invalid params: _meta[%q] must name the protocol revision (served: %s)", metaProtocolVersion, strings.Join(modernVersions, ", "))
+	}
+	if !slices.Contains(modernVersions, asked) {
+		e := newError(codeUnsupportedVersion, "unsupported protocol version %q (served: %s; legacy clients use initialize with %s)",
+			clipText(asked), strings.Join(modernVersions, ", "), strings.Join(supportedVersions, ", "))
+		e.Data = map[string]any{"supported": modernVersions, "requested": asked}
+		return true, e
+	}
+	if caps, ok := meta[metaClientCaps]; !ok || len(caps) == 0 || caps[0] != '{' {
+		return true, newError(codeInvalidParams, "invalid params: _meta[%q] is required in %s and must be an object", metaClientCaps, asked)
+	}
+	if raw, ok := meta[metaLogLevel]; ok {
+		var level string
+		if json.Unmarshal(raw, &level) != nil || !slices.Contains(logLevels, level) {
+			return true, newError(codeInvalidParams, "invalid params: _meta[%q] must be one of %s", metaLogLevel, strings.Join(logLevels, ", "))
+		}
+	}
+	return true, nil
+}
+
+// serverInfo names this server.
+func serverInfo() map[string]any {
+	return map[string]any{"name": "mcp-exec", "version": version}
+}
+
+// modernResultHead is what a modern result object starts with, before its
+// own members.
+func modernResultHead() []byte {
+	info, _ := marshal(serverInfo()) // cannot fail: two strings
+	return concat(`{"resultType":"complete","_meta":{"`+metaServerInfo+`":`, info, "}")
+}
+
+// dressResult gives an encoded result object the modern era's members.
+func dressResult(res []byte) []byte {
+	head := modernResultHead()
+	body := bytes.TrimSpace(res[1:]) // after the object's "{"
+	if len(body) > 0 && body[0] != '}' {
+		head = append(head, ',')
+	}
+	return append(head, body...)
+}
+
+// discover answers server/discover, the modern era's one way to learn what
+// the server is. Without the modern _meta it is not a method at all: a
+// legacy client probing with it gets -32601 and falls back to initialize.
+func (s *session) discover(context.Context, message) (any, error) {
+	return map[string]any{
+		"supportedVersions": modernVersions,
+		"capabilities":      map[string]any{"tools": map[string]any{}},
+		"instructions":      instructionsFor(s.cfg),
+		"ttlMs":             toolListTTLMs,
+		"cacheScope":        "public",
+	}, nil
+}
