@@ -98,6 +98,7 @@ type message struct {
 
 	response bool       // a reply from the client, or a malformed notification: ignored
 	shape    replyShape // how its result is dressed: its era and revision
+	replyTo  replySink  // where its reply goes: the transport, or a batch's gathering
 }
 
 // decodeMessage parses one line. On failure it returns the error reply and
@@ -305,12 +306,21 @@ func (s *session) startPending() {
 // its own goroutine is prepared now and started by startPending.
 func (s *session) dispatch(line []byte) {
 	line = bytes.TrimRight(line, "\r \t")
-	if len(trimJSONSpace(line)) == 0 {
-		return
+	trimmed := trimJSONSpace(line)
+	switch {
+	case len(trimmed) == 0:
+	case trimmed[0] == '[' && s.negotiated == batchVersion:
+		s.dispatchBatch(trimmed)
+	default:
+		s.dispatchTo(line, s.out)
 	}
+}
+
+// dispatchTo handles one message, whose replies go to sink.
+func (s *session) dispatchTo(line []byte, sink replySink) {
 	m, replyID, rerr := decodeMessage(line)
 	if rerr != nil {
-		s.reply(replyID, nil, rerr)
+		sink.send(encodeReply(replyID, replyShape{}, nil, rerr))
 		return
 	}
 	if m.response {
@@ -323,26 +333,81 @@ func (s *session) dispatch(line []byte) {
 		}
 		return // notifications are never answered
 	}
+	m.replyTo = sink
 	modern, rerr := modernRequest(m.params)
 	if rerr != nil {
-		s.reply(m.id, nil, rerr)
+		m.fail(rerr)
 		return
 	}
 	m.shape = shapeOf(modern, s.negotiated)
 	switch {
 	case !known || spec.modernOnly && !modern: // a legacy probe of server/discover must fail fast, as 1.0 did
-		s.reply(m.id, nil, newError(codeNoMethod, "method not found: %s", clipText(m.method)))
+		m.fail(newError(codeNoMethod, "method not found: %s", clipText(m.method)))
 	case spec.notification:
-		s.reply(m.id, nil, newError(codeInvalidRequest, "invalid request: %s is a notification and must not carry an id", m.method))
+		m.fail(newError(codeInvalidRequest, "invalid request: %s is a notification and must not carry an id", m.method))
 	case modern && spec.legacyOnly:
-		s.reply(m.id, nil, newError(codeNoMethod, "method not found: %s is not part of %s (use server/discover)", m.method, modernVersions[0]))
+		m.fail(newError(codeNoMethod, "method not found: %s is not part of %s (use server/discover)", m.method, modernVersions[0]))
 	case m.params != nil && (len(m.params) == 0 || m.params[0] != '{'):
-		s.reply(m.id, nil, newError(codeInvalidParams, "invalid params: params must be an object"))
+		m.fail(newError(codeInvalidParams, "invalid params: params must be an object"))
 	case spec.inline:
 		res, err := spec.call(s, context.Background(), m)
-		s.out.send(encodeReply(m.id, m.shape, res, err))
+		m.replyTo.send(encodeReply(m.id, m.shape, res, err))
 	default:
 		s.start(m, spec)
+	}
+}
+
+// fail answers the request m with an error.
+func (m message) fail(err *rpcError) {
+	m.replyTo.send(encodeReply(m.id, replyShape{}, nil, err))
+}
+
+// dispatchBatch handles a JSON-RPC batch, which 2025-03-26 lets clients
+// send: each message is handled as if it came on a line of its own, and the
+// replies go out together, as one array, once every request in it is
+// answered. A batch of notifications only is answered by nothing.
+func (s *session) dispatchBatch(line []byte) {
+	var items []json.RawMessage
+	if err := json.Unmarshal(line, &items); err != nil {
+		s.reply(json.RawMessage("null"), nil, newError(codeParse, "parse error: the batch is not a valid JSON array"))
+		return
+	}
+	if len(items) == 0 {
+		s.reply(json.RawMessage("null"), nil, newError(codeInvalidRequest, "invalid request: an empty batch"))
+		return
+	}
+	replies := &batchReplies{out: s.out}
+	for _, item := range items {
+		if m, _, rerr := decodeMessage(item); rerr != nil || !m.response && m.id != nil {
+			replies.want++
+		}
+	}
+	for _, item := range items {
+		if m, _, rerr := decodeMessage(item); rerr == nil && m.method == "initialize" && m.id != nil {
+			replies.send(encodeReply(m.id, replyShape{}, nil, newError(codeInvalidRequest, "invalid request: initialize must not be part of a batch")))
+			continue
+		}
+		s.dispatchTo(item, replies)
+	}
+}
+
+// batchReplies gathers the replies to one batch and sends them as one
+// array line when the last arrives.
+type batchReplies struct {
+	out  replySink
+	want int // replies the batch's requests will give
+
+	mu  sync.Mutex // guards got
+	got [][]byte   // replies so far, without their newlines
+}
+
+func (b *batchReplies) send(msg []byte) {
+	b.mu.Lock()
+	b.got = append(b.got, bytes.TrimSuffix(msg, []byte("\n")))
+	done := len(b.got) == b.want
+	b.mu.Unlock()
+	if done {
+		b.out.send(append(append([]byte("["), bytes.Join(b.got, []byte(","))...), "]\n"...))
 	}
 }
 
@@ -355,13 +420,13 @@ func (s *session) start(m message, spec methodSpec) {
 	if s.closing {
 		s.mu.Unlock()
 		cancel()
-		s.reply(m.id, nil, newError(codeCancelled, "request cancelled: the server is shutting down"))
+		m.fail(newError(codeCancelled, "request cancelled: the server is shutting down"))
 		return
 	}
 	if _, dup := s.inflight[key]; dup {
 		s.mu.Unlock()
 		cancel()
-		s.reply(m.id, nil, newError(codeInvalidRequest, "invalid request: id %s is already in use by a running request", m.id))
+		m.fail(newError(codeInvalidRequest, "invalid request: id %s is already in use by a running request", m.id))
 		return
 	}
 	req := &inflight{cancel: cancel, modern: m.shape.modern}
@@ -381,7 +446,7 @@ func (s *session) start(m message, spec methodSpec) {
 		s.mu.Unlock()
 		cancel()
 		if !silenced {
-			s.out.send(encodeReply(m.id, m.shape, res, err))
+			m.replyTo.send(encodeReply(m.id, m.shape, res, err))
 		}
 		nudge(s.activity)
 	})

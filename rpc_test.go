@@ -159,7 +159,21 @@ func jsonValue(line []byte) (any, error) {
 	if err := dec.Decode(&v); err != nil {
 		return nil, err
 	}
-	if res, ok := v.(map[string]any)["result"].(map[string]any); ok {
+	normalizeText(v)
+	return v, nil
+}
+
+// normalizeText replaces the text of each tool result in reply (or in each
+// reply of a batch) by the JSON value it holds, so key order does not matter.
+func normalizeText(reply any) {
+	if batch, ok := reply.([]any); ok {
+		for _, r := range batch {
+			normalizeText(r)
+		}
+		return
+	}
+	obj, _ := reply.(map[string]any)
+	if res, ok := obj["result"].(map[string]any); ok {
 		if content, ok := res["content"].([]any); ok {
 			for _, item := range content {
 				if m, ok := item.(map[string]any); ok {
@@ -172,7 +186,6 @@ func jsonValue(line []byte) (any, error) {
 			}
 		}
 	}
-	return v, nil
 }
 
 // noReply is the expectation line for a request that must not be answered.
