@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Runs every test suite: formatting, vet, Go unit tests under the race
 # detector, the fuzz targets briefly, the pytest e2e and fault suites against
-# the binary and as bare PID 1, the official MCP SDK client checks
-# (TypeScript and Go), a reduced soak, and the e2e and fault suites in a
+# the binary and as bare PID 1, the official MCP client checks (TypeScript
+# SDK v1 and client v2, Go SDK, Inspector CLI), a reduced soak, and the e2e and fault suites in a
 # container. Installs what it can (Debian packages as root); says exactly
 # what is missing otherwise.
 set -euo pipefail
@@ -49,9 +49,14 @@ else
   echo "skipped: the bare PID 1 target needs root and unshare" >&2
 fi
 
-step "official MCP SDK clients (TypeScript, Go)"
+step "official MCP clients: TypeScript SDK 1.32.2 (legacy revisions)"
 ./scripts/sdk-check.sh
+step "official MCP clients: TypeScript client 2.4.0 (legacy, auto, pinned 2026-07-28)"
+./scripts/ts2-check.sh
+step "official MCP clients: Go SDK 1.8.0 (server/discover default, each legacy revision pinned)"
 ./scripts/go-sdk-check.sh
+step "official MCP clients: Inspector CLI 2.12.0 (--protocol-era legacy and modern)"
+./scripts/inspector-check.sh
 
 step "soak, reduced size (scripts/soak.py without --small is the full run)"
 # At this size the baseline is ~6 MiB and idle RSS moves by up to ~1 MiB even

@@ -1,7 +1,14 @@
-// Command go-sdk-client drives mcp-exec with the official MCP Go SDK client:
-// with its default (2026-07-28, which probes server/discover first and falls
-// back to initialize) and asking for each legacy revision, it connects, lists
-// the tools and runs every tool.
+// Command go-sdk-client drives mcp-exec with the official MCP Go SDK client
+// (v1.8.0). It connects once with the SDK's default, which probes
+// server/discover and must settle on the modern era (2026-07-28), once asking
+// for an unknown future revision (the server's -32022 must name 2026-07-28,
+// which the SDK retries with), and once pinned to each legacy revision (ClientSessionOptions.ProtocolVersion: the
+// SDK then skips the probe and sends initialize with that revision, which the
+// server must echo). Each run lists the tools and drives all seven (execute
+// blocking and nowait, status, list_jobs, input with close, wait, output,
+// kill, and a tool error), printing one line per step; from 2025-06-18 on it
+// checks each tool's title and outputSchema and that every successful
+// result's structuredContent equals its text (wait: {"results": text}).
 //
 //	go run . /path/to/mcp-exec
 package main
@@ -20,22 +27,60 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
+const (
+	modern = "2026-07-28"
+	future = "2099-01-01"
+)
+
 func main() {
 	if len(os.Args) != 2 {
-		fail("usage: go-sdk-client /path/to/mcp-exec")
+		fmt.Fprintln(os.Stderr, "usage: go-sdk-client /path/to/mcp-exec")
+		os.Exit(2)
 	}
-	// "" is the SDK's default: its newest revision, negotiated down.
-	for _, version := range []string{"", "2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"} {
-		check(os.Args[1], version)
+	failed := 0
+	// "" is the SDK's default: its newest revision (2026-07-28), probed with
+	// server/discover, falling back to initialize 2025-11-25 on an error.
+	// future is a revision the server does not know: its discover must fail
+	// with -32022 naming the supported versions, which the SDK retries with.
+	for _, version := range []string{"", future, "2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"} {
+		if err := check(os.Args[1], version); err != nil {
+			fmt.Printf("FAIL %s: %v\n", label(version), err)
+			failed++
+		}
+	}
+	if failed > 0 {
+		os.Exit(1)
 	}
 }
+
+// failure carries a check failure through panic to check's recover.
+type failure struct{ err error }
 
 func fail(format string, args ...any) {
-	fmt.Fprintf(os.Stderr, "go-sdk-client: "+format+"\n", args...)
-	os.Exit(1)
+	panic(failure{fmt.Errorf(format, args...)})
 }
 
-func check(bin, version string) {
+func label(version string) string {
+	if version == "" {
+		return "default"
+	}
+	return version
+}
+
+func check(bin, version string) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			f, ok := r.(failure)
+			if !ok {
+				panic(r)
+			}
+			err = f.err
+		}
+	}()
+	log := func(format string, args ...any) {
+		fmt.Printf("ok %s: %s\n", label(version), fmt.Sprintf(format, args...))
+	}
+
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	cmd := exec.Command(bin)
@@ -50,46 +95,91 @@ func check(bin, version string) {
 	client := mcp.NewClient(&mcp.Implementation{Name: "go-sdk-check", Version: "1.0.0"}, nil)
 	session, err := client.Connect(ctx, &mcp.CommandTransport{Command: cmd}, &mcp.ClientSessionOptions{ProtocolVersion: version})
 	if err != nil {
-		fail("%s: connect: %v", label(version), err)
+		fail("connect: %v", err)
 	}
 	defer session.Close()
 	init := session.InitializeResult()
 	if init.ServerInfo == nil || init.ServerInfo.Name != "mcp-exec" {
-		fail("%s: server info %+v", label(version), init.ServerInfo)
+		fail("server info %+v", init.ServerInfo)
 	}
 	want := version
-	if want == "" {
-		want = "2025-11-25" // the newest legacy revision the server speaks
+	if want == "" || want == future {
+		want = modern // the server is dual-era: the probe must find it modern
 	}
 	if init.ProtocolVersion != want {
-		fail("%s: negotiated %q, want %q", label(version), init.ProtocolVersion, want)
+		fail("negotiated %q, want %q", init.ProtocolVersion, want)
 	}
+	switch version {
+	case "":
+		log("server/discover -> %s (modern era, no initialize), server %s %s", init.ProtocolVersion, init.ServerInfo.Name, init.ServerInfo.Version)
+	case future:
+		log("server/discover asking %s -> -32022 with supported versions, retried -> %s (modern era), server %s %s", future, init.ProtocolVersion, init.ServerInfo.Name, init.ServerInfo.Version)
+	default:
+		log("initialize %s -> echoed, server %s %s", version, init.ServerInfo.Name, init.ServerInfo.Version)
+	}
+	structured := init.ProtocolVersion >= "2025-06-18"
 
 	tools, err := session.ListTools(ctx, nil)
 	if err != nil {
-		fail("%s: tools/list: %v", label(version), err)
+		fail("tools/list: %v", err)
 	}
 	var names []string
 	for _, t := range tools.Tools {
 		names = append(names, t.Name)
+		schema, _ := t.OutputSchema.(map[string]any)
+		switch {
+		case structured && t.Title == "":
+			fail("tools/list: %s has no title", t.Name)
+		case structured && (schema == nil || schema["type"] != "object"):
+			fail("tools/list: %s outputSchema %v, want root type object", t.Name, t.OutputSchema)
+		case !structured && t.OutputSchema != nil:
+			fail("tools/list: %s has an outputSchema before 2025-06-18", t.Name)
+		}
 	}
 	slices.Sort(names)
 	if !reflect.DeepEqual(names, []string{"execute", "input", "kill", "list_jobs", "output", "status", "wait"}) {
-		fail("%s: tools %v", label(version), names)
+		fail("tools/list: tools %v", names)
 	}
+	what := "seven tools"
+	if structured {
+		what += ", each with a title and an object outputSchema"
+	}
+	if init.ProtocolVersion == modern {
+		if tools.ResultType != "complete" || (tools.CacheScope != "public" && tools.CacheScope != "private") {
+			fail("tools/list: resultType %q, cacheScope %q", tools.ResultType, tools.CacheScope)
+		}
+		what += fmt.Sprintf(", resultType complete, ttlMs %d, cacheScope %s", tools.TTLMs, tools.CacheScope)
+	}
+	log("tools/list -> %s", what)
 
+	sc := ""
+	if structured {
+		sc = ", structuredContent == text"
+	}
+	// call runs a tool; a tool error comes back as {"error": text}.
 	call := func(name string, args map[string]any) map[string]any {
 		res, err := session.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: args})
 		if err != nil {
-			fail("%s: %s: %v", label(version), name, err)
+			fail("%s: %v", name, err)
 		}
 		text := res.Content[0].(*mcp.TextContent).Text
 		if res.IsError {
+			if res.StructuredContent != nil {
+				fail("%s: an isError result carries structuredContent %v", name, res.StructuredContent)
+			}
 			return map[string]any{"error": text}
 		}
 		var out any
 		if err := json.Unmarshal([]byte(text), &out); err != nil {
-			fail("%s: %s: result is not JSON: %q", label(version), name, text)
+			fail("%s: result is not JSON: %q", name, text)
+		}
+		switch {
+		case !structured && res.StructuredContent != nil:
+			fail("%s: structuredContent before 2025-06-18", name)
+		case structured && name == "wait" && !reflect.DeepEqual(res.StructuredContent, map[string]any{"results": out}):
+			fail("%s: structuredContent %v, want {results: %s}", name, res.StructuredContent, text)
+		case structured && name != "wait" && !reflect.DeepEqual(res.StructuredContent, out):
+			fail("%s: structuredContent %v, want %s", name, res.StructuredContent, text)
 		}
 		if list, ok := out.([]any); ok {
 			return list[0].(map[string]any)
@@ -98,36 +188,43 @@ func check(bin, version string) {
 	}
 	expect := func(what string, got, want any) {
 		if !reflect.DeepEqual(got, want) {
-			fail("%s: %s = %#v, want %#v", label(version), what, got, want)
+			fail("%s = %#v, want %#v", what, got, want)
 		}
 	}
 
 	done := call("execute", map[string]any{"command": "echo hello"})
 	expect("execute state", done["state"], "success")
+	expect("execute exit_code", done["exit_code"], 0.0)
 	expect("execute stdout", done["stdout"].(map[string]any)["data"], "hello\n")
+	log(`execute {command:"echo hello"} -> success, exit_code 0, stdout "hello\n"%s`, sc)
 
 	id := call("execute", map[string]any{"command": "cat", "nowait": true})["job_id"].(string)
+	log(`execute {command:"cat", nowait:true} -> running job %s%s`, id, sc)
 	expect("status", call("status", map[string]any{"job_id": id})["state"], "running")
+	log(`status {job_id:%s} -> running%s`, id, sc)
 	expect("list_jobs", call("list_jobs", map[string]any{})["jobs"], []any{map[string]any{"job_id": id, "state": "running"}})
+	log(`list_jobs -> [{job_id:%s, state:running}]%s`, id, sc)
 	expect("input", call("input", map[string]any{"job_id": id, "data": "ping\n", "close": true})["job_id"], id)
+	log(`input {job_id:%s, data:"ping\n", close:true} -> ok%s`, id, sc)
 	finished := call("wait", map[string]any{"job_ids": []any{id}, "timeout": 10})
 	expect("wait state", finished["state"], "success")
 	expect("wait stdout", finished["stdout"].(map[string]any)["data"], "ping\n")
+	if structured {
+		log(`wait {job_ids:[%s], timeout:10} -> [success, stdout "ping\n"], structuredContent == {results: text}`, id)
+	} else {
+		log(`wait {job_ids:[%s], timeout:10} -> [success, stdout "ping\n"]`, id)
+	}
 
 	sleeper := call("execute", map[string]any{"command": "sleep 30", "nowait": true})["job_id"].(string)
 	expect("output", call("output", map[string]any{"job_id": sleeper, "stdout": "all"})["stdout"].(map[string]any)["total_bytes"], 0.0)
+	log(`output {job_id:%s (sleep 30), stdout:"all"} -> 0 bytes%s`, sleeper, sc)
 	killed := call("kill", map[string]any{"job_id": sleeper})
 	expect("kill terminated", killed["terminated"], true)
 	expect("kill signal", killed["result"].(map[string]any)["signal"], "terminated")
+	log(`kill {job_id:%s} -> terminated by "terminated"%s`, sleeper, sc)
 	if msg, _ := call("status", map[string]any{"job_id": sleeper})["error"].(string); !strings.Contains(msg, "unknown job_id") {
-		fail("%s: status of a delivered job: %q", label(version), msg)
+		fail("status of a delivered job: %q", msg)
 	}
-	fmt.Printf("ok %s: connect, tools/list and all seven tools\n", label(version))
-}
-
-func label(version string) string {
-	if version == "" {
-		return "default (server/discover probe, then initialize)"
-	}
-	return version
+	log(`status {job_id:%s} after kill -> isError "unknown job_id", no structuredContent`, sleeper)
+	return nil
 }

@@ -1,5 +1,8 @@
-// Drives mcp-exec with the official MCP TypeScript SDK client (v1): for each
-// protocol revision it initializes, lists the tools and runs every tool; then
+// Drives mcp-exec with the official MCP TypeScript SDK client (v1, legacy era
+// only): for each protocol revision it initializes, lists the tools and runs
+// every tool (steps.mjs: one line per step; from 2025-06-18 on each result's
+// structuredContent is checked against its text, and the SDK validates it
+// against the tool's outputSchema); then
 // it checks the two 1.1 promises a TypeScript host depends on: a huge result
 // arrives cut to the reply budget without ending the session, and under
 // MCP_EXEC_PROFILE=agent a long command and its wait both come back inside
@@ -9,6 +12,7 @@
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
 import assert from "node:assert/strict";
+import { checkTools, hasStructured, runSteps } from "./steps.mjs";
 
 const bin = process.argv[2];
 assert.ok(bin, "usage: node check.mjs /path/to/mcp-exec");
@@ -37,48 +41,23 @@ function parse(result) {
 }
 
 async function check(version) {
+  const log = (what) => console.log(`ok ${version}: ${what}`);
   const transport = new AskingTransport(version, { command: bin, args: [], stderr: "inherit" });
   const client = new Client({ name: "sdk-check", version: "1.0.0" });
-  await client.connect(transport);
-  assert.equal(client.getServerVersion().name, "mcp-exec");
-  assert.equal(transport.negotiated, version, "the server must echo a supported revision");
+  try {
+    await client.connect(transport);
+    assert.equal(client.getServerVersion().name, "mcp-exec");
+    assert.equal(transport.negotiated, version, "the server must echo a supported revision");
+    log(`initialize ${version} -> echoed, server ${client.getServerVersion().name} ${client.getServerVersion().version}`);
 
-  const { tools } = await client.listTools();
-  assert.deepEqual(tools.map((t) => t.name).sort(),
-    ["execute", "input", "kill", "list_jobs", "output", "status", "wait"]);
-
-  const call = async (name, args) => client.callTool({ name, arguments: args });
-  const done = parse(await call("execute", { command: "echo hello" }));
-  assert.equal(done.state, "success");
-  assert.equal(done.stdout.data, "hello\n");
-
-  const started = parse(await call("execute", { command: "cat", nowait: true }));
-  assert.equal(started.state, "running");
-  const id = started.job_id;
-  assert.equal(parse(await call("status", { job_id: id })).state, "running");
-  assert.deepEqual(parse(await call("list_jobs", {})).jobs, [{ job_id: id, state: "running" }]);
-  assert.equal(parse(await call("input", { job_id: id, data: "ping\n", close: true })).job_id, id);
-  const [finished] = parse(await call("wait", { job_ids: [id], timeout: 10 }));
-  assert.equal(finished.state, "success");
-  assert.equal(finished.stdout.data, "ping\n");
-
-  const sleeper = parse(await call("execute", { command: "sleep 30", nowait: true })).job_id;
-  const out = parse(await call("output", { job_id: sleeper, stdout: "all" }));
-  assert.equal(out.stdout.total_bytes, 0);
-  const killed = parse(await call("kill", { job_id: sleeper }));
-  assert.equal(killed.terminated, true);
-  assert.equal(killed.result.signal, "terminated");
-
-  const missing = await call("status", { job_id: sleeper });
-  assert.equal(missing.isError, true);
-  assert.match(missing.content[0].text, /unknown job_id/);
-
-  await client.close();
-  console.log(`ok ${version}: initialize, tools/list and all seven tools`);
-}
-
-for (const version of ["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"]) {
-  await check(version);
+    // listTools first, as a host does: the SDK then validates every
+    // structuredContent against the tool's outputSchema.
+    const structured = hasStructured(version);
+    log(`tools/list -> ${checkTools((await client.listTools()).tools, structured)}`);
+    await runSteps({ call: (name, args) => client.callTool({ name, arguments: args }), structured, log });
+  } finally {
+    await client.close();
+  }
 }
 
 // MeteredTransport records the length in bytes of every line the server
@@ -248,6 +227,14 @@ async function checkAgentProfile() {
 }
 
 let failed = 0;
+for (const version of ["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"]) {
+  try {
+    await check(version);
+  } catch (e) {
+    failed++;
+    console.log(`FAIL ${version}: ${e.message.replace(/\s*\n\s*/g, " ")}`);
+  }
+}
 for (const [name, run, skip] of [
   ["reply budget", checkBudget, false],
   ["agent profile", checkAgentProfile, process.env.SDK_CHECK_SKIP_SLOW === "1"],
