@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -45,6 +46,15 @@ type config struct {
 	rlimits     []rlimit        // resource limits set in every job
 	rlimitsText string          // the same, as MCP_EXEC_RLIMITS spelled them
 	usage       bool            // terminal results carry usage
+
+	// HTTP; listen "" serves stdio only.
+	listen         string        // the address to serve HTTP on
+	token          []byte        // the bearer token clients must send; nil: none
+	allowedOrigins []string      // browser origins allowed
+	tlsCert        string        // TLS certificate file; "" serves plain HTTP
+	tlsKey         string        // its key file
+	maxSessions    int           // open HTTP sessions at most; 0: no limit
+	sessionIdle    time.Duration // an HTTP session idle this long ends, with its jobs; 0: never
 }
 
 // Profiles: compat keeps 1.0's defaults; agent sizes them for LLM hosts.
@@ -140,6 +150,51 @@ var configVars = []configVar{
 		func(c *config, v string) (err error) { c.rlimits, c.rlimitsText, err = parseRlimits(v); return }},
 	{"MCP_EXEC_USAGE", "0", "1", "1 adds usage (wall, user and system CPU ms, peak RSS) to terminal results; on by default under the agent profile or when jobs are confined (sandbox, network off, rlimits)",
 		func(c *config, v string) (err error) { c.usage, err = parseSwitch(v); return }},
+	{"MCP_EXEC_LISTEN", "", "", "HOST:PORT to serve MCP over Streamable HTTP (/mcp) and /healthz, /metrics, /exec instead of stdio (also --listen); a non-loopback address needs a token",
+		func(c *config, v string) error {
+			if v == "" {
+				return nil
+			}
+			if _, _, err := net.SplitHostPort(v); err != nil {
+				return errors.New("must be HOST:PORT, e.g. 127.0.0.1:8080")
+			}
+			c.listen = v
+			return nil
+		}},
+	{"MCP_EXEC_TOKEN", "", "", "the bearer token HTTP clients must send (Authorization: Bearer ...); prefer MCP_EXEC_TOKEN_FILE",
+		func(c *config, v string) error {
+			if v != "" {
+				c.token = []byte(v)
+			}
+			return nil
+		}},
+	{"MCP_EXEC_TOKEN_FILE", "", "", "a file holding the bearer token (surrounding whitespace ignored)",
+		func(c *config, v string) error {
+			if v == "" {
+				return nil
+			}
+			if c.token != nil {
+				return errors.New("MCP_EXEC_TOKEN is set too; give one of them")
+			}
+			b, err := os.ReadFile(v)
+			if err != nil {
+				return err
+			}
+			if c.token = []byte(strings.TrimSpace(string(b))); len(c.token) == 0 {
+				return errors.New("the file is empty")
+			}
+			return nil
+		}},
+	{"MCP_EXEC_ALLOWED_ORIGINS", "", "", "comma list of browser origins (scheme://host:port) allowed to call the HTTP endpoints; others get 403",
+		func(c *config, v string) (err error) { c.allowedOrigins, err = parseList(v, "origin"); return }},
+	{"MCP_EXEC_TLS_CERT", "", "", "PEM certificate file: serve HTTPS (with MCP_EXEC_TLS_KEY)",
+		func(c *config, v string) error { c.tlsCert = v; return nil }},
+	{"MCP_EXEC_TLS_KEY", "", "", "PEM key file of MCP_EXEC_TLS_CERT",
+		func(c *config, v string) error { c.tlsKey = v; return nil }},
+	{"MCP_EXEC_MAX_SESSIONS", "0", "", "open HTTP sessions at most; 0 = no limit (>= 0)",
+		func(c *config, v string) (err error) { c.maxSessions, err = parseCount(v); return }},
+	{"MCP_EXEC_SESSION_IDLE", "3600", "", "seconds an HTTP session may sit idle before it ends with its jobs; 0 = never (>= 0)",
+		func(c *config, v string) (err error) { c.sessionIdle, err = parseSeconds(v, true); return }},
 	{"MCP_EXEC_DEBUG", "0", "", "1 serves the debug/stats method (goroutines, fds, RSS) for tests and soak runs",
 		func(c *config, v string) (err error) { c.debug, err = parseSwitch(v); return }},
 }
@@ -293,6 +348,9 @@ func loadConfig(environ []string) (*config, error) {
 	if _, explicit := given["MCP_EXEC_USAGE"]; !explicit && (c.sandbox != sandboxOff || c.networkOff || c.rlimits != nil) {
 		c.usage = true // whoever confines jobs wants to see what they use
 	}
+	if err := checkListen(c); err != nil {
+		return nil, err
+	}
 	if c.sandbox == sandboxRoots && c.roots == nil {
 		return nil, errors.New("MCP_EXEC_SANDBOX=roots makes only MCP_EXEC_ROOTS writable, and MCP_EXEC_ROOTS is not set; set it, or use read-only")
 	}
@@ -432,4 +490,31 @@ func rlimitNames() []string {
 	}
 	sort.Strings(names)
 	return names
+}
+
+// checkListen refuses HTTP settings that contradict each other, and a
+// server anyone on the network could use without a token.
+func checkListen(c *config) error {
+	switch {
+	case (c.tlsCert == "") != (c.tlsKey == ""):
+		return errors.New("MCP_EXEC_TLS_CERT and MCP_EXEC_TLS_KEY go together; set both or neither")
+	case c.listen == "":
+		return nil
+	case c.token == nil && !isLoopback(c.listen):
+		return fmt.Errorf("MCP_EXEC_LISTEN=%s is reachable from other machines and no MCP_EXEC_TOKEN or MCP_EXEC_TOKEN_FILE is set: anyone reaching it could run commands; set a token, or listen on 127.0.0.1", c.listen)
+	}
+	return nil
+}
+
+// isLoopback reports whether a listen address reaches only this machine.
+func isLoopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }

@@ -2,6 +2,8 @@ package main
 
 import (
 	"container/list"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -96,9 +98,15 @@ type registry struct {
 	order   *list.List      // the same jobs, oldest first
 	kept    map[string]*job // delivered jobs whose result was cut: readable a while longer
 	running int             // jobs started and not finished, for MCP_EXEC_MAX_JOBS
-	expired expiredJobs     // why recently forgotten jobs were, for their ids' errors
-	nextID  uint64
-	changed broadcast // announced whenever a job finishes
+	// everywhere counts the running jobs of every session that shares it
+	// (nil: this session only); randomIDs makes job ids unguessable, for
+	// transports where clients could try each other's. Both are set before
+	// the first job starts.
+	everywhere *jobSlots
+	randomIDs  bool
+	expired    expiredJobs // why recently forgotten jobs were, for their ids' errors
+	nextID     uint64
+	changed    broadcast // announced whenever a job finishes
 }
 
 // newRegistry returns an empty registry for one session.
@@ -122,10 +130,15 @@ func (r *registry) start(req startRequest) (*job, bool, error) {
 		return nil, false, fmt.Errorf("%w: %d jobs are running and MCP_EXEC_MAX_JOBS is %d (running: %s); wait for one or kill one first",
 			errRefused, len(ids), r.cfg.maxJobs, strings.Join(ids, ", "))
 	}
+	if !r.everywhere.take(r.cfg.maxJobs) {
+		r.mu.Unlock()
+		return nil, false, fmt.Errorf("%w: %d jobs are running across all sessions and MCP_EXEC_MAX_JOBS is %d; wait for one or kill one first",
+			errRefused, r.everywhere.count(), r.cfg.maxJobs)
+	}
 	r.running++ // the slot is taken before the fork, so no two starts can both take the last
-	r.nextID++
-	id := strconv.FormatUint(r.nextID, 10)
+	id := r.newID()
 	r.mu.Unlock()
+	jobsStarted.Add(1)
 
 	j := &job{id: id, policy: req.policy, done: make(chan struct{}), started: time.Now(),
 		stdout: newWindow(r.cfg.maxOutputBytes, r.cfg.keepHeadBytes), stderr: newWindow(r.cfg.maxOutputBytes, r.cfg.keepHeadBytes)}
@@ -134,6 +147,8 @@ func (r *registry) start(req startRequest) (*job, bool, error) {
 		r.mu.Lock()
 		r.running--
 		r.mu.Unlock()
+		r.everywhere.give()
+		jobsFailedToStart.Add(1)
 		j.final = outcome{state: stateError, exitCode: -1, startError: err.Error()}
 		close(j.done)
 		return j, false, nil
@@ -149,6 +164,55 @@ func (r *registry) start(req startRequest) (*job, bool, error) {
 		j.stdin.feed(req.stdin, req.closeStdin, j.done)
 	}
 	return j, true, nil
+}
+
+// newID names a new job: the next number, or 128 random bits in hex.
+// Caller holds r.mu.
+func (r *registry) newID() string {
+	if r.randomIDs {
+		var b [16]byte
+		_, _ = rand.Read(b[:]) // never fails: crypto/rand panics rather than return an error
+		return hex.EncodeToString(b[:])
+	}
+	r.nextID++
+	return strconv.FormatUint(r.nextID, 10)
+}
+
+// jobSlots counts running jobs across sessions, for MCP_EXEC_MAX_JOBS.
+type jobSlots struct {
+	running atomic.Int64
+}
+
+// take takes a slot if fewer than most (0: no limit) are taken; a nil
+// jobSlots always has room.
+func (s *jobSlots) take(most int) bool {
+	if s == nil {
+		return true
+	}
+	for {
+		n := s.running.Load()
+		if most > 0 && n >= int64(most) {
+			return false
+		}
+		if s.running.CompareAndSwap(n, n+1) {
+			return true
+		}
+	}
+}
+
+// give returns a slot taken.
+func (s *jobSlots) give() {
+	if s != nil {
+		s.running.Add(-1)
+	}
+}
+
+// count is how many slots are taken.
+func (s *jobSlots) count() int64 {
+	if s == nil {
+		return 0
+	}
+	return s.running.Load()
 }
 
 // runningIDsLocked lists the ids of the running jobs, oldest first. Caller
@@ -392,6 +456,11 @@ func (r *registry) publish(j *job, st exitStatus, wall time.Duration) {
 		go j.removeTempUnlessUsed(st.pid) // j.pid may not be set yet: launch can still be returning
 	}
 	j.stdin.shut()
+	r.everywhere.give()
+	jobsFinished.Add(1)
+	if j.final.timedOut {
+		jobsTimedOut.Add(1)
+	}
 	r.mu.Lock()
 	r.running--
 	r.changed.announce()

@@ -17,26 +17,26 @@ import (
 // A new file gets a row here; the test fails until it has one.
 var layers = [][]string{
 	{"main.go"},
-	{"stdio.go"},         // the stdio transport: one session on stdin/stdout
-	{"server.go"},        // what is process-wide: sessions, signals, shutdown
-	{"rpc.go", "era.go"}, // a session: JSON-RPC framing, dispatch, replies; the protocol revisions
-	{"tools.go"},         // the tool table and handlers
-	{"budget.go"},        // cutting results to a reply budget
-	{"results.go"},       // the wire form of results
-	{"args.go"},          // typed tool arguments and their schemas
-	{"kill.go"},          // kill and teardown of a job's process group
-	{"jobs.go"},          // the registry: starting, waiting, delivery
-	{"policy.go"},        // what a job may run, where and with what
-	{"sandbox.go"},       // the launcher that confines a job before it runs
-	{"stdin.go"},         // a job's stdin pipe
-	{"pump.go"},          // copying a job's output pipes, settling at exit
-	{"config.go"},        // settings from the environment
-	{"window.go"},        // the bounded output window
-	{"reaper.go"},        // the one owner of child exit statuses
-	{"specs.go"},         // stream, capture and signal specs
-	{"memory.go"},        // handing memory back when idle
-	{"wake.go"},          // waiting with deadlines, waking without blocking
-	{"json.go"},          // JSON decoding and escaping helpers
+	{"stdio.go", "http.go"},     // the transports: one session on stdin/stdout; sessions over HTTP
+	{"server.go"},               // what is process-wide: sessions, signals, shutdown
+	{"rpc.go", "era.go"},        // a session: JSON-RPC framing, dispatch, replies; the protocol revisions
+	{"tools.go"},                // the tool table and handlers
+	{"budget.go"},               // cutting results to a reply budget
+	{"results.go"},              // the wire form of results
+	{"args.go"},                 // typed tool arguments and their schemas
+	{"kill.go"},                 // kill and teardown of a job's process group
+	{"jobs.go"},                 // the registry: starting, waiting, delivery
+	{"policy.go"},               // what a job may run, where and with what
+	{"sandbox.go"},              // the launcher that confines a job before it runs
+	{"stdin.go"},                // a job's stdin pipe
+	{"pump.go"},                 // copying a job's output pipes, settling at exit
+	{"config.go"},               // settings from the environment
+	{"window.go"},               // the bounded output window
+	{"reaper.go"},               // the one owner of child exit statuses
+	{"specs.go"},                // stream, capture and signal specs
+	{"memory.go", "metrics.go"}, // handing memory back when idle; process-wide counters
+	{"wake.go"},                 // waiting with deadlines, waking without blocking
+	{"json.go"},                 // JSON decoding and escaping helpers
 	{"errors.go", "log.go"},
 	{"sys.go", "sys_linux.go", "sys_other.go", "confine.go", "confine_linux.go", "confine_other.go"},
 }

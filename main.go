@@ -12,14 +12,38 @@ func main() {
 	if isLauncher(os.Args) {
 		runLauncher(os.Args) // a job's launcher, never the server: does not return
 	}
-	handleFlags(os.Args[1:])
-	cfg := mustLoadConfig(os.Environ())
+	settings := handleFlags(os.Args[1:])
+	cfg := mustLoadConfig(append(os.Environ(), settings...))
 	srv := startServer(cfg)
+	if cfg.listen != "" {
+		serveHTTP(srv)
+	} else {
+		serveStdio(srv)
+	}
+	os.Exit(0)
+}
+
+// serveStdio serves the one client on stdin and stdout until it leaves or
+// a signal ends the server.
+func serveStdio(srv *server) {
 	transport := mustOpenStdio(srv)
 	_ = transport.serveUntilDone(srv.stop) // why it stopped is the client's to know
 	srv.shutdown()
 	transport.flush()
-	os.Exit(0)
+}
+
+// serveHTTP serves HTTP clients until a signal ends the server.
+func serveHTTP(srv *server) {
+	t, err := openHTTP(srv)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "mcp-exec: %v\n", err)
+		os.Exit(2)
+	}
+	logf("serving MCP on http%s://%s/mcp (and /healthz, /metrics, /exec)", map[bool]string{true: "s"}[srv.cfg.tlsCert != ""], t.addr())
+	why := t.serveUntilDone(srv.stop)
+	logf("stopping: %s", why)
+	srv.shutdown()
+	t.close()
 }
 
 // mustOpenStdio opens the stdio session or exits with status 1.
@@ -46,17 +70,24 @@ func mustLoadConfig(environ []string) *config {
 	return cfg
 }
 
-// handleFlags answers --version and --help; any other argument is a usage
-// error. The server itself takes no arguments, except that a first argument
-// naming this very executable is skipped: an image started with the
-// server's own path as its command (`podman run IMAGE /usr/local/bin/mcp-exec`)
-// hands it to us through the entrypoint, and must still serve.
-func handleFlags(args []string) {
+// handleFlags answers --version and --help, and turns --listen ADDR into
+// the setting it stands for, which it returns; any other argument is a
+// usage error. A first argument naming this very executable is skipped: an
+// image started with the server's own path as its command (`podman run
+// IMAGE /usr/local/bin/mcp-exec`) hands it to us through the entrypoint,
+// and must still serve.
+func handleFlags(args []string) (settings []string) {
 	if len(args) > 0 && isOwnExecutable(args[0]) {
 		args = args[1:]
 	}
 	if len(args) == 0 {
-		return
+		return nil
+	}
+	if addr, ok := strings.CutPrefix(args[0], "--listen="); ok && len(args) == 1 {
+		return []string{"MCP_EXEC_LISTEN=" + addr}
+	}
+	if args[0] == "--listen" && len(args) == 2 {
+		return []string{"MCP_EXEC_LISTEN=" + args[1]}
 	}
 	switch args[0] {
 	case "--version", "-version", "-v":
@@ -68,6 +99,7 @@ func handleFlags(args []string) {
 	}
 	fmt.Fprintf(os.Stderr, "mcp-exec: unknown argument %q\n%s", args[0], usage())
 	os.Exit(2)
+	return nil // not reached
 }
 
 // isOwnExecutable reports whether path names the file this process runs.
@@ -89,6 +121,7 @@ func usage() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "mcp-exec %s: an MCP server over stdio that runs shell commands as jobs.\n\n", version)
 	b.WriteString("Usage: mcp-exec            serve MCP (newline-delimited JSON-RPC) on stdin/stdout\n")
+	b.WriteString("       mcp-exec --listen HOST:PORT  serve MCP over Streamable HTTP at /mcp, with /healthz, /metrics, /exec\n")
 	b.WriteString("       mcp-exec --version  print the version\n       mcp-exec --help     print this help\n")
 	b.WriteString("A first argument naming this executable itself is skipped (an image run with its own path).\n\n")
 	b.WriteString("Environment:\n")

@@ -77,6 +77,7 @@ func (p *pump) pass(rc syscall.RawConn) bool {
 	case err != nil, rerr != nil, n <= 0:
 		return false // closed, read error, or EOF
 	}
+	outputBytes.Add(int64(n))
 	return true
 }
 

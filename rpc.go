@@ -293,6 +293,34 @@ func (s *session) handleLine(line []byte) {
 	s.startPending()
 }
 
+// handleMessage handles one message whose replies, and the progress of
+// its request, go to sink rather than the session's own output: a
+// transport with one response stream per request uses it. Only one
+// goroutine at a time may call it, or handleLine, on a session.
+func (s *session) handleMessage(msg []byte, sink replySink) {
+	s.dispatchTo(msg, sink)
+	s.startPending()
+}
+
+// cancelID cancels the running request with this id as a client's
+// notifications/cancelled would: a transport calls it when the request's
+// response stream is gone.
+func (s *session) cancelID(id json.RawMessage) {
+	key, ok := idKey(id)
+	if !ok {
+		return
+	}
+	s.mu.Lock()
+	req := s.inflight[key]
+	if req != nil {
+		req.silenced = true // nobody is there to read it
+	}
+	s.mu.Unlock()
+	if req != nil {
+		req.cancel()
+	}
+}
+
 // startPending starts the requests dispatch prepared. Only the reading
 // goroutine calls it.
 func (s *session) startPending() {
@@ -557,7 +585,7 @@ func (s *session) prepareToolCall(ctx context.Context, m message) func() (any, e
 	if json.Unmarshal(params["name"], &name) != nil || name == "" {
 		return fail(newError(codeInvalidParams, "invalid params: tools/call needs a tool name string in params.name"))
 	}
-	call := &toolCall{reg: s.reg, cfg: s.cfg, waiter: s.waiterFor(ctx, params["_meta"]),
+	call := &toolCall{reg: s.reg, cfg: s.cfg, waiter: s.waiterFor(ctx, params["_meta"], m.replyTo),
 		structured: m.shape.structured, replyOverhead: len(textReply(m.id, m.shape, nil)) + len(waitWrapOpen) + 1}
 	run, err := prepareTool(call, name, params["arguments"])
 	if err != nil {
@@ -568,7 +596,7 @@ func (s *session) prepareToolCall(ctx context.Context, m message) func() (any, e
 
 // waiterFor builds the waiter of one call: progress notifications go out
 // only when the request carried _meta.progressToken.
-func (s *session) waiterFor(ctx context.Context, meta json.RawMessage) *waiter {
+func (s *session) waiterFor(ctx context.Context, meta json.RawMessage, sink replySink) *waiter {
 	w := &waiter{ctx: ctx}
 	if meta == nil {
 		return w
@@ -586,21 +614,22 @@ func (s *session) waiterFor(ctx context.Context, meta json.RawMessage) *waiter {
 		if ctx.Err() != nil {
 			return // cancelled: nothing more goes out for the request
 		}
-		s.notify("notifications/progress", map[string]any{
+		notify(sink, "notifications/progress", map[string]any{
 			"progressToken": token, "progress": n, "message": message,
 		})
 	}
 	return w
 }
 
-// notify sends a notification from a request goroutine.
-func (s *session) notify(method string, params any) {
+// notify sends a notification to sink from a request goroutine: it goes
+// where the request's reply will, as the modern era wants of progress.
+func notify(sink replySink, method string, params any) {
 	p, err := marshal(params)
 	if err != nil {
 		logf("notify %s: %v", method, err)
 		return
 	}
-	s.out.send(concat(`{"jsonrpc":"2.0","method":"`, []byte(method), `","params":`, p, "}\n"))
+	sink.send(concat(`{"jsonrpc":"2.0","method":"`, []byte(method), `","params":`, p, "}\n"))
 }
 
 // initialize answers the handshake, echoing the client's protocol version

@@ -50,6 +50,13 @@ func newServer(cfg *config) *server {
 	return &server{cfg: cfg, activity: make(chan struct{}, 1), sessions: map[*session]struct{}{}}
 }
 
+// isClosing reports whether shutdown has begun.
+func (s *server) isClosing() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closing
+}
+
 // open starts a session that writes to out. After shutdown began it fails
 // with errServerClosing.
 func (s *server) open(out replySink) (*session, error) {

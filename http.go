@@ -1,0 +1,709 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/subtle"
+	"crypto/tls"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// The HTTP transport: MCP over Streamable HTTP at /mcp, and the exec
+// gateway's /healthz, /metrics and POST /exec. Each legacy client gets a
+// session of its own at initialize, named by an unguessable Mcp-Session-Id;
+// modern (2026-07-28) requests carry no session, and their jobs belong to
+// the credential they authenticated with. A request's reply, and its
+// progress, go back on that request's own HTTP response: one JSON body, or
+// an SSE stream when the client accepts one and asked for progress. A
+// response stream that goes away cancels its request.
+
+// HTTP limits against slow or greedy clients.
+const (
+	httpHeaderTimeout = 10 * time.Second
+	httpBodyTimeout   = 30 * time.Second
+	httpIdleTimeout   = 2 * time.Minute
+	httpShutdownGrace = 2 * time.Second
+	execPollInterval  = 20 * time.Millisecond // how often POST /exec looks for new output
+)
+
+// Status codes the spec names for modern-era header checks.
+const codeHeaderMismatch = -32020
+
+// httpTransport serves MCP and the gateway endpoints over HTTP.
+type httpTransport struct {
+	srv     *server
+	cfg     *config
+	token   []byte          // the bearer token; nil: none needed (loopback only)
+	origins map[string]bool // browser origins allowed besides none
+	slots   *jobSlots       // MCP_EXEC_MAX_JOBS across every session
+	execCfg *config         // the settings of POST /exec jobs: cfg, with usage reported
+
+	mu       sync.Mutex              // guards sessions and modern
+	sessions map[string]*httpSession // legacy sessions by Mcp-Session-Id
+	modern   *httpSession            // the modern era's session of the one credential; nil until used
+
+	server   *http.Server
+	listener net.Listener
+	done     chan struct{} // closed when the idle sweep must stop
+}
+
+// httpSession is a session served over HTTP.
+type httpSession struct {
+	ss       *session
+	dispatch sync.Mutex   // one handleMessage at a time, as the session requires
+	lastUsed atomic.Int64 // unix nanoseconds of the last request's end
+	active   atomic.Int32 // requests in flight: a session with any is not idle
+}
+
+// openHTTP listens on cfg.listen; it fails when the address cannot be had
+// or the TLS pair cannot be loaded.
+func openHTTP(srv *server) (*httpTransport, error) {
+	cfg := srv.cfg
+	t := &httpTransport{srv: srv, cfg: cfg, token: cfg.token, origins: map[string]bool{},
+		slots: &jobSlots{}, sessions: map[string]*httpSession{}, done: make(chan struct{})}
+	for _, o := range cfg.allowedOrigins {
+		t.origins[o] = true
+	}
+	execCfg := *cfg
+	execCfg.usage = true // the exit event always says what the job used
+	t.execCfg = &execCfg
+	ln, err := net.Listen("tcp", cfg.listen)
+	if err != nil {
+		return nil, fmt.Errorf("listen on %s: %w", cfg.listen, err)
+	}
+	if cfg.tlsCert != "" {
+		pair, err := tls.LoadX509KeyPair(cfg.tlsCert, cfg.tlsKey)
+		if err != nil {
+			ln.Close()
+			return nil, fmt.Errorf("MCP_EXEC_TLS_CERT/MCP_EXEC_TLS_KEY: %w", err)
+		}
+		ln = tls.NewListener(ln, &tls.Config{Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12})
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/mcp", t.guard(t.serveMCP))
+	mux.HandleFunc("/exec", t.guard(t.serveExec))
+	mux.HandleFunc("/metrics", t.guard(t.serveMetrics))
+	mux.HandleFunc("/healthz", t.serveHealth)
+	t.server = &http.Server{Handler: countingHandler{mux}, ReadHeaderTimeout: httpHeaderTimeout,
+		ReadTimeout: httpBodyTimeout, IdleTimeout: httpIdleTimeout, MaxHeaderBytes: 64 << 10}
+	t.listener = ln
+	return t, nil
+}
+
+// addr is the address the transport listens on.
+func (t *httpTransport) addr() string { return t.listener.Addr().String() }
+
+// serveUntilDone serves until a signal arrives on stop or the listener
+// fails, and says which.
+func (t *httpTransport) serveUntilDone(stop <-chan os.Signal) string {
+	failed := make(chan error, 1) // carries why Serve returned
+	go func() { failed <- t.server.Serve(t.listener) }()
+	go t.sweepIdle()
+	select {
+	case sig := <-stop:
+		return "signal " + sig.String()
+	case err := <-failed:
+		return fmt.Sprintf("listener: %v", err)
+	}
+}
+
+// close stops accepting and ends the connections; the server's shutdown
+// has already answered every request in flight.
+func (t *httpTransport) close() {
+	close(t.done)
+	ctx, cancel := context.WithTimeout(context.Background(), httpShutdownGrace)
+	defer cancel()
+	if t.server.Shutdown(ctx) != nil {
+		_ = t.server.Close() // past the grace: drop what is left
+	}
+}
+
+// guard checks a request's Origin and bearer token before h sees it.
+func (t *httpTransport) guard(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if o := r.Header.Get("Origin"); o != "" && !t.origins[o] {
+			httpFail(w, http.StatusForbidden, "origin %q is not allowed (MCP_EXEC_ALLOWED_ORIGINS)", clipText(o))
+			return
+		}
+		if !t.authorized(r) {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="mcp-exec"`)
+			httpFail(w, http.StatusUnauthorized, "a bearer token is required: Authorization: Bearer <MCP_EXEC_TOKEN>")
+			return
+		}
+		h(w, r)
+	}
+}
+
+// authorized reports whether r carries the bearer token, compared in
+// constant time. A token anywhere else (the query string) does not count.
+func (t *httpTransport) authorized(r *http.Request) bool {
+	if t.token == nil {
+		return true
+	}
+	given, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	return ok && subtle.ConstantTimeCompare([]byte(given), t.token) == 1
+}
+
+// httpFail answers a plain-text error.
+func httpFail(w http.ResponseWriter, code int, format string, args ...any) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.WriteHeader(code)
+	fmt.Fprintf(w, format+"\n", args...)
+}
+
+// rpcFail answers a JSON-RPC error with an HTTP status.
+func rpcFail(w http.ResponseWriter, status int, id json.RawMessage, err *rpcError) {
+	if id == nil {
+		id = json.RawMessage("null")
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(encodeReply(id, replyShape{}, nil, err))
+}
+
+// serveMCP is the Streamable HTTP endpoint.
+func (t *httpTransport) serveMCP(w http.ResponseWriter, r *http.Request) {
+	switch r.Method {
+	case http.MethodPost:
+		t.post(w, r)
+	case http.MethodDelete:
+		t.deleteSession(w, r)
+	default:
+		// No server-initiated stream: the server sends nothing outside a
+		// request's own response.
+		w.Header().Set("Allow", "POST, DELETE")
+		httpFail(w, http.StatusMethodNotAllowed, "use POST (and DELETE to end a session); this server opens no GET stream")
+	}
+}
+
+// post handles one JSON-RPC message.
+func (t *httpTransport) post(w http.ResponseWriter, r *http.Request) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxLineBytes))
+	var tooBig *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooBig):
+		rpcFail(w, http.StatusRequestEntityTooLarge, nil, newError(codeInvalidRequest, "invalid request: the body exceeds %d bytes", maxLineBytes))
+		return
+	case err != nil:
+		httpFail(w, http.StatusBadRequest, "reading the body: %v", err)
+		return
+	}
+	m, replyID, rerr := decodeMessage(body)
+	if rerr != nil {
+		rpcFail(w, http.StatusBadRequest, replyID, rerr)
+		return
+	}
+	modern, rerr := modernRequest(m.params)
+	if rerr != nil {
+		rpcFail(w, http.StatusBadRequest, m.id, rerr)
+		return
+	}
+	var hs *httpSession
+	if modern {
+		if rerr := checkModernHeaders(r, m); rerr != nil {
+			rpcFail(w, http.StatusBadRequest, m.id, rerr)
+			return
+		}
+		hs = t.modernSession()
+	} else if hs, rerr = t.legacySession(w, r, m); rerr != nil {
+		return // answered
+	}
+	if hs == nil {
+		return
+	}
+	hs.active.Add(1)
+	defer func() {
+		hs.lastUsed.Store(time.Now().UnixNano())
+		hs.active.Add(-1)
+	}()
+	if m.id == nil { // a notification or a response: nothing comes back
+		hs.handle(body, discard{})
+		w.WriteHeader(http.StatusAccepted)
+		return
+	}
+	reply := newResponseStream()
+	hs.handle(body, reply)
+	t.answer(w, r, hs, m, reply, modern)
+}
+
+// legacySession finds the session a legacy request belongs to, or makes
+// one for initialize; when it cannot, it answers and returns an error.
+func (t *httpTransport) legacySession(w http.ResponseWriter, r *http.Request, m message) (*httpSession, *rpcError) {
+	if v := r.Header.Get("MCP-Protocol-Version"); v != "" && m.method != "initialize" && !containsString(supportedVersions, v) {
+		e := newError(codeInvalidRequest, "invalid request: MCP-Protocol-Version %q is not one of %s", clipText(v), strings.Join(supportedVersions, ", "))
+		rpcFail(w, http.StatusBadRequest, m.id, e)
+		return nil, e
+	}
+	if m.method == "initialize" {
+		hs, id, e := t.newSession()
+		if e != nil {
+			rpcFail(w, http.StatusServiceUnavailable, m.id, e)
+			return nil, e
+		}
+		w.Header().Set("Mcp-Session-Id", id)
+		return hs, nil
+	}
+	id := r.Header.Get("Mcp-Session-Id")
+	if id == "" {
+		e := newError(codeInvalidRequest, "invalid request: Mcp-Session-Id is required (initialize first)")
+		rpcFail(w, http.StatusBadRequest, m.id, e)
+		return nil, e
+	}
+	t.mu.Lock()
+	hs := t.sessions[id]
+	t.mu.Unlock()
+	if hs == nil {
+		// Another client's id answers exactly as one never issued.
+		e := newError(codeInvalidRequest, "invalid request: unknown or expired session; initialize again")
+		rpcFail(w, http.StatusNotFound, m.id, e)
+		return nil, e
+	}
+	return hs, nil
+}
+
+// containsString reports whether list holds s.
+func containsString(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
+
+// checkModernHeaders checks the headers a 2026-07-28 request must carry
+// against its body.
+func checkModernHeaders(r *http.Request, m message) *rpcError {
+	p, _ := decodeObject(m.params)
+	meta, _ := decodeObject(p["_meta"])
+	var version string
+	_ = json.Unmarshal(meta[metaProtocolVersion], &version) // modernRequest checked it
+	if got := r.Header.Get("MCP-Protocol-Version"); got != version {
+		return newError(codeHeaderMismatch, "header mismatch: MCP-Protocol-Version %q, _meta says %q", clipText(got), version)
+	}
+	if got := r.Header.Get("Mcp-Method"); got != m.method {
+		return newError(codeHeaderMismatch, "header mismatch: Mcp-Method %q, the body's method is %q", clipText(got), clipText(m.method))
+	}
+	if m.method == "tools/call" {
+		var name string
+		_ = json.Unmarshal(p["name"], &name)
+		if got := r.Header.Get("Mcp-Name"); got != name {
+			return newError(codeHeaderMismatch, "header mismatch: Mcp-Name %q, the tool is %q", clipText(got), clipText(name))
+		}
+	}
+	return nil
+}
+
+// newSession opens a legacy session under a fresh unguessable id.
+func (t *httpTransport) newSession() (*httpSession, string, *rpcError) {
+	t.mu.Lock()
+	full := t.cfg.maxSessions > 0 && len(t.sessions) >= t.cfg.maxSessions
+	t.mu.Unlock()
+	if full {
+		return nil, "", newError(codeInternal, "too many sessions: MCP_EXEC_MAX_SESSIONS is %d; end one (DELETE /mcp) or wait for an idle one to expire", t.cfg.maxSessions)
+	}
+	hs, err := t.open()
+	if err != nil {
+		return nil, "", newError(codeInternal, "%v", err)
+	}
+	id := randomID()
+	t.mu.Lock()
+	t.sessions[id] = hs
+	t.mu.Unlock()
+	return hs, id, nil
+}
+
+// modernSession is the session of the modern era's requests: one per
+// credential, and this server knows one credential.
+func (t *httpTransport) modernSession() *httpSession {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.modern == nil {
+		hs, err := t.open()
+		if err != nil {
+			return nil
+		}
+		t.modern = hs
+	}
+	return t.modern
+}
+
+// open opens a server session whose jobs have unguessable ids and count
+// toward MCP_EXEC_MAX_JOBS with every other session's.
+func (t *httpTransport) open() (*httpSession, error) {
+	ss, err := t.srv.open(discard{})
+	if err != nil {
+		return nil, err
+	}
+	ss.reg.randomIDs, ss.reg.everywhere = true, t.slots
+	hs := &httpSession{ss: ss}
+	hs.lastUsed.Store(time.Now().UnixNano())
+	return hs, nil
+}
+
+// randomID is 128 random bits in hex.
+func randomID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // never fails: crypto/rand panics rather than return an error
+	return hex.EncodeToString(b[:])
+}
+
+// handle passes one message to the session.
+func (hs *httpSession) handle(body []byte, sink replySink) {
+	hs.dispatch.Lock()
+	defer hs.dispatch.Unlock()
+	hs.ss.handleMessage(body, sink)
+}
+
+// answer writes the reply to request m: one JSON body, or an SSE stream
+// carrying its progress first when the client accepts one and asked for
+// progress. A client that goes away cancels the request.
+func (t *httpTransport) answer(w http.ResponseWriter, r *http.Request, hs *httpSession, m message, reply *responseStream, modern bool) {
+	stream := strings.Contains(r.Header.Get("Accept"), "text/event-stream") && bytes.Contains(m.params, []byte(`"progressToken"`))
+	flusher, _ := w.(http.Flusher)
+	if stream {
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.Header().Set("Cache-Control", "no-store")
+		w.WriteHeader(http.StatusOK)
+		if flusher != nil {
+			flusher.Flush()
+		}
+	}
+	for {
+		select {
+		case <-r.Context().Done():
+			hs.ss.cancelID(m.id)
+			return
+		case <-reply.ready:
+		}
+		for _, msg := range reply.take() {
+			final := bytes.HasPrefix(msg, []byte(replyHead))
+			httpReplyBytes.Add(int64(len(msg)))
+			switch {
+			case stream:
+				_, _ = fmt.Fprintf(w, "event: message\ndata: %s\n\n", bytes.TrimSuffix(msg, []byte("\n")))
+				if flusher != nil {
+					flusher.Flush()
+				}
+			case final:
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(replyStatus(msg, modern))
+				_, _ = w.Write(msg)
+			}
+			if final {
+				return
+			}
+		}
+	}
+}
+
+// replyStatus is the HTTP status of a JSON reply: 200, except that the
+// modern era answers an unknown method 404.
+func replyStatus(msg []byte, modern bool) int {
+	if modern && bytes.Contains(msg, []byte(`"error":{"code":-32601,`)) {
+		return http.StatusNotFound
+	}
+	return http.StatusOK
+}
+
+// responseStream carries what a session sends for one request: progress
+// notifications, then the reply. send never blocks.
+type responseStream struct {
+	mu    sync.Mutex    // guards queue
+	queue [][]byte      // messages not yet written
+	ready chan struct{} // 1-buffered: the queue may have messages
+}
+
+func newResponseStream() *responseStream {
+	return &responseStream{ready: make(chan struct{}, 1)}
+}
+
+func (s *responseStream) send(msg []byte) {
+	s.mu.Lock()
+	s.queue = append(s.queue, msg)
+	s.mu.Unlock()
+	nudge(s.ready)
+}
+
+// take returns and clears the queued messages.
+func (s *responseStream) take() [][]byte {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	q := s.queue
+	s.queue = nil
+	return q
+}
+
+// discard is a replySink for messages nobody reads.
+type discard struct{}
+
+func (discard) send([]byte) {}
+
+// deleteSession ends a legacy session and tears its jobs down.
+func (t *httpTransport) deleteSession(w http.ResponseWriter, r *http.Request) {
+	id := r.Header.Get("Mcp-Session-Id")
+	t.mu.Lock()
+	hs := t.sessions[id]
+	delete(t.sessions, id)
+	t.mu.Unlock()
+	if hs == nil {
+		httpFail(w, http.StatusNotFound, "unknown or expired session")
+		return
+	}
+	t.srv.end(hs.ss)
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// sweepIdle ends sessions idle for longer than MCP_EXEC_SESSION_IDLE, with
+// their jobs, until the transport closes.
+func (t *httpTransport) sweepIdle() {
+	idle := t.cfg.sessionIdle
+	if idle <= 0 {
+		return
+	}
+	tick := time.NewTicker(min(idle/4+time.Millisecond, 30*time.Second))
+	defer tick.Stop()
+	for {
+		select {
+		case <-t.done:
+			return
+		case <-tick.C:
+		}
+		cutoff := time.Now().Add(-idle).UnixNano()
+		var ended []*httpSession
+		t.mu.Lock()
+		for id, hs := range t.sessions {
+			if hs.active.Load() == 0 && hs.lastUsed.Load() < cutoff {
+				delete(t.sessions, id)
+				ended = append(ended, hs)
+			}
+		}
+		if hs := t.modern; hs != nil && hs.active.Load() == 0 && hs.lastUsed.Load() < cutoff {
+			t.modern = nil
+			ended = append(ended, hs)
+		}
+		t.mu.Unlock()
+		for _, hs := range ended {
+			go t.srv.end(hs.ss)
+		}
+	}
+}
+
+// serveHealth says whether the server accepts work; it needs no token.
+func (t *httpTransport) serveHealth(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	if t.srv.isClosing() {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		_, _ = io.WriteString(w, `{"status":"shutting down"}`+"\n")
+		return
+	}
+	t.mu.Lock()
+	sessions := len(t.sessions)
+	t.mu.Unlock()
+	fmt.Fprintf(w, `{"status":"ok","sessions":%d,"running_jobs":%d}`+"\n", sessions, t.slots.count())
+}
+
+// serveMetrics writes the Prometheus text format.
+func (t *httpTransport) serveMetrics(w http.ResponseWriter, r *http.Request) {
+	t.mu.Lock()
+	sessions := len(t.sessions)
+	t.mu.Unlock()
+	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+	writeMetrics(w, []metric{
+		{"mcp_exec_sessions", "Open legacy MCP sessions over HTTP.", "gauge", float64(sessions)},
+		{"mcp_exec_running_jobs", "Jobs running in HTTP sessions and /exec.", "gauge", float64(t.slots.count())},
+		{"mcp_exec_resident_bytes", "Resident memory of the server process.", "gauge", float64(residentKiB()) * 1024},
+		{"mcp_exec_open_fds", "Open file descriptors of the server process.", "gauge", float64(countOpenFds())},
+	})
+}
+
+// execRequest is the body of POST /exec.
+type execRequest struct {
+	Command        string            `json:"command"`
+	Argv           []string          `json:"argv"`
+	Cwd            string            `json:"cwd"`
+	Env            map[string]string `json:"env"`
+	Stdin          string            `json:"stdin"`
+	TimeoutSeconds float64           `json:"timeout_seconds"`
+	MaxOutputBytes int64             `json:"max_output_bytes"`
+}
+
+// serveExec runs one command and streams its output as server-sent events:
+// "stdout" and "stderr" chunks as they come, "dropped" when the job wrote
+// faster than the stream was read, then one "exit". Every policy applies as
+// to execute. A client that goes away kills the job.
+func (t *httpTransport) serveExec(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", "POST")
+		httpFail(w, http.StatusMethodNotAllowed, "use POST")
+		return
+	}
+	var req execRequest
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxLineBytes))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		httpFail(w, http.StatusBadRequest, "invalid body: %v (fields: command or argv, cwd, env, stdin, timeout_seconds, max_output_bytes)", err)
+		return
+	}
+	if (req.Command == "") == (req.Argv == nil) || req.TimeoutSeconds < 0 || req.MaxOutputBytes < 0 {
+		httpFail(w, http.StatusBadRequest, "invalid body: give command or argv (one of them); timeout_seconds and max_output_bytes must not be negative")
+		return
+	}
+	hs, err := t.open()
+	if err != nil {
+		httpFail(w, http.StatusServiceUnavailable, "%v", err)
+		return
+	}
+	defer t.srv.end(hs.ss)
+	hs.ss.reg.cfg = t.execCfg // before its first job
+	j, started, err := hs.ss.reg.start(startRequest{command: req.Command, argv: req.Argv, dir: req.Cwd, env: req.Env,
+		stdin: req.Stdin, closeStdin: true, policy: capturePolicy{}})
+	if err != nil {
+		httpFail(w, http.StatusForbidden, "%v", err)
+		return
+	}
+	limit := secondsToDuration(req.TimeoutSeconds)
+	if limit <= 0 {
+		limit = t.cfg.timeLimit
+	}
+	if started && limit > 0 {
+		j.limitTime(limit, t.cfg.killGrace)
+	}
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(http.StatusOK)
+	es := &eventStream{w: w, flusher: w.(http.Flusher), cap: req.MaxOutputBytes}
+	if !es.follow(r.Context(), j) {
+		j.teardown(teardownGraceDuration) // the client left: nobody wants the job
+		return
+	}
+	es.exit(j)
+}
+
+// eventStream writes one /exec response.
+type eventStream struct {
+	w         io.Writer
+	flusher   http.Flusher
+	cap       int64    // bytes of output to forward, 0: all
+	forwarded int64    // bytes forwarded so far
+	next      [2]int64 // the next offset to forward of stdout and stderr
+	truncated bool     // the cap stopped forwarding
+}
+
+// follow forwards the job's output until it has finished and every byte
+// is read; it reports false when the client went away first.
+func (es *eventStream) follow(ctx context.Context, j *job) bool {
+	tick := time.NewTicker(execPollInterval)
+	defer tick.Stop()
+	for {
+		finished := j.terminal()
+		es.forward(j)
+		if finished {
+			return true
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-j.done:
+		case <-tick.C:
+		}
+	}
+}
+
+// forward sends what each stream wrote since the last call.
+func (es *eventStream) forward(j *job) {
+	for i, s := range []struct {
+		name string
+		w    *window
+	}{{"stdout", j.stdout}, {"stderr", j.stderr}} {
+		start, total := s.w.stats()
+		if start > es.next[i] {
+			es.event("dropped", map[string]any{"stream": s.name, "offset": es.next[i], "bytes": start - es.next[i]})
+			es.next[i] = start
+		}
+		for es.next[i] < total {
+			want := total - es.next[i]
+			if es.cap > 0 {
+				want = min(want, es.cap-es.forwarded)
+			}
+			if want <= 0 {
+				es.truncated, es.next[i] = true, total
+				break
+			}
+			sl := s.w.readRange(es.next[i], min(want, 64<<10), true, 0)
+			if len(sl.data) == 0 {
+				break
+			}
+			es.event(s.name, map[string]any{"data": string(sl.data), "offset": sl.offset})
+			es.next[i] = sl.offset + int64(len(sl.data))
+			es.forwarded += int64(len(sl.data))
+		}
+	}
+	es.flusher.Flush()
+}
+
+// exit sends the final event.
+func (es *eventStream) exit(j *job) {
+	o := j.outcome()
+	_, stdoutTotal := j.stdout.stats()
+	_, stderrTotal := j.stderr.stats()
+	ev := map[string]any{"exit_code": o.exitCode, "timed_out": o.timedOut, "stdout_bytes": stdoutTotal,
+		"stderr_bytes": stderrTotal, "truncated": es.truncated, "duration_ms": time.Since(j.started).Milliseconds()}
+	if o.startError != "" {
+		ev["start_error"] = o.startError
+	}
+	if o.signal != 0 {
+		ev["signal"] = signalWords(o.signal)
+	}
+	if u := o.usage; u != nil {
+		ev["duration_ms"] = u.wall.Milliseconds()
+		ev["usage"] = usageJSON{WallMs: u.wall.Milliseconds(), UserMs: u.userMs, SysMs: u.sysMs, MaxRSSKiB: u.maxRSSKiB}
+	}
+	es.event("exit", ev)
+	es.flusher.Flush()
+}
+
+// event writes one server-sent event.
+func (es *eventStream) event(name string, data any) {
+	b, _ := json.Marshal(data) // cannot fail: strings and numbers
+	_, _ = fmt.Fprintf(es.w, "event: %s\ndata: %s\n\n", name, b)
+}
+
+// countingHandler counts every response by status, for /metrics.
+type countingHandler struct{ next http.Handler }
+
+func (c countingHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	rec := &statusRecorder{ResponseWriter: w, code: http.StatusOK}
+	c.next.ServeHTTP(rec, r)
+	countResponse(rec.code)
+}
+
+// statusRecorder remembers the status a handler wrote.
+type statusRecorder struct {
+	http.ResponseWriter
+	code int
+}
+
+func (s *statusRecorder) WriteHeader(code int) {
+	s.code = code
+	s.ResponseWriter.WriteHeader(code)
+}
+
+// Flush passes flushes through, for the event streams.
+func (s *statusRecorder) Flush() {
+	if f, ok := s.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
