@@ -1,0 +1,191 @@
+package main
+
+import (
+	"bufio"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+)
+
+// httpServer starts the HTTP transport on a free loopback port with the
+// given settings and returns its base URL.
+func httpServer(t *testing.T, settings ...string) string {
+	t.Helper()
+	onLinux(t)
+	cfg, err := loadConfig(append(testConfig().baseEnv, append([]string{"MCP_EXEC_LISTEN=127.0.0.1:0"}, settings...)...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.shell = "/bin/sh"
+	srv := newServer(cfg)
+	tr, err := openHTTP(srv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = tr.server.Serve(tr.listener) }()
+	t.Cleanup(func() {
+		srv.shutdown()
+		tr.close()
+	})
+	return "http://" + tr.addr()
+}
+
+// post sends one JSON-RPC body to /mcp with the given headers.
+func post(t *testing.T, url, body string, headers map[string]string) (*http.Response, string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, url+"/mcp", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	for k, v := range headers {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp, string(b)
+}
+
+const initBody = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"0"}}}`
+
+// TestHTTPSessionsAreSeparate: each initialize opens a session of its own;
+// a job of one is unknown to the other, and an unknown session is 404.
+func TestHTTPSessionsAreSeparate(t *testing.T) {
+	url := httpServer(t)
+	resp, _ := post(t, url, initBody, nil)
+	a := resp.Header.Get("Mcp-Session-Id")
+	resp, _ = post(t, url, initBody, nil)
+	b := resp.Header.Get("Mcp-Session-Id")
+	if len(a) != 32 || len(b) != 32 || a == b {
+		t.Fatalf("session ids %q and %q", a, b)
+	}
+	_, body := post(t, url, `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"execute","arguments":{"command":"sleep 30","nowait":true}}}`,
+		map[string]string{"Mcp-Session-Id": a})
+	id := between(body, `\"job_id\":\"`, `\"`)
+	if len(id) != 32 {
+		t.Fatalf("job id %q in %s", id, body)
+	}
+	_, body = post(t, url, `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"status","arguments":{"job_id":"`+id+`"}}}`,
+		map[string]string{"Mcp-Session-Id": b})
+	if !strings.Contains(body, "unknown job_id") {
+		t.Errorf("another session's job: %s", body)
+	}
+	if resp, _ := post(t, url, `{"jsonrpc":"2.0","id":4,"method":"ping"}`, map[string]string{"Mcp-Session-Id": strings.Repeat("0", 32)}); resp.StatusCode != http.StatusNotFound {
+		t.Errorf("unknown session: %d", resp.StatusCode)
+	}
+}
+
+// between is the text of s between the first start and the next end.
+func between(s, start, end string) string {
+	_, after, ok := strings.Cut(s, start)
+	if !ok {
+		return ""
+	}
+	v, _, _ := strings.Cut(after, end)
+	return v
+}
+
+// TestHTTPGuards: a missing or wrong token is 401, a token in the query
+// string does not count, a foreign Origin is 403; /healthz needs no token.
+func TestHTTPGuards(t *testing.T) {
+	url := httpServer(t, "MCP_EXEC_TOKEN=s3cret")
+	for _, tc := range []struct {
+		name    string
+		path    string
+		headers map[string]string
+		want    int
+	}{
+		{"no token", "/mcp", nil, http.StatusUnauthorized},
+		{"wrong token", "/mcp", map[string]string{"Authorization": "Bearer s3cre"}, http.StatusUnauthorized},
+		{"token in the query", "/mcp?token=s3cret&access_token=s3cret", nil, http.StatusUnauthorized},
+		{"foreign origin", "/mcp", map[string]string{"Authorization": "Bearer s3cret", "Origin": "http://evil.example"}, http.StatusForbidden},
+		{"the token", "/mcp", map[string]string{"Authorization": "Bearer s3cret"}, http.StatusOK},
+	} {
+		req, _ := http.NewRequest(http.MethodPost, url+tc.path, strings.NewReader(initBody))
+		for k, v := range tc.headers {
+			req.Header.Set(k, v)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != tc.want {
+			t.Errorf("%s: %d, want %d", tc.name, resp.StatusCode, tc.want)
+		}
+	}
+	resp, err := http.Get(url + "/healthz")
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Errorf("healthz without a token: %v %v", resp, err)
+	}
+}
+
+// TestHTTPModernHeaders: a 2026-07-28 request needs headers that match its
+// body; a mismatch is 400 with -32020.
+func TestHTTPModernHeaders(t *testing.T) {
+	url := httpServer(t)
+	body := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"execute","arguments":{"command":"echo m"},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`
+	good := map[string]string{"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": "execute"}
+	resp, text := post(t, url, body, good)
+	if resp.StatusCode != http.StatusOK || !strings.Contains(text, `"resultType":"complete"`) || !strings.Contains(text, `m\\n`) {
+		t.Errorf("modern call: %d %s", resp.StatusCode, text)
+	}
+	bad := map[string]string{"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": "kill"}
+	resp, text = post(t, url, body, bad)
+	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(text, "-32020") {
+		t.Errorf("a mismatched Mcp-Name: %d %s", resp.StatusCode, text)
+	}
+}
+
+// TestHTTPExecStreams: POST /exec streams output events, then exit with
+// the totals and usage.
+func TestHTTPExecStreams(t *testing.T) {
+	url := httpServer(t)
+	resp, err := http.Post(url+"/exec", "application/json", strings.NewReader(`{"command":"echo out; echo err >&2; exit 3"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	events := map[string]string{}
+	sc := bufio.NewScanner(resp.Body)
+	var name string
+	for sc.Scan() {
+		line := sc.Text()
+		if v, ok := strings.CutPrefix(line, "event: "); ok {
+			name = v
+		} else if v, ok := strings.CutPrefix(line, "data: "); ok {
+			events[name] += v
+		}
+	}
+	if !strings.Contains(events["stdout"], `"out\n"`) || !strings.Contains(events["stderr"], `"err\n"`) ||
+		!strings.Contains(events["exit"], `"exit_code":3`) || !strings.Contains(events["exit"], `"usage"`) {
+		t.Errorf("events %v", events)
+	}
+	resp, err = http.Post(url+"/exec", "application/json", strings.NewReader(`{"command":"true","timeout":5}`))
+	if err != nil || resp.StatusCode != http.StatusBadRequest {
+		t.Errorf("an unknown field: %v %v", resp.StatusCode, err)
+	}
+}
+
+// TestListenNeedsTokenOffLoopback: a server reachable from other machines
+// without a token does not start.
+func TestListenNeedsTokenOffLoopback(t *testing.T) {
+	t.Parallel()
+	if _, err := loadConfig([]string{"MCP_EXEC_LISTEN=0.0.0.0:8080"}); err == nil || !strings.Contains(err.Error(), "MCP_EXEC_TOKEN") {
+		t.Errorf("0.0.0.0 without a token: %v", err)
+	}
+	for _, ok := range []string{"127.0.0.1:0", "[::1]:8080", "localhost:8080"} {
+		if _, err := loadConfig([]string{"MCP_EXEC_LISTEN=" + ok}); err != nil {
+			t.Errorf("%s: %v", ok, err)
+		}
+	}
+	if _, err := loadConfig([]string{"MCP_EXEC_LISTEN=0.0.0.0:8080", "MCP_EXEC_TOKEN=t"}); err != nil {
+		t.Errorf("with a token: %v", err)
+	}
+}
