@@ -3,7 +3,7 @@ VERSION ?= $(shell cat VERSION)
 GO      ?= go
 LDFLAGS := -s -w -X main.version=$(VERSION)
 
-.PHONY: build test bench image clean
+.PHONY: build test bench image image-toolbox image-sizes clean
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o mcp-exec .
@@ -15,9 +15,21 @@ test:
 bench: build
 	cd bench && $(GO) run . -bin ../mcp-exec $(BENCHFLAGS)
 
-# image: the container image without a registry (scripts/offline-image.sh).
+# image: the container image without a registry (scripts/offline-image.sh),
+# localhost/mcp-exec:$(VERSION). image-toolbox: the same plus the audit tools
+# (git, ripgrep, python3, make, file, jq, findutils, diffutils, less),
+# localhost/mcp-exec-toolbox:$(VERSION), from the Containerfile's toolbox stage;
+# it builds the default image too. Online: podman build [--target toolbox] .
 image: build
 	./scripts/offline-image.sh
+
+image-toolbox: build
+	./scripts/offline-image.sh toolbox
+
+# image-sizes: what the two images weigh (podman image ls).
+image-sizes:
+	@$${PODMAN:-podman} image ls --format '{{.Repository}}:{{.Tag}} {{.Size}}' \
+	  | grep -E '^localhost/mcp-exec(-toolbox)?:$(VERSION) ' || echo "no image yet: make image image-toolbox" >&2
 
 clean:
 	rm -f mcp-exec

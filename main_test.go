@@ -35,7 +35,7 @@ func TestMain(m *testing.M) {
 		os.Exit(mode()) // a test re-executed this binary to play a part
 	}
 	flag.Parse()
-	prepareProcess()
+	prepareProcess(false)
 	code := m.Run()
 	removeJobTemps()
 	os.Exit(code)

@@ -39,7 +39,7 @@ type server struct {
 func startServer(cfg *config) *server {
 	s := newServer(cfg)
 	s.stop, s.ownsProcess = watchSignals(), true
-	prepareProcess()
+	prepareProcess(cfg.listen != "")
 	go trimWhenIdle(s.activity)
 	return s
 }
@@ -141,9 +141,12 @@ func stoppingSignals(arrived <-chan os.Signal, ignored map[os.Signal]bool) <-cha
 
 // prepareProcess readies the process to own children: inherited descriptors
 // stay out of jobs, orphans come back to us for reaping, and the reaper runs.
-func prepareProcess() {
+// Serving several clients (over HTTP), it also makes itself undumpable, so
+// one client's jobs cannot read the server's memory or descriptors, which
+// hold the other clients' connections.
+func prepareProcess(manyClients bool) {
 	closeInheritedOnExec()
-	if err := hideFromJobs("MCP_EXEC_"); err != nil {
+	if err := hideFromJobs("MCP_EXEC_", manyClients); err != nil {
 		logf("%v", err)
 	}
 	if os.Getpid() != 1 {

@@ -318,11 +318,14 @@ func maxRSSKiB(ru *syscall.Rusage) int64 { return int64(ru.Maxrss) }
 // environment the kernel shows in /proc/PID/environ, for jobs that do have
 // the capability (root outside a container): the Go runtime keeps its own
 // copy, which is what the server reads.
-// It returns what it could not do.
-func hideFromJobs(secret string) error {
+// Only undumpable asks for the first: a 1.0 job may read the server's
+// /proc/PID/cwd. It returns what it could not do.
+func hideFromJobs(secret string, undumpable bool) error {
 	var errs []error
-	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
-		errs = append(errs, fmt.Errorf("cannot make the server undumpable (%w): its jobs can read its /proc files", err))
+	if undumpable {
+		if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
+			errs = append(errs, fmt.Errorf("cannot make the server undumpable (%w): its jobs can read its /proc files", err))
+		}
 	}
 	if err := wipeEnviron(secret); err != nil {
 		errs = append(errs, fmt.Errorf("cannot wipe %s* from /proc/self/environ (%w): jobs able to read it can see them", secret, err))

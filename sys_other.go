@@ -88,4 +88,4 @@ func openPath(fd int) (string, bool) { return "", false }
 func maxRSSKiB(ru *syscall.Rusage) int64 { return int64(ru.Maxrss) / 1024 }
 
 // hideFromJobs does nothing here: there is no /proc to hide.
-func hideFromJobs(secret string) error { return nil }
+func hideFromJobs(secret string, undumpable bool) error { return nil }

@@ -64,13 +64,14 @@ step "soak, reduced size (scripts/soak.py without --small is the full run)"
 /usr/bin/python3 scripts/soak.py --small --rss-slack 8192 ./mcp-exec
 
 # The container target needs podman (or PODMAN=docker) and a Debian mirror
-# for the offline base image. It is required in CI; elsewhere it is skipped
-# with a reason when the machine cannot run containers.
-step "pytest: container target (offline image)"
-if image=$(scripts/offline-image.sh); then
-  MCP_EXEC_TARGET=container MCP_EXEC_IMAGE="$image" /usr/bin/python3 -m pytest -q -p no:cacheprovider -m "not slow" test_mcp_exec.py test_faults.py test_delivery.py test_agent.py test_policy.py test_sandbox.py test_eras.py
+# for the offline base image and the toolbox's packages. It is required in CI;
+# elsewhere it is skipped with a reason when the machine cannot run containers.
+step "pytest: container target (offline images: default and toolbox)"
+if image=$(scripts/offline-image.sh) && toolbox=$(scripts/offline-image.sh toolbox); then
+  make -s image-sizes
+  MCP_EXEC_TARGET=container MCP_EXEC_IMAGE="$image" MCP_EXEC_TOOLBOX_IMAGE="$toolbox" /usr/bin/python3 -m pytest -q -p no:cacheprovider -m "not slow" test_mcp_exec.py test_faults.py test_delivery.py test_agent.py test_policy.py test_sandbox.py test_eras.py test_image.py
 elif [ "${CI:-}" = true ]; then
-  echo "the container image could not be built" >&2; exit 1
+  echo "the container images could not be built" >&2; exit 1
 else
   echo "skipped: no container engine here (see scripts/podman-setup.sh)" >&2
 fi
