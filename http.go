@@ -35,7 +35,8 @@ const (
 	httpBodyTimeout   = 30 * time.Second
 	httpIdleTimeout   = 2 * time.Minute
 	httpShutdownGrace = 2 * time.Second
-	execPollInterval  = 20 * time.Millisecond // how often POST /exec looks for new output
+	execPollInterval  = 20 * time.Millisecond // how often POST /exec looks for new output, besides being woken
+	execDrainQuiet    = 2 * time.Second       // how long a finished job's pipes may stay quiet before /exec ends
 )
 
 // Status codes the spec names for modern-era header checks.
@@ -569,10 +570,14 @@ func (t *httpTransport) serveExec(w http.ResponseWriter, r *http.Request) {
 	defer t.srv.end(hs.ss)
 	hs.ss.reg.cfg = t.execCfg // before its first job
 	j, started, err := hs.ss.reg.start(startRequest{command: req.Command, argv: req.Argv, dir: req.Cwd, env: req.Env,
-		stdin: req.Stdin, closeStdin: true, policy: capturePolicy{}})
+		stdin: req.Stdin, closeStdin: true, policy: capturePolicy{}, streamed: true})
 	if err != nil {
 		httpFail(w, http.StatusForbidden, "%v", err)
 		return
+	}
+	if started {
+		defer j.outGate.release()
+		defer j.errGate.release()
 	}
 	limit := secondsToDuration(req.TimeoutSeconds)
 	if limit <= 0 {
@@ -602,32 +607,50 @@ type eventStream struct {
 	truncated bool     // the cap stopped forwarding
 }
 
-// follow forwards the job's output until it has finished and every byte
-// is read; it reports false when the client went away first.
+// follow forwards the job's output until the job has finished and its
+// pipes are read to the end (or, when processes it left behind hold them,
+// have been quiet for execDrainQuiet); it reports false when the client
+// went away first.
 func (es *eventStream) follow(ctx context.Context, j *job) bool {
 	tick := time.NewTicker(execPollInterval)
 	defer tick.Stop()
+	var quiet time.Time // since when a finished job's pipes brought nothing
 	for {
-		finished := j.terminal()
-		es.forward(j)
-		if finished {
+		drained := j.terminal() && isClosed(j.stdoutPump.finished) && isClosed(j.errPump.finished)
+		moved := es.forward(j)
+		switch {
+		case drained:
 			return true
+		case !j.terminal():
+		case moved || quiet.IsZero():
+			quiet = time.Now()
+		case time.Since(quiet) > execDrainQuiet:
+			return true
+		}
+		var outWrote, errWrote <-chan struct{}
+		if j.outGate != nil {
+			outWrote, errWrote = j.outGate.wrote, j.errGate.wrote
 		}
 		select {
 		case <-ctx.Done():
 			return false
 		case <-j.done:
+		case <-outWrote:
+		case <-errWrote:
 		case <-tick.C:
 		}
 	}
 }
 
-// forward sends what each stream wrote since the last call.
-func (es *eventStream) forward(j *job) {
+// forward sends what each stream wrote since the last call, lets the
+// pumps read on, and reports whether it sent anything.
+func (es *eventStream) forward(j *job) bool {
+	moved := false
 	for i, s := range []struct {
 		name string
 		w    *window
-	}{{"stdout", j.stdout}, {"stderr", j.stderr}} {
+		gate *readGate
+	}{{"stdout", j.stdout, j.outGate}, {"stderr", j.stderr, j.errGate}} {
 		start, total := s.w.stats()
 		if start > es.next[i] {
 			es.event("dropped", map[string]any{"stream": s.name, "offset": es.next[i], "bytes": start - es.next[i]})
@@ -639,7 +662,7 @@ func (es *eventStream) forward(j *job) {
 				want = min(want, es.cap-es.forwarded)
 			}
 			if want <= 0 {
-				es.truncated, es.next[i] = true, total
+				es.truncated, es.next[i] = true, total // drained, not forwarded
 				break
 			}
 			sl := s.w.readRange(es.next[i], min(want, 64<<10), true, 0)
@@ -649,9 +672,14 @@ func (es *eventStream) forward(j *job) {
 			es.event(s.name, map[string]any{"data": string(sl.data), "offset": sl.offset})
 			es.next[i] = sl.offset + int64(len(sl.data))
 			es.forwarded += int64(len(sl.data))
+			moved = true
+		}
+		if s.gate != nil {
+			s.gate.take(es.next[i])
 		}
 	}
 	es.flusher.Flush()
+	return moved
 }
 
 // exit sends the final event.

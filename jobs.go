@@ -48,6 +48,7 @@ type job struct {
 
 	stdout, stderr      *window
 	stdoutPump, errPump *pump
+	outGate, errGate    *readGate // hold the pumps back for a streaming reader; nil unless asked for
 	stdin               *stdinPipe
 	started             time.Time
 
@@ -86,6 +87,7 @@ type startRequest struct {
 	stdin      string
 	closeStdin bool
 	policy     capturePolicy
+	streamed   bool // a reader takes the output as it comes: the pumps wait for it
 }
 
 // registry holds the jobs of one client session. Jobs of different sessions
@@ -280,8 +282,11 @@ func (j *job) launch(cfg *config, req startRequest, onExit func(exitStatus)) err
 	}
 	j.stdin = newStdinPipe(in.ours)
 	j.stdinIno = pipeInode(in.child)
-	j.stdoutPump = startPump(out.ours, j.stdout)
-	j.errPump = startPump(errp.ours, j.stderr)
+	if req.streamed {
+		j.outGate, j.errGate = newReadGate(), newReadGate()
+	}
+	j.stdoutPump = startPump(out.ours, j.stdout, j.outGate)
+	j.errPump = startPump(errp.ours, j.stderr, j.errGate)
 	dir, release, err := pinDir(cfg, req.dir)
 	if err != nil {
 		closeAll([]*os.File{in.ours, out.ours, errp.ours})

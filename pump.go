@@ -29,14 +29,17 @@ var readBuffers = sync.Pool{New: func() any {
 
 // pump copies one output pipe into a window until EOF.
 type pump struct {
-	f      *os.File
-	sink   atomic.Pointer[window] // where bytes go; nil once the job is delivered
-	settle settle                 // how far the pump is toward holding all the shell wrote
+	f        *os.File
+	sink     atomic.Pointer[window] // where bytes go; nil once the job is delivered
+	settle   settle                 // how far the pump is toward holding all the shell wrote
+	gate     *readGate              // holds reads back for a streaming reader; nil: never
+	finished chan struct{}          // closed when the pump has stopped reading
 }
 
-// startPump starts copying f into w.
-func startPump(f *os.File, w *window) *pump {
-	p := &pump{f: f, settle: settle{changed: newBroadcast()}}
+// startPump starts copying f into w; gate, when not nil, holds it back
+// whenever w holds as much unread as it can keep.
+func startPump(f *os.File, w *window, gate *readGate) *pump {
+	p := &pump{f: f, settle: settle{changed: newBroadcast()}, gate: gate, finished: make(chan struct{})}
 	p.sink.Store(w)
 	go p.run()
 	return p
@@ -44,6 +47,7 @@ func startPump(f *os.File, w *window) *pump {
 
 // run reads until EOF or error, then closes the pipe.
 func (p *pump) run() {
+	defer close(p.finished)
 	defer p.settle.ended()
 	defer p.f.Close()
 	rc, err := p.f.SyscallConn()
@@ -60,6 +64,10 @@ func (p *pump) run() {
 // directly; otherwise the bytes go through a pooled buffer. On EAGAIN the
 // callback keeps no buffer and returns to the poller.
 func (p *pump) pass(rc syscall.RawConn) bool {
+	if w := p.sink.Load(); w != nil && p.gate != nil {
+		_, total := w.stats()
+		p.gate.waitRoom(total, int64(max(w.limit-readBufferBytes, 0)))
+	}
 	var n int
 	var rerr error
 	err := rc.Read(func(fd uintptr) bool {
@@ -78,6 +86,9 @@ func (p *pump) pass(rc syscall.RawConn) bool {
 		return false // closed, read error, or EOF
 	}
 	outputBytes.Add(int64(n))
+	if p.gate != nil {
+		nudge(p.gate.wrote)
+	}
 	return true
 }
 
@@ -104,6 +115,52 @@ func (p *pump) readInto(fd int) (int, error) {
 		_, _ = w.Write((*buf)[:n]) // never fails
 	}
 	return n, err
+}
+
+// readGate lets a reader that streams a job's output as it comes (POST
+// /exec) miss nothing: the pump reads the pipe only while the window has
+// room for what the reader has not taken yet, so a fast writer waits for a
+// slow reader instead of the window dropping bytes.
+type readGate struct {
+	mu    sync.Mutex    // guards taken and open
+	taken int64         // stream offset up to which the reader has taken the bytes
+	open  bool          // the reader is gone or done: hold nothing back
+	moved chan struct{} // 1-buffered: taken or open changed
+	wrote chan struct{} // 1-buffered: the pump put bytes in the window
+}
+
+func newReadGate() *readGate {
+	return &readGate{moved: make(chan struct{}, 1), wrote: make(chan struct{}, 1)}
+}
+
+// waitRoom blocks until at most room of the total bytes written are
+// untaken, or the gate is open.
+func (g *readGate) waitRoom(total, room int64) {
+	for {
+		g.mu.Lock()
+		ok := g.open || total-g.taken <= room
+		g.mu.Unlock()
+		if ok {
+			return
+		}
+		<-g.moved
+	}
+}
+
+// take records that the reader has taken the stream up to offset to.
+func (g *readGate) take(to int64) {
+	g.mu.Lock()
+	g.taken = max(g.taken, to)
+	g.mu.Unlock()
+	nudge(g.moved)
+}
+
+// release stops holding the pump back, for good.
+func (g *readGate) release() {
+	g.mu.Lock()
+	g.open = true
+	g.mu.Unlock()
+	nudge(g.moved)
 }
 
 // readRetrying is read(2) retried on EINTR.
