@@ -211,9 +211,13 @@ func (t *httpTransport) post(w http.ResponseWriter, r *http.Request) {
 		rpcFail(w, http.StatusBadRequest, m.id, rerr)
 		return
 	}
+	if !modern && m.id == nil && r.Header.Get("Mcp-Session-Id") == "" &&
+		containsString(modernVersions, r.Header.Get("MCP-Protocol-Version")) {
+		modern = true // a modern notification (notifications/cancelled) carries no _meta, only the header
+	}
 	var hs *httpSession
 	if modern {
-		if rerr := checkModernHeaders(r, m); rerr != nil {
+		if rerr := checkModernHeaders(r, m); m.id != nil && rerr != nil {
 			rpcFail(w, http.StatusBadRequest, m.id, rerr)
 			return
 		}

@@ -189,3 +189,15 @@ func TestListenNeedsTokenOffLoopback(t *testing.T) {
 		t.Errorf("with a token: %v", err)
 	}
 }
+
+// TestHTTPModernNotificationWithoutMeta: a 2026-07-28 client's
+// notifications/cancelled carries the version header but no _meta and no
+// session; it is accepted (it was refused 400, and the Go SDK closed).
+func TestHTTPModernNotificationWithoutMeta(t *testing.T) {
+	url := httpServer(t)
+	resp, body := post(t, url, `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":7}}`,
+		map[string]string{"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "notifications/cancelled"})
+	if resp.StatusCode != http.StatusAccepted {
+		t.Errorf("a modern notification: %d %s", resp.StatusCode, body)
+	}
+}

@@ -2,8 +2,8 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"os"
-	"os/exec"
 	"strings"
 	"testing"
 	"unsafe"
@@ -62,6 +62,28 @@ func denySyscalls(calls []uint32) error {
 	return nil
 }
 
+// runChild re-executes this test binary with env and returns its exit
+// status and what it wrote to stdout and stderr. It spawns through the
+// process's reaper: os/exec's own wait would race it for the status.
+func runChild(t *testing.T, env []string) (int, string) {
+	t.Helper()
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	exited := make(chan exitStatus, 1) // carries the child's status from the reaper
+	_, err = spawnNotify(spawnSpec{path: os.Args[0], argv: []string{os.Args[0]}, env: env,
+		files: []uintptr{w.Fd(), w.Fd(), w.Fd()}}, func(st exitStatus) { exited <- st })
+	w.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, _ := io.ReadAll(r)
+	st := receive(t, "the child's exit", exited)
+	return st.code, string(out)
+}
+
 // TestSandboxRefusedWithoutKernelSupport: when the kernel cannot enforce
 // the sandbox or the network setting the server refuses to start, naming
 // the setting and what is missing; never does it run jobs unconfined. With
@@ -77,14 +99,12 @@ func TestSandboxRefusedWithoutKernelSupport(t *testing.T) {
 		{"start without seccomp", "MCP_EXEC_NETWORK=off", "MCP_EXEC_NETWORK=off cannot be enforced here"},
 		{"start without seccomp", "MCP_EXEC_SANDBOX=read-only", ""},
 	} {
-		cmd := exec.Command(os.Args[0])
-		cmd.Env = append(testConfig().baseEnv, childModeEnv+"="+tc.mode, tc.setting)
-		out, err := cmd.CombinedOutput()
+		code, out := runChild(t, append(testConfig().baseEnv, childModeEnv+"="+tc.mode, tc.setting))
 		switch {
-		case tc.want == "" && err != nil:
-			t.Errorf("%s, %s: %v %s; want it to start", tc.mode, tc.setting, err, out)
-		case tc.want != "" && (cmd.ProcessState.ExitCode() != 2 || !strings.Contains(string(out), tc.want)):
-			t.Errorf("%s, %s: exit %d, %q; want exit 2 saying %q", tc.mode, tc.setting, cmd.ProcessState.ExitCode(), out, tc.want)
+		case tc.want == "" && code != 0:
+			t.Errorf("%s, %s: exit %d %s; want it to start", tc.mode, tc.setting, code, out)
+		case tc.want != "" && (code != 2 || !strings.Contains(out, tc.want)):
+			t.Errorf("%s, %s: exit %d, %q; want exit 2 saying %q", tc.mode, tc.setting, code, out, tc.want)
 		}
 	}
 }

@@ -10,7 +10,10 @@
 // checks each tool's title and outputSchema and that every successful
 // result's structuredContent equals its text (wait: {"results": text}).
 //
+// With -http it drives the server's HTTP transport instead (http.go).
+//
 //	go run . /path/to/mcp-exec
+//	go run . -http /path/to/mcp-exec
 package main
 
 import (
@@ -33,9 +36,17 @@ const (
 )
 
 func main() {
-	if len(os.Args) != 2 {
-		fmt.Fprintln(os.Stderr, "usage: go-sdk-client /path/to/mcp-exec")
+	args := os.Args[1:]
+	overHTTP := len(args) == 2 && args[0] == "-http"
+	if overHTTP {
+		args = args[1:]
+	}
+	if len(args) != 1 {
+		fmt.Fprintln(os.Stderr, "usage: go-sdk-client [-http] /path/to/mcp-exec")
 		os.Exit(2)
+	}
+	if overHTTP {
+		os.Exit(mainHTTP(args[0]))
 	}
 	failed := 0
 	// "" is the SDK's default: its newest revision (2026-07-28), probed with
@@ -43,7 +54,7 @@ func main() {
 	// future is a revision the server does not know: its discover must fail
 	// with -32022 naming the supported versions, which the SDK retries with.
 	for _, version := range []string{"", future, "2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"} {
-		if err := check(os.Args[1], version); err != nil {
+		if err := check(label(version), version, stdioTransport(args[0])); err != nil {
 			fmt.Printf("FAIL %s: %v\n", label(version), err)
 			failed++
 		}
@@ -51,6 +62,29 @@ func main() {
 	if failed > 0 {
 		os.Exit(1)
 	}
+}
+
+// stdioTransport starts the server as a child speaking over stdio.
+func stdioTransport(bin string) func() mcp.Transport {
+	return func() mcp.Transport {
+		cmd := exec.Command(bin)
+		cmd.Stderr = os.Stderr
+		// The server refuses MCP_EXEC_* names it does not know, and the test
+		// scripts export MCP_EXEC_BIN; a client launching it passes neither.
+		cmd.Env = envWithoutOurs()
+		return &mcp.CommandTransport{Command: cmd}
+	}
+}
+
+// envWithoutOurs is our environment without MCP_EXEC_* variables.
+func envWithoutOurs() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "MCP_EXEC_") {
+			env = append(env, kv)
+		}
+	}
+	return env
 }
 
 // failure carries a check failure through panic to check's recover.
@@ -67,7 +101,9 @@ func label(version string) string {
 	return version
 }
 
-func check(bin, version string) (err error) {
+// check connects through the transport newTransport makes, with version
+// (see main), and drives all seven tools; name prefixes its lines.
+func check(name, version string, newTransport func() mcp.Transport) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			f, ok := r.(failure)
@@ -78,22 +114,13 @@ func check(bin, version string) (err error) {
 		}
 	}()
 	log := func(format string, args ...any) {
-		fmt.Printf("ok %s: %s\n", label(version), fmt.Sprintf(format, args...))
+		fmt.Printf("ok %s: %s\n", name, fmt.Sprintf(format, args...))
 	}
 
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	cmd := exec.Command(bin)
-	cmd.Stderr = os.Stderr
-	// The server refuses MCP_EXEC_* names it does not know, and the test
-	// scripts export MCP_EXEC_BIN; a client launching it passes neither.
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "MCP_EXEC_") {
-			cmd.Env = append(cmd.Env, kv)
-		}
-	}
 	client := mcp.NewClient(&mcp.Implementation{Name: "go-sdk-check", Version: "1.0.0"}, nil)
-	session, err := client.Connect(ctx, &mcp.CommandTransport{Command: cmd}, &mcp.ClientSessionOptions{ProtocolVersion: version})
+	session, err := client.Connect(ctx, newTransport(), &mcp.ClientSessionOptions{ProtocolVersion: version})
 	if err != nil {
 		fail("connect: %v", err)
 	}
