@@ -353,6 +353,7 @@ func (t *httpTransport) open() (*httpSession, error) {
 		return nil, err
 	}
 	ss.reg.randomIDs, ss.reg.everywhere = true, t.slots
+	ss.quietCancel = true // no 1.0 client to stay compatible with over HTTP
 	hs := &httpSession{ss: ss}
 	hs.lastUsed.Store(time.Now().UnixNano())
 	return hs, nil

@@ -230,6 +230,9 @@ type session struct {
 	closing  bool                 // the session is ending: no new requests
 
 	negotiated string // the legacy revision initialize agreed; only the reading goroutine uses it
+	// quietCancel: a cancelled request gets no reply in any era, as MCP
+	// says; stdio keeps 1.0's -32800 for legacy requests. Set before use.
+	quietCancel bool
 
 	handlers sync.WaitGroup  // running request goroutines
 	pending  []func()        // requests read but not started yet; only the reading goroutine uses it
@@ -493,7 +496,7 @@ func (s *session) cancelRequest(m message) {
 	}
 	s.mu.Lock()
 	req := s.inflight[key]
-	if req != nil && req.modern {
+	if req != nil && (req.modern || s.quietCancel) {
 		req.silenced = true
 	}
 	s.mu.Unlock()
