@@ -225,7 +225,8 @@ func (t *httpTransport) post(w http.ResponseWriter, r *http.Request) {
 	} else if hs, rerr = t.legacySession(w, r, m); rerr != nil {
 		return // answered
 	}
-	if hs == nil {
+	if hs == nil { // the server is shutting down
+		rpcFail(w, http.StatusServiceUnavailable, m.id, newError(codeInternal, "the server is shutting down"))
 		return
 	}
 	hs.active.Add(1)
