@@ -30,8 +30,9 @@ type outcome struct {
 	exitCode   int
 	signal     syscall.Signal
 	startError string
-	timedOut   bool      // its time limit ended it
-	usage      *jobUsage // nil unless MCP_EXEC_USAGE is on
+	timedOut   bool       // its time limit ended it
+	usage      *jobUsage  // nil unless MCP_EXEC_USAGE is on
+	survivors  []procInfo // processes of its group or session alive when the shell exited
 }
 
 // jobUsage is what a job used: its shell's wait4 usage and its wall time.
@@ -433,20 +434,27 @@ func mergeEnv(base []string, overlay map[string]string) []string {
 // common case), otherwise from a goroutine that waits for them to settle.
 func (r *registry) exited(j *job, st exitStatus) {
 	wall := time.Since(j.started) // now, not when the output has settled
-	if j.stdoutPump.settle.settled() && j.errPump.settle.settled() {
-		r.publish(j, st, wall)
+	// One kill(2) says whether anything survived the shell; only then is
+	// /proc read, and not on the reaper's goroutine.
+	leftBehind := groupAlive(st.pid)
+	if !leftBehind && j.stdoutPump.settle.settled() && j.errPump.settle.settled() {
+		r.publish(j, st, wall, nil)
 		return
 	}
 	go func() {
+		var survivors []procInfo
+		if leftBehind {
+			survivors = sessionMembers(st.pid)
+		}
 		awaitSettled(settleMaxDuration, j.stdoutPump, j.errPump)
-		r.publish(j, st, wall)
+		r.publish(j, st, wall, survivors)
 	}()
 }
 
 // publish makes the job's outcome final and wakes every waiter. It does not
 // block: it may run on the reaper's goroutine.
-func (r *registry) publish(j *job, st exitStatus, wall time.Duration) {
-	j.final = outcome{state: stateSuccess, exitCode: st.code, signal: st.signal, timedOut: j.timedOut.Load()}
+func (r *registry) publish(j *job, st exitStatus, wall time.Duration, survivors []procInfo) {
+	j.final = outcome{state: stateSuccess, exitCode: st.code, signal: st.signal, timedOut: j.timedOut.Load(), survivors: survivors}
 	if r.cfg.usage {
 		j.final.usage = &jobUsage{st.usage, wall}
 	}

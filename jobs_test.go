@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -528,5 +529,32 @@ func TestInputLookReadsOnlyTheJobsProcesses(t *testing.T) {
 	}
 	if allocs := testing.AllocsPerRun(20, func() { j.waitingForInput() }); allocs > 400 {
 		t.Errorf("a look at one job allocates %.0f times; it reads more than the job's processes", allocs)
+	}
+}
+
+// TestSurvivorsReported: a shell that exits leaving a process behind says
+// so in its result (at most maxSurvivorsNamed named, the count in full), and
+// list_jobs counts them; a job that leaves nothing reports nothing.
+func TestSurvivorsReported(t *testing.T) {
+	onLinux(t)
+	t.Parallel()
+	reg := newRegistry(testConfig())
+	j := startJob(t, reg, "sleep 100 >/dev/null 2>&1 & sleep 101 >/dev/null 2>&1 & echo started")
+	awaitDone(t, j)
+	if n := len(j.outcome().survivors); n != 2 {
+		t.Fatalf("%d survivors, want 2: %+v", n, j.outcome().survivors)
+	}
+	c := &toolCall{reg: reg, cfg: reg.cfg, waiter: plainWaiter()}
+	list, err := runListJobs(c, &listJobsArgs{})
+	if err != nil || !strings.Contains(string(list.(json.RawMessage)), `"survivors":2`) {
+		t.Errorf("list_jobs: %s %v", list, err)
+	}
+	r := resultOf(collect(t, reg, j))
+	if r.SurvivorsCount != 2 || len(r.Survivors) != 2 || r.Survivors[0].Name != "sleep" {
+		t.Errorf("result survivors %+v (%d)", r.Survivors, r.SurvivorsCount)
+	}
+	clean := resultOf(collect(t, reg, startJob(t, reg, "true")))
+	if clean.Survivors != nil || clean.SurvivorsCount != 0 {
+		t.Errorf("a job that left nothing: %+v", clean.Survivors)
 	}
 }

@@ -16,10 +16,33 @@ type resultJSON struct {
 	Stderr          *sliceJSON       `json:"stderr,omitempty"`
 	Uncaptured      map[string]int64 `json:"uncaptured,omitempty"`
 	Usage           *usageJSON       `json:"usage,omitempty"`
+	Survivors       []survivorJSON   `json:"survivors,omitempty"`
+	SurvivorsCount  int              `json:"survivors_count,omitempty"`
 	Kept            bool             `json:"kept,omitempty"`
 	Deferred        bool             `json:"deferred,omitempty"`
 
 	delivered *job // the job whose result this is, when the call delivered it
+}
+
+// survivorJSON is a process a job's shell left alive.
+type survivorJSON struct {
+	PID   int    `json:"pid"`
+	Name  string `json:"name"`
+	State string `json:"state"`
+}
+
+// maxSurvivorsNamed bounds the survivors a result lists; a fork bomb's
+// thousands would drown it. survivors_count gives the total.
+const maxSurvivorsNamed = 10
+
+// survivorsOf is the wire form of the processes a shell left alive, and
+// their number.
+func survivorsOf(procs []procInfo) ([]survivorJSON, int) {
+	var named []survivorJSON
+	for _, p := range procs[:min(len(procs), maxSurvivorsNamed)] {
+		named = append(named, survivorJSON{PID: p.pid, Name: p.comm, State: p.state})
+	}
+	return named, len(procs)
 }
 
 // usageJSON is what a job that ran used, on its terminal results.
@@ -69,6 +92,7 @@ func statusOf(j *job) *resultJSON {
 			r.Signal = signalWords(o.signal)
 		}
 		r.TimedOut = o.timedOut
+		r.Survivors, r.SurvivorsCount = survivorsOf(o.survivors)
 		if u := o.usage; u != nil {
 			r.Usage = &usageJSON{WallMs: u.wall.Milliseconds(), UserMs: u.userMs, SysMs: u.sysMs, MaxRSSKiB: u.maxRSSKiB}
 		}
@@ -168,6 +192,10 @@ func resultSchema() map[string]any {
 		}, "wall_ms", "user_ms", "sys_ms", "max_rss_kib"),
 		"kept":     boolean,
 		"deferred": boolean,
+		"survivors": map[string]any{"type": "array", "items": objectSchema(map[string]any{
+			"pid": integer, "name": text, "state": text,
+		}, "pid", "name", "state")},
+		"survivors_count": integer,
 	}, "job_id", "state")
 }
 
@@ -212,6 +240,7 @@ func listJobsSchema() map[string]any {
 		"job_id":            schemaType("string"),
 		"state":             schemaType("string"),
 		"waiting_for_input": schemaType("boolean"),
+		"survivors":         schemaType("integer"),
 	}, "job_id", "state")
 	return objectSchema(map[string]any{
 		"jobs":    map[string]any{"type": "array", "items": entry},

@@ -43,9 +43,9 @@ func closeInheritedOnExec() {
 
 // procInfo is what /proc/PID/stat says about one process.
 type procInfo struct {
-	pid, ppid, pgid int
-	comm            string
-	state           string
+	pid, ppid, pgid, sid int
+	comm                 string
+	state                string
 }
 
 // readProcs lists every process visible in /proc. Processes that vanish
@@ -81,12 +81,25 @@ func readProc(pid int) (procInfo, bool) {
 		return procInfo{}, false
 	}
 	rest := strings.Fields(s[end+1:])
-	if len(rest) < 3 {
+	if len(rest) < 4 {
 		return procInfo{}, false
 	}
 	ppid, _ := strconv.Atoi(rest[1])
 	pgid, _ := strconv.Atoi(rest[2])
-	return procInfo{pid: pid, ppid: ppid, pgid: pgid, comm: s[open+1 : end], state: rest[0]}, true
+	sid, _ := strconv.Atoi(rest[3])
+	return procInfo{pid: pid, ppid: ppid, pgid: pgid, sid: sid, comm: s[open+1 : end], state: rest[0]}, true
+}
+
+// sessionMembers lists the processes in group or session id: a job's, whose
+// process group and session are both its pid.
+func sessionMembers(id int) []procInfo {
+	var members []procInfo
+	for _, p := range readProcs() {
+		if p.pgid == id || p.sid == id {
+			members = append(members, p)
+		}
+	}
+	return members
 }
 
 // groupMembers lists the processes in group pgid.

@@ -45,6 +45,9 @@ type procInfo struct {
 // groupMembers needs /proc; without it survivors are reported by count only.
 func groupMembers(pgid int) []procInfo { return nil }
 
+// sessionMembers lists nothing: there is no /proc to read.
+func sessionMembers(id int) []procInfo { return nil }
+
 // descendants needs /proc; without it shutdown relies on group signals.
 func descendants(pid int) []procInfo { return nil }
 

@@ -1229,3 +1229,15 @@ def test_plain_instructions_and_descriptions_state_the_defaults(srv):
     text = descriptions(srv)
     assert "8 MiB" in text, "the default budget should be stated"
     assert "64 KiB" not in text
+
+
+def test_survivors_reported(srv):
+    # A shell that exits leaving a background process says so; a kill of a
+    # job still running ends such processes too (kill's own tests check that).
+    r = srv.tool("execute", {"command": "sleep 100 >/dev/null 2>&1 & echo started"})
+    assert r["state"] == "success", short(r)
+    assert r.get("survivors_count") == 1, short(r)
+    (s,) = r["survivors"]
+    assert s["name"] == "sleep" and isinstance(s["pid"], int) and s["state"] in ("S", "R", "D"), s
+    clean = srv.tool("execute", {"command": "true"})
+    assert "survivors" not in clean and "survivors_count" not in clean, short(clean)

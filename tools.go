@@ -766,6 +766,9 @@ func runListJobs(c *toolCall, _ *listJobsArgs) (any, error) {
 		if j.waitingForInputAmong(groups[j.pid]) {
 			b = append(b, `,"waiting_for_input":true`...)
 		}
+		if o := j.outcome(); len(o.survivors) > 0 {
+			b = append(append(b, `,"survivors":`...), strconv.Itoa(len(o.survivors))...)
+		}
 		b = append(b, '}')
 		if room -= c.cost().of(b[mark:]); room < 0 {
 			b, omitted = b[:mark], len(jobs)-i
