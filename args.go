@@ -55,6 +55,7 @@ var argKinds = map[reflect.Type]argKind{
 	reflect.TypeFor[streamSpec]():        kindOf(parseStreamSpec, streamSchema),
 	reflect.TypeFor[capturePolicy]():     kindOf(parseCapturePolicy, captureSchema),
 	reflect.TypeFor[syscall.Signal]():    kindOf(parseSignal, schemaOfType("string")),
+	reflect.TypeFor[untilSpec]():         kindOf(parseUntilSpec, untilSchema),
 }
 
 // param is one argument of a tool, read from its args struct.

@@ -22,6 +22,7 @@ var wrongValue = map[reflect.Type]string{
 	reflect.TypeFor[streamSpec]():        `5`,
 	reflect.TypeFor[capturePolicy]():     `5`,
 	reflect.TypeFor[syscall.Signal]():    `true`,
+	reflect.TypeFor[untilSpec]():         `"ready"`,
 }
 
 // goodValue is, for each argument type, a valid JSON value.
@@ -37,6 +38,7 @@ var goodValue = map[reflect.Type]string{
 	reflect.TypeFor[streamSpec]():        `"all"`,
 	reflect.TypeFor[capturePolicy]():     `{"on_success": "all"}`,
 	reflect.TypeFor[syscall.Signal]():    `"TERM"`,
+	reflect.TypeFor[untilSpec]():         `{"pattern":"ready"}`,
 }
 
 // bind binds raw into a fresh args value of tool and returns it.

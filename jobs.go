@@ -793,6 +793,10 @@ type awaitOptions struct {
 	deadline     time.Time // zero: no deadline
 	poll         bool      // look once, do not block
 	yieldOnInput bool      // also return once a job waits for input
+	// stopEarly, when set, is asked every stopEvery whether to return now
+	// with nothing delivered (a wait's until).
+	stopEarly func() bool
+	stopEvery time.Duration
 }
 
 // await blocks until at least one of jobs, which the caller holds, has
@@ -812,7 +816,15 @@ func (r *registry) await(w *waiter, jobs []*job, opts awaitOptions) (delivered m
 		if !opts.deadline.IsZero() && !time.Now().Before(opts.deadline) {
 			return nil, false, nil
 		}
+		if opts.stopEarly != nil && opts.stopEarly() {
+			return nil, false, nil
+		}
 		wake := opts.deadline
+		if opts.stopEarly != nil {
+			if next := time.Now().Add(opts.stopEvery); wake.IsZero() || next.Before(wake) {
+				wake = next
+			}
+		}
 		if opts.yieldOnInput || len(jobs) <= lookAtMostJobs {
 			// The first look only starts the clock, so it waits an interval:
 			// a job that ends at once costs no look at /proc.

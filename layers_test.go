@@ -24,7 +24,7 @@ var layers = [][]string{
 	{"budget.go"},               // cutting results to a reply budget
 	{"results.go"},              // the wire form of results
 	{"args.go"},                 // typed tool arguments and their schemas
-	{"kill.go"},                 // kill and teardown of a job's process group
+	{"kill.go", "until.go"},     // kill and teardown of a job's process group; a wait ending early
 	{"jobs.go"},                 // the registry: starting, waiting, delivery
 	{"policy.go"},               // what a job may run, where and with what
 	{"sandbox.go"},              // the launcher that confines a job before it runs

@@ -16,12 +16,21 @@ type resultJSON struct {
 	Stderr          *sliceJSON       `json:"stderr,omitempty"`
 	Uncaptured      map[string]int64 `json:"uncaptured,omitempty"`
 	Usage           *usageJSON       `json:"usage,omitempty"`
+	Matched         *matchJSON       `json:"matched,omitempty"`
+	Idle            bool             `json:"idle,omitempty"`
 	Survivors       []survivorJSON   `json:"survivors,omitempty"`
 	SurvivorsCount  int              `json:"survivors_count,omitempty"`
 	Kept            bool             `json:"kept,omitempty"`
 	Deferred        bool             `json:"deferred,omitempty"`
 
 	delivered *job // the job whose result this is, when the call delivered it
+}
+
+// matchJSON is the line that ended a wait with until.pattern.
+type matchJSON struct {
+	Stream string `json:"stream"`
+	Offset int64  `json:"offset"`
+	Line   string `json:"line"`
 }
 
 // survivorJSON is a process a job's shell left alive.
@@ -196,6 +205,8 @@ func resultSchema() map[string]any {
 			"pid": integer, "name": text, "state": text,
 		}, "pid", "name", "state")},
 		"survivors_count": integer,
+		"matched":         objectSchema(map[string]any{"stream": text, "offset": integer, "line": text}, "stream", "offset", "line"),
+		"idle":            boolean,
 	}, "job_id", "state")
 }
 

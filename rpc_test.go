@@ -572,7 +572,7 @@ func TestTranscriptToolsList(t *testing.T) {
 	}
 	properties := map[string][]string{
 		"execute":   {"argv", "capture", "close_stdin", "command", "cwd", "env", "max_reply_bytes", "nowait", "stdin", "time_limit", "yield_after"},
-		"wait":      {"job_ids", "max_reply_bytes", "timeout"},
+		"wait":      {"job_ids", "max_reply_bytes", "timeout", "until"},
 		"status":    {"job_id"},
 		"output":    {"job_id", "max_reply_bytes", "stderr", "stdout"},
 		"input":     {"close", "data", "job_id"},

@@ -4,9 +4,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -253,4 +256,77 @@ func realtimeByName(up string) (syscall.Signal, bool) {
 // the two the C library keeps for itself included.
 func isRealtime(sig syscall.Signal) bool {
 	return realtimeFirst != 0 && sig >= realtimeFirst && sig <= realtimeMax
+}
+
+// untilSpec is wait's until: return as soon as a listed running job writes
+// a complete line that matches pattern (on stream: stdout, stderr or any;
+// from an offset, or from the call's start), or once a listed running job
+// has been quiet for idle.
+type untilSpec struct {
+	pattern *regexp.Regexp
+	stream  string
+	from    *int64
+	idle    time.Duration
+}
+
+// maxIdleSeconds bounds until.idle: a day.
+const maxIdleSeconds = 86400
+
+// untilStreams are the values of until.stream.
+var untilStreams = []string{"stdout", "stderr", "any"}
+
+// parseUntilSpec parses {"pattern": RE2, "stream"?, "from"?} or {"idle": seconds}.
+func parseUntilSpec(r json.RawMessage) (untilSpec, error) {
+	var raw struct {
+		Pattern *string  `json:"pattern"`
+		Stream  *string  `json:"stream"`
+		From    *int64   `json:"from"`
+		Idle    *float64 `json:"idle"`
+	}
+	dec := json.NewDecoder(strings.NewReader(string(r)))
+	dec.DisallowUnknownFields()
+	if dec.Decode(&raw) != nil {
+		return untilSpec{}, fmt.Errorf(`%w until: must be {"pattern": RE2, "stream": "stdout"|"stderr"|"any", "from": offset} or {"idle": seconds}`, errInvalid)
+	}
+	switch {
+	case (raw.Pattern == nil) == (raw.Idle == nil):
+		return untilSpec{}, fmt.Errorf("%w until: give pattern or idle, one of them", errInvalid)
+	case raw.Idle != nil:
+		if raw.Stream != nil || raw.From != nil {
+			return untilSpec{}, fmt.Errorf("%w until: stream and from go with pattern, not idle", errInvalid)
+		}
+		if !(*raw.Idle > 0) || *raw.Idle > maxIdleSeconds {
+			return untilSpec{}, fmt.Errorf("%w until.idle: must be a number of seconds greater than 0, at most %d", errInvalid, maxIdleSeconds)
+		}
+		return untilSpec{idle: time.Duration(*raw.Idle * float64(time.Second))}, nil
+	}
+	re, err := regexp.Compile(*raw.Pattern)
+	if err != nil {
+		return untilSpec{}, fmt.Errorf("%w until.pattern: %v", errInvalid, err)
+	}
+	spec := untilSpec{pattern: re, stream: "any", from: raw.From}
+	if raw.Stream != nil {
+		if !slices.Contains(untilStreams, *raw.Stream) {
+			return untilSpec{}, fmt.Errorf("%w until.stream: must be stdout, stderr or any", errInvalid)
+		}
+		spec.stream = *raw.Stream
+	}
+	if spec.from != nil && *spec.from < 0 {
+		return untilSpec{}, fmt.Errorf("%w until.from: must be an offset, 0 or more", errInvalid)
+	}
+	return spec, nil
+}
+
+// untilSchema is the JSON Schema of wait's until.
+func untilSchema() map[string]any {
+	return map[string]any{"anyOf": []any{
+		map[string]any{"type": "object", "required": []string{"pattern"}, "properties": map[string]any{
+			"pattern": map[string]any{"type": "string"},
+			"stream":  map[string]any{"type": "string", "enum": untilStreams},
+			"from":    map[string]any{"type": "integer", "minimum": 0},
+		}},
+		map[string]any{"type": "object", "required": []string{"idle"}, "properties": map[string]any{
+			"idle": map[string]any{"type": "number", "exclusiveMinimum": 0},
+		}},
+	}}
 }

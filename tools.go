@@ -259,6 +259,7 @@ type (
 	waitArgs struct {
 		JobIDs        []jobID     `arg:"job_ids,required"`
 		Timeout       *seconds    `arg:"timeout"`
+		Until         *untilSpec  `arg:"until"`
 		MaxReplyBytes *replyBytes `arg:"max_reply_bytes"`
 	}
 	statusArgs struct {
@@ -326,6 +327,7 @@ var tools = []toolSpec{
 		docs: map[string]string{
 			"job_ids":         "Jobs to watch (non-empty); integers are taken as their decimal strings.",
 			"timeout":         "Seconds to block (default {wait}); <= 0 polls.",
+			"until":           `Also return early for a running job: {"pattern": RE2, "stream": "stdout"|"stderr"|"any"} when it writes a complete matching line (after this call started, or from offset "from"), its entry then carrying matched {stream, offset, line}; or {"idle": seconds} when it has written nothing for that long (entry idle:true). Finished jobs are delivered as always.`,
 			"max_reply_bytes": replyDoc,
 		},
 		// Not read-only: a finished job's result is delivered once, so a
@@ -663,6 +665,12 @@ func runWait(c *toolCall, a *waitArgs) (any, error) {
 	for i, id := range a.JobIDs {
 		jobs[i] = c.job(id)
 	}
+	var hit *untilHit
+	if a.Until != nil {
+		watch := newUntilWatch(*a.Until, jobs)
+		opts.stopEarly = func() bool { hit = watch.look(); return hit != nil }
+		opts.stopEvery = untilLookInterval
+	}
 	delivered, _, err := c.reg.await(c.waiter, jobs, opts)
 	if err != nil {
 		return nil, err
@@ -671,8 +679,14 @@ func runWait(c *toolCall, a *waitArgs) (any, error) {
 	for i, j := range jobs {
 		if delivered[j.id] != nil {
 			entries[i] = resultWithin(j, c.replyBudget())
-		} else {
-			entries[i] = &resultJSON{JobID: j.id, State: stateRunning, WaitingForInput: j.waitingForInputSeen()}
+			continue
+		}
+		entries[i] = &resultJSON{JobID: j.id, State: stateRunning, WaitingForInput: j.waitingForInputSeen()}
+		if hit != nil && hit.job == j {
+			entries[i].Idle = hit.matched == nil
+			if m := hit.matched; m != nil {
+				entries[i].Matched = &matchJSON{Stream: m.stream, Offset: m.offset, Line: m.line}
+			}
 		}
 	}
 	return entries, nil
