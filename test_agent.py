@@ -1241,3 +1241,16 @@ def test_survivors_reported(srv):
     assert s["name"] == "sleep" and isinstance(s["pid"], int) and s["state"] in ("S", "R", "D"), s
     clean = srv.tool("execute", {"command": "true"})
     assert "survivors" not in clean and "survivors_count" not in clean, short(clean)
+
+
+def test_wait_until_pattern_and_idle(srv):
+    jid = srv.tool("execute", {"command": "sleep 0.5; printf 're'; sleep 0.2; echo 'ady 1'; exec sleep 30",
+                               "nowait": True})["job_id"]
+    t0 = time.monotonic()
+    (e,) = srv.tool("wait", {"job_ids": [jid], "timeout": 20 + SLACK, "until": {"pattern": r"^ready \d$"}})
+    assert e["state"] == "running" and e["matched"] == {"stream": "stdout", "offset": 0, "line": "ready 1"}, e
+    assert time.monotonic() - t0 < 10 + SLACK
+    (e,) = srv.tool("wait", {"job_ids": [jid], "timeout": 20 + SLACK, "until": {"idle": 0.3}})
+    assert e["state"] == "running" and e["idle"] is True, e
+    assert srv.tool("kill", {"job_id": jid, "signal": "KILL"})["terminated"] is True
+    assert "until" in srv.tool_err("wait", {"job_ids": [jid], "until": {"pattern": "x", "idle": 1}})
