@@ -46,6 +46,7 @@ type config struct {
 	rlimits     []rlimit        // resource limits set in every job
 	rlimitsText string          // the same, as MCP_EXEC_RLIMITS spelled them
 	usage       bool            // terminal results carry usage
+	jobEvents   bool            // legacy stdio sessions get notifications/job
 
 	// HTTP; listen "" serves stdio only.
 	listen         string        // the address to serve HTTP on
@@ -150,6 +151,8 @@ var configVars = []configVar{
 		func(c *config, v string) (err error) { c.rlimits, c.rlimitsText, err = parseRlimits(v); return }},
 	{"MCP_EXEC_USAGE", "0", "1", "1 adds usage (wall, user and system CPU ms, peak RSS) to terminal results; on by default under the agent profile or when jobs are confined (sandbox, network off, rlimits)",
 		func(c *config, v string) (err error) { c.usage, err = parseSwitch(v); return }},
+	{"MCP_EXEC_JOB_EVENTS", "0", "1", "1 sends notifications/job when a job starts and finishes (stdio, after initialize), so a client learns of a nowait job's end without polling",
+		func(c *config, v string) (err error) { c.jobEvents, err = parseSwitch(v); return }},
 	{"MCP_EXEC_LISTEN", "", "", "HOST:PORT to serve MCP over Streamable HTTP (/mcp) and /healthz, /metrics, /exec instead of stdio (also --listen); a non-loopback address needs a token",
 		func(c *config, v string) error {
 			if v == "" {

@@ -15,6 +15,7 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+	"unicode/utf8"
 )
 
 // Job states as they appear on the wire.
@@ -59,6 +60,7 @@ type job struct {
 	limit    atomic.Pointer[time.Timer] // the time limit's timer, stopped when the job ends
 
 	tmpDir   string        // the private TMPDIR of a sandboxed job; "" for none
+	command  string        // what was asked to run, its first characters, for job events
 	stdinIno uint64        // inode of the stdin pipe, to see a process blocked reading it
 	inputMu  sync.Mutex    // guards sighting
 	sighting inputSighting // the last time a process was seen blocked reading stdin
@@ -107,9 +109,12 @@ type registry struct {
 	// the first job starts.
 	everywhere *jobSlots
 	randomIDs  bool
-	expired    expiredJobs // why recently forgotten jobs were, for their ids' errors
-	nextID     uint64
-	changed    broadcast // announced whenever a job finishes
+	// onEvent, when set, hears each job's start and end, once each; it
+	// must not block (publish calls it on the reaper's goroutine).
+	onEvent func(j *job, event string)
+	expired expiredJobs // why recently forgotten jobs were, for their ids' errors
+	nextID  uint64
+	changed broadcast // announced whenever a job finishes
 }
 
 // newRegistry returns an empty registry for one session.
@@ -143,8 +148,9 @@ func (r *registry) start(req startRequest) (*job, bool, error) {
 	r.mu.Unlock()
 	jobsStarted.Add(1)
 
-	j := &job{id: id, policy: req.policy, done: make(chan struct{}), started: time.Now(),
+	j := &job{id: id, policy: req.policy, done: make(chan struct{}), started: time.Now(), command: commandWords(req),
 		stdout: newWindow(r.cfg.maxOutputBytes, r.cfg.keepHeadBytes), stderr: newWindow(r.cfg.maxOutputBytes, r.cfg.keepHeadBytes)}
+	r.event(j, "started") // before the fork: the job may finish before launch returns
 	err = j.launch(r.cfg, req, func(st exitStatus) { r.exited(j, st) })
 	if err != nil {
 		r.mu.Lock()
@@ -154,6 +160,7 @@ func (r *registry) start(req startRequest) (*job, bool, error) {
 		jobsFailedToStart.Add(1)
 		j.final = outcome{state: stateError, exitCode: -1, startError: err.Error()}
 		close(j.done)
+		r.event(j, "finished")
 		return j, false, nil
 	}
 	r.mu.Lock()
@@ -167,6 +174,27 @@ func (r *registry) start(req startRequest) (*job, bool, error) {
 		j.stdin.feed(req.stdin, req.closeStdin, j.done)
 	}
 	return j, true, nil
+}
+
+// event tells onEvent, if set, that j started or finished.
+func (r *registry) event(j *job, event string) {
+	if r.onEvent != nil {
+		r.onEvent(j, event)
+	}
+}
+
+// commandWords is the first characters of what req asks to run, for job
+// events: never a byte of what the job writes.
+func commandWords(req startRequest) string {
+	s := req.command
+	if req.argv != nil {
+		s = strings.Join(req.argv, " ")
+	}
+	const most = 120
+	if utf8.RuneCountInString(s) <= most {
+		return s
+	}
+	return string([]rune(s)[:most])
 }
 
 // newID names a new job: the next number, or 128 random bits in hex.
@@ -469,6 +497,7 @@ func (r *registry) publish(j *job, st exitStatus, wall time.Duration, survivors 
 		go j.removeTempUnlessUsed(st.pid) // j.pid may not be set yet: launch can still be returning
 	}
 	j.stdin.shut()
+	r.event(j, "finished")
 	r.everywhere.give()
 	jobsFinished.Add(1)
 	if j.final.timedOut {

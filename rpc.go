@@ -10,6 +10,8 @@ import (
 	"io"
 	"runtime"
 	"sync"
+	"sync/atomic"
+	"time"
 	"unicode/utf8"
 )
 
@@ -229,7 +231,8 @@ type session struct {
 	inflight map[string]*inflight // running tools/call requests by idKey
 	closing  bool                 // the session is ending: no new requests
 
-	negotiated string // the legacy revision initialize agreed; only the reading goroutine uses it
+	negotiated string      // the legacy revision initialize agreed; only the reading goroutine uses it
+	eventsOn   atomic.Bool // job events may go out: a legacy client initialized
 	// quietCancel: a cancelled request gets no reply in any era, as MCP
 	// says; stdio keeps 1.0's -32800 for legacy requests. Set before use.
 	quietCancel bool
@@ -242,8 +245,32 @@ type session struct {
 // newSession returns a session with no jobs that writes to out and nudges
 // activity (which may be nil) whenever a request finishes.
 func newSession(cfg *config, out replySink, activity chan<- struct{}) *session {
-	return &session{cfg: cfg, reg: newRegistry(cfg), out: out, inflight: map[string]*inflight{},
+	s := &session{cfg: cfg, reg: newRegistry(cfg), out: out, inflight: map[string]*inflight{},
 		activity: activity}
+	if cfg.jobEvents {
+		s.reg.onEvent = s.jobEvent
+	}
+	return s
+}
+
+// jobEvent sends notifications/job for a job's start or end, once the
+// client has initialized a legacy session: the modern era allows no
+// notification outside a request's own.
+func (s *session) jobEvent(j *job, event string) {
+	if !s.eventsOn.Load() {
+		return
+	}
+	params := map[string]any{"job_id": j.id, "event": event, "command": j.command,
+		"runtime_ms": time.Since(j.started).Milliseconds()}
+	o := j.outcome()
+	params["state"] = o.state
+	if event == "finished" {
+		params["exit_code"] = o.exitCode
+		if o.signal > 0 {
+			params["signal"] = signalWords(o.signal)
+		}
+	}
+	notify(s.out, "notifications/job", params)
 }
 
 // inflight is a request running on its own goroutine.
@@ -652,6 +679,7 @@ func (s *session) initialize(_ context.Context, m message) (any, error) {
 		}
 	}
 	s.negotiated = negotiated
+	s.eventsOn.Store(true)
 	return map[string]any{
 		"protocolVersion": negotiated,
 		"capabilities":    map[string]any{"tools": map[string]any{}}, // exactly the wire shape

@@ -783,3 +783,35 @@ func TestTranscriptCancel(t *testing.T) {
 		t.Errorf("status after a cancelled wait: %v", v)
 	}
 }
+
+// TestJobEvents: with MCP_EXEC_JOB_EVENTS a legacy session hears one
+// started and one finished notification per job, the command clipped and
+// never the job's output; before initialize, nothing.
+func TestJobEvents(t *testing.T) {
+	onLinux(t)
+	t.Parallel()
+	cfg := testConfig()
+	cfg.jobEvents = true
+	cl := newRPCClient(t, cfg)
+	cl.send(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-03-26"}}`)
+	long := strings.Repeat("x", 200)
+	cl.send(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"execute","arguments":{"command":"echo {\"jsonrpc\":\"2.0\",\"method\":\"notifications/job\"} # ` + long + `"}}}`)
+	var events []map[string]any
+	for len(events) < 2 {
+		line := cl.next(jobDeadline)
+		var msg struct {
+			Method string         `json:"method"`
+			Params map[string]any `json:"params"`
+		}
+		if json.Unmarshal(line, &msg) == nil && msg.Method == "notifications/job" {
+			events = append(events, msg.Params)
+		}
+	}
+	if events[0]["event"] != "started" || events[1]["event"] != "finished" || events[0]["job_id"] != events[1]["job_id"] ||
+		events[1]["state"] != "success" || events[1]["exit_code"] != float64(0) {
+		t.Errorf("events %v", events)
+	}
+	if cmd, _ := events[0]["command"].(string); len([]rune(cmd)) != 120 || !strings.HasPrefix(cmd, "echo") {
+		t.Errorf("command %q: want its first 120 characters", cmd)
+	}
+}

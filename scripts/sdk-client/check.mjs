@@ -226,6 +226,35 @@ async function checkAgentProfile() {
   }
 }
 
+// checkJobEvents: with MCP_EXEC_JOB_EVENTS=1 a nowait job's end reaches the
+// client as notifications/job, with no polling.
+async function checkJobEvents() {
+  const env = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith("MCP_EXEC_")));
+  const { client, call } = await connect({ ...env, MCP_EXEC_JOB_EVENTS: "1" });
+  try {
+    const events = [];
+    let heard;
+    const finished = new Promise((resolve) => { heard = resolve; });
+    client.fallbackNotificationHandler = async (n) => {
+      if (n.method !== "notifications/job") return;
+      events.push(n.params);
+      if (n.params.event === "finished") heard(n.params);
+    };
+    const { job_id } = await call("execute", { command: "sleep 0.3; echo later", nowait: true });
+    const timer = setTimeout(() => heard(null), 10000);
+    const end = await finished;
+    clearTimeout(timer);
+    assert.ok(end, "no notifications/job finished within 10 s");
+    assert.equal(end.job_id, job_id);
+    assert.equal(end.state, "success");
+    assert.deepEqual(events.map((e) => e.event), ["started", "finished"]);
+    console.log(`ok job events: execute {nowait} -> notifications/job started, then finished (job ${job_id}, ${end.runtime_ms} ms, exit ${end.exit_code}) without a wait`);
+    await call("wait", { job_ids: [job_id], timeout: 10 });
+  } finally {
+    await client.close();
+  }
+}
+
 let failed = 0;
 for (const version of ["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"]) {
   try {
@@ -237,6 +266,7 @@ for (const version of ["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"]) 
 }
 for (const [name, run, skip] of [
   ["reply budget", checkBudget, false],
+  ["job events", checkJobEvents, false],
   ["agent profile", checkAgentProfile, process.env.SDK_CHECK_SKIP_SLOW === "1"],
 ]) {
   if (skip) {
