@@ -49,6 +49,7 @@ type httpTransport struct {
 	token   []byte          // the bearer token; nil: none needed (loopback only)
 	origins map[string]bool // browser origins allowed besides none
 	slots   *jobSlots       // MCP_EXEC_MAX_JOBS across every session
+	nextID  atomic.Int64    // numbers the server's own ids of modern requests
 	execCfg *config         // the settings of POST /exec jobs: cfg, with usage reported
 
 	mu       sync.Mutex              // guards sessions and modern
@@ -153,8 +154,12 @@ func (t *httpTransport) authorized(r *http.Request) bool {
 	if t.token == nil {
 		return true
 	}
-	given, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-	return ok && subtle.ConstantTimeCompare([]byte(given), t.token) == 1
+	h := r.Header.Get("Authorization")
+	const scheme = "Bearer " // the scheme's name is case-insensitive
+	if len(h) < len(scheme) || !strings.EqualFold(h[:len(scheme)], scheme) {
+		return false
+	}
+	return subtle.ConstantTimeCompare([]byte(h[len(scheme):]), t.token) == 1
 }
 
 // httpFail answers a plain-text error.
@@ -235,13 +240,40 @@ func (t *httpTransport) post(w http.ResponseWriter, r *http.Request) {
 		hs.active.Add(-1)
 	}()
 	if m.id == nil { // a notification or a response: nothing comes back
-		hs.handle(body, discard{})
+		if !(modern && m.method == "notifications/cancelled") {
+			// A modern cancellation names the client's id, which other
+			// clients of the credential may use too: over HTTP the way to
+			// cancel a 2026-07-28 request is to close its response.
+			hs.handle(body, discard{})
+		}
 		w.WriteHeader(http.StatusAccepted)
 		return
 	}
 	reply := newResponseStream()
+	clientID := m.id
+	if modern {
+		// Modern requests of every client share one session: each gets an
+		// id of the server's own there, so two clients' ids never collide
+		// and one cannot cancel the other's request by naming its id.
+		if body, m.id, err = t.ownID(body); err != nil {
+			rpcFail(w, http.StatusBadRequest, clientID, newError(codeInvalidRequest, "invalid request: %v", err))
+			return
+		}
+	}
 	hs.handle(body, reply)
-	t.answer(w, r, hs, m, reply, modern)
+	t.answer(w, r, hs, m, reply, modern, clientID)
+}
+
+// ownID gives a request body an id unique in this server, and returns it.
+func (t *httpTransport) ownID(body []byte) ([]byte, json.RawMessage, error) {
+	obj, err := decodeObject(body)
+	if err != nil {
+		return nil, nil, err
+	}
+	id := json.RawMessage(fmt.Sprintf(`"mcp-exec-%d"`, t.nextID.Add(1)))
+	obj["id"] = id
+	body, err = json.Marshal(obj)
+	return body, id, err
 }
 
 // legacySession finds the session a legacy request belongs to, or makes
@@ -377,7 +409,7 @@ func (hs *httpSession) handle(body []byte, sink replySink) {
 // answer writes the reply to request m: one JSON body, or an SSE stream
 // carrying its progress first when the client accepts one and asked for
 // progress. A client that goes away cancels the request.
-func (t *httpTransport) answer(w http.ResponseWriter, r *http.Request, hs *httpSession, m message, reply *responseStream, modern bool) {
+func (t *httpTransport) answer(w http.ResponseWriter, r *http.Request, hs *httpSession, m message, reply *responseStream, modern bool, clientID json.RawMessage) {
 	stream := strings.Contains(r.Header.Get("Accept"), "text/event-stream") && bytes.Contains(m.params, []byte(`"progressToken"`))
 	flusher, _ := w.(http.Flusher)
 	if stream {
@@ -393,10 +425,18 @@ func (t *httpTransport) answer(w http.ResponseWriter, r *http.Request, hs *httpS
 		case <-r.Context().Done():
 			hs.ss.cancelID(m.id)
 			return
+		case <-reply.abandoned:
+			if !stream {
+				w.WriteHeader(http.StatusNoContent) // cancelled: MCP sends no reply, and the response ends
+			}
+			return
 		case <-reply.ready:
 		}
 		for _, msg := range reply.take() {
 			final := bytes.HasPrefix(msg, []byte(replyHead))
+			if final && !bytes.Equal(clientID, m.id) { // the reply names the id the client gave
+				msg = concat(replyHead, clientID, msg[len(replyHead)+len(m.id):])
+			}
 			httpReplyBytes.Add(int64(len(msg)))
 			switch {
 			case stream:
@@ -428,14 +468,19 @@ func replyStatus(msg []byte, modern bool) int {
 // responseStream carries what a session sends for one request: progress
 // notifications, then the reply. send never blocks.
 type responseStream struct {
-	mu    sync.Mutex    // guards queue
-	queue [][]byte      // messages not yet written
-	ready chan struct{} // 1-buffered: the queue may have messages
+	mu        sync.Mutex    // guards queue
+	queue     [][]byte      // messages not yet written
+	ready     chan struct{} // 1-buffered: the queue may have messages
+	abandoned chan struct{} // closed when no reply will come: the request was cancelled
+	once      sync.Once     // closes abandoned once
 }
 
 func newResponseStream() *responseStream {
-	return &responseStream{ready: make(chan struct{}, 1)}
+	return &responseStream{ready: make(chan struct{}, 1), abandoned: make(chan struct{})}
 }
+
+// abandon says the request was cancelled and gets no reply.
+func (s *responseStream) abandon() { s.once.Do(func() { close(s.abandoned) }) }
 
 func (s *responseStream) send(msg []byte) {
 	s.mu.Lock()
@@ -561,6 +606,11 @@ func (t *httpTransport) serveExec(w http.ResponseWriter, r *http.Request) {
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxLineBytes))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&req); err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			httpFail(w, http.StatusRequestEntityTooLarge, "the body exceeds %d bytes", maxLineBytes)
+			return
+		}
 		httpFail(w, http.StatusBadRequest, "invalid body: %v (fields: command or argv, cwd, env, stdin, timeout_seconds, max_output_bytes)", err)
 		return
 	}

@@ -214,6 +214,12 @@ var methods = map[string]methodSpec{
 	"debug/stats":               {inline: true, call: (*session).stats},
 }
 
+// abandoner is a replySink that is told when a request it waits on will get
+// no reply at all (it was cancelled in an era that answers nothing).
+type abandoner interface {
+	abandon()
+}
+
 // replySink is where a session's messages go: its transport's writer.
 // send takes one whole message ending in a newline and must never block:
 // the session's reading goroutine calls it.
@@ -505,6 +511,8 @@ func (s *session) start(m message, spec methodSpec) {
 		cancel()
 		if !silenced {
 			m.replyTo.send(encodeReply(m.id, m.shape, res, err))
+		} else if a, ok := m.replyTo.(abandoner); ok {
+			a.abandon() // no reply will come: a transport waiting for one may stop
 		}
 		nudge(s.activity)
 	})
