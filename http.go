@@ -35,6 +35,7 @@ const (
 	httpBodyTimeout   = 30 * time.Second
 	httpIdleTimeout   = 2 * time.Minute
 	httpShutdownGrace = 2 * time.Second
+	httpWriteTimeout  = 30 * time.Second      // a client that stops reading a stream is dropped after this
 	execPollInterval  = 20 * time.Millisecond // how often POST /exec looks for new output, besides being woken
 	execDrainQuiet    = 2 * time.Second       // how long a finished job's pipes may stay quiet before /exec ends
 )
@@ -440,6 +441,7 @@ func (t *httpTransport) answer(w http.ResponseWriter, r *http.Request, hs *httpS
 			httpReplyBytes.Add(int64(len(msg)))
 			switch {
 			case stream:
+				_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(httpWriteTimeout))
 				_, _ = fmt.Fprintf(w, "event: message\ndata: %s\n\n", bytes.TrimSuffix(msg, []byte("\n")))
 				if flusher != nil {
 					flusher.Flush()
@@ -655,12 +657,13 @@ func (t *httpTransport) serveExec(w http.ResponseWriter, r *http.Request) {
 
 // eventStream writes one /exec response.
 type eventStream struct {
-	w         io.Writer
+	w         http.ResponseWriter
 	flusher   http.Flusher
 	cap       int64    // bytes of output to forward, 0: all
 	forwarded int64    // bytes forwarded so far
 	next      [2]int64 // the next offset to forward of stdout and stderr
 	truncated bool     // the cap stopped forwarding
+	gone      bool     // a write failed: the client stopped reading or left
 }
 
 // follow forwards the job's output until the job has finished and its
@@ -674,6 +677,9 @@ func (es *eventStream) follow(ctx context.Context, j *job) bool {
 	for {
 		drained := j.terminal() && isClosed(j.stdoutPump.finished) && isClosed(j.errPump.finished)
 		moved := es.forward(j)
+		if es.gone {
+			return false
+		}
 		switch {
 		case drained:
 			return true
@@ -759,10 +765,15 @@ func (es *eventStream) exit(j *job) {
 	es.flusher.Flush()
 }
 
-// event writes one server-sent event.
+// event writes one server-sent event. A client that stops reading is
+// dropped once a write has waited httpWriteTimeout: its request context
+// ends, and the stream with it.
 func (es *eventStream) event(name string, data any) {
 	b, _ := json.Marshal(data) // cannot fail: strings and numbers
-	_, _ = fmt.Fprintf(es.w, "event: %s\ndata: %s\n\n", name, b)
+	_ = http.NewResponseController(es.w).SetWriteDeadline(time.Now().Add(httpWriteTimeout))
+	if _, err := fmt.Fprintf(es.w, "event: %s\ndata: %s\n\n", name, b); err != nil {
+		es.gone = true
+	}
 }
 
 // countingHandler counts every response by status, for /metrics.
@@ -784,6 +795,9 @@ func (s *statusRecorder) WriteHeader(code int) {
 	s.code = code
 	s.ResponseWriter.WriteHeader(code)
 }
+
+// Unwrap gives http.ResponseController the writer underneath.
+func (s *statusRecorder) Unwrap() http.ResponseWriter { return s.ResponseWriter }
 
 // Flush passes flushes through, for the event streams.
 func (s *statusRecorder) Flush() {
