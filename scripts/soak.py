@@ -233,6 +233,10 @@ def main():
 
     env = {k: v for k, v in os.environ.items() if not k.startswith("MCP_EXEC_")}
     env["MCP_EXEC_DEBUG"] = "1"
+    # (c) collects its jobs with one wait: from 2025-06-18 each result goes
+    # out twice (text and structuredContent), which the default 8 MiB reply
+    # budget would cut; the soak checks every byte arrives, not the cut.
+    env["MCP_EXEC_MAX_REPLY_BYTES"] = str(256 << 20)
     if a.gctrace:
         env["GODEBUG"] = "gctrace=1"
     c = Client([a.binary], env)
