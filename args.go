@@ -56,6 +56,7 @@ var argKinds = map[reflect.Type]argKind{
 	reflect.TypeFor[capturePolicy]():     kindOf(parseCapturePolicy, captureSchema),
 	reflect.TypeFor[syscall.Signal]():    kindOf(parseSignal, schemaOfType("string")),
 	reflect.TypeFor[untilSpec]():         kindOf(parseUntilSpec, untilSchema),
+	reflect.TypeFor[ttySpec]():           kindOf(parseTTYSpec, ttySchema),
 }
 
 // param is one argument of a tool, read from its args struct.

@@ -90,7 +90,8 @@ type startRequest struct {
 	stdin      string
 	closeStdin bool
 	policy     capturePolicy
-	streamed   bool // a reader takes the output as it comes: the pumps wait for it
+	streamed   bool     // a reader takes the output as it comes: the pumps wait for it
+	tty        *ttySpec // run on a pseudo-terminal of this size; nil: on pipes
 }
 
 // registry holds the jobs of one client session. Jobs of different sessions
@@ -305,12 +306,19 @@ func (j *job) launch(cfg *config, req startRequest, onExit func(exitStatus)) err
 		path, argv = launcherArgv(confine.rlimits, path, argv)
 	}
 	in, out, errp, err := makeJobPipes()
+	if req.tty != nil && err == nil {
+		in, out, errp, err = onTerminal(in, out, errp, *req.tty)
+	}
 	if err != nil {
 		j.removeTemp()
 		return err
 	}
 	j.stdin = newStdinPipe(in.ours)
-	j.stdinIno = pipeInode(in.child)
+	if req.tty == nil {
+		j.stdinIno = pipeInode(in.child) // a terminal is not watched for input
+	} else {
+		j.stdin.eofByte = true
+	}
 	if req.streamed {
 		j.outGate, j.errGate = newReadGate(), newReadGate()
 	}
@@ -332,6 +340,7 @@ func (j *job) launch(cfg *config, req startRequest, onExit func(exitStatus)) err
 		env:     env,
 		files:   []uintptr{uintptr(in.child), uintptr(out.child), uintptr(errp.child)},
 		confine: &confine,
+		ctty:    req.tty != nil,
 	}, onExit)
 	release()
 	for _, p := range []jobPipe{in, out, errp} {
@@ -344,6 +353,55 @@ func (j *job) launch(cfg *config, req startRequest, onExit func(exitStatus)) err
 	}
 	j.pid = pid
 	return nil
+}
+
+// onTerminal puts a job on a pseudo-terminal instead of the pipes made for
+// it: the terminal is the child's stdin, stdout and stderr (and controlling
+// terminal); its master is read into the stdout window and written by
+// input. The stderr pipe stays, closed on the child's side, so its pump
+// ends at once with nothing. On failure it closes what the pipes held.
+func onTerminal(in, out, errp jobPipe, size ttySpec) (jobPipe, jobPipe, jobPipe, error) {
+	master, slave, err := openPTY(size.rows, size.cols)
+	if err == nil {
+		// Four descriptors of our own, each closed once: the writer on the
+		// master, and the slave three times over for the child's 0, 1, 2.
+		fds, derr := dupAll(int(master.Fd()), slave, slave)
+		if derr == nil {
+			closeAll([]*os.File{in.ours, out.ours})
+			for _, p := range []jobPipe{in, out, errp} {
+				_ = syscall.Close(p.child) // best effort: replaced by the terminal
+			}
+			_ = syscall.SetNonblock(fds[0], true)
+			return jobPipe{child: slave, ours: os.NewFile(uintptr(fds[0]), "ptmx-in")},
+				jobPipe{child: fds[1], ours: master}, jobPipe{child: fds[2], ours: errp.ours}, nil
+		}
+		err = derr
+		master.Close()
+		_ = syscall.Close(slave)
+	}
+	closeAll([]*os.File{in.ours, out.ours, errp.ours})
+	for _, p := range []jobPipe{in, out, errp} {
+		_ = syscall.Close(p.child) // best effort: nothing was started
+	}
+	return in, out, errp, fmt.Errorf("make a terminal: %w", err)
+}
+
+// dupAll duplicates each fd, close-on-exec; on failure it closes the
+// duplicates it made.
+func dupAll(fds ...int) ([]int, error) {
+	var dups []int
+	for _, fd := range fds {
+		d, err := syscall.Dup(fd)
+		if err != nil {
+			for _, m := range dups {
+				_ = syscall.Close(m) // best effort: cleaning up a failed start
+			}
+			return nil, err
+		}
+		syscall.CloseOnExec(d)
+		dups = append(dups, d)
+	}
+	return dups, nil
 }
 
 // jobPipe is one of a job's stdio pipes: the child's end is a plain blocking

@@ -558,3 +558,29 @@ func TestSurvivorsReported(t *testing.T) {
 		t.Errorf("a job that left nothing: %+v", clean.Survivors)
 	}
 }
+
+// TestTerminalJob: a tty job runs on a terminal of the asked size, a
+// prompt is answered through input, close sends end of input, and kill
+// ends the terminal's session.
+func TestTerminalJob(t *testing.T) {
+	onLinux(t)
+	t.Parallel()
+	reg := newRegistry(testConfig())
+	j := startReq(t, reg, startRequest{command: `test -t 0 && stty size; read -p 'name? ' n; echo "hi $n"; cat`,
+		tty: &ttySpec{rows: 30, cols: 100}, policy: capturePolicy{onSuccess: allOf, onError: allOf}})
+	eventually(t, jobDeadline, "the prompt", func() bool { return strings.Contains(string(j.stdout.readAll(0).data), "name? ") })
+	if err := j.input(plainWaiter(), "bob\n", false); err != nil {
+		t.Fatal(err)
+	}
+	if err := j.input(plainWaiter(), "last\n", true); err != nil { // then Ctrl-D ends cat
+		t.Fatal(err)
+	}
+	r := resultOf(collect(t, reg, j))
+	if r.State != stateSuccess || !strings.Contains(r.Stdout.Data, "30 100\r\n") || !strings.Contains(r.Stdout.Data, "hi bob\r\n") ||
+		r.Stderr.TotalBytes != 0 {
+		t.Errorf("tty job: %s %q %q", r.State, r.Stdout.Data, r.Stderr.Data)
+	}
+	if got := string(plainText([]byte("\x1b[31mred\x1b[0m\r\n\x1b]0;title\x07ok"))); got != "red\nok" {
+		t.Errorf("plain text %q", got)
+	}
+}

@@ -147,6 +147,7 @@ type spawnSpec struct {
 	// confine, when it restricts anything, is imposed on a fresh thread
 	// the child is then forked from, so the child starts restricted.
 	confine *confinement
+	ctty    bool // the child's fd 0 becomes its controlling terminal
 }
 
 // spawnNotify starts a child in a new session and process group (its pgid is its pid)
@@ -166,7 +167,7 @@ func spawnNotify(spec spawnSpec, onExit func(exitStatus)) (int, error) {
 		// A session of its own: the child leads a new process group (its
 		// pgid is its pid, as kill needs) and has no controlling terminal,
 		// so nothing in it can stop on, or read from, the server's tty.
-		Sys: &syscall.SysProcAttr{Setsid: true},
+		Sys: &syscall.SysProcAttr{Setsid: true, Setctty: spec.ctty, Ctty: 0},
 	}
 	children.gate.RLock()
 	defer children.gate.RUnlock()

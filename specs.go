@@ -330,3 +330,90 @@ func untilSchema() map[string]any {
 		}},
 	}}
 }
+
+// ttySpec is execute's tty: run the job on a pseudo-terminal of this size;
+// the zero value asks for none.
+type ttySpec struct {
+	rows, cols uint16
+}
+
+// Terminal sizes: the default, and the largest accepted.
+const (
+	defaultTTYRows, defaultTTYCols = 24, 80
+	maxTTYSide                     = 1000
+)
+
+// parseTTYSpec parses true, false (no terminal: the zero ttySpec) or
+// {"rows": R, "cols": C}.
+func parseTTYSpec(r json.RawMessage) (ttySpec, error) {
+	var on bool
+	if json.Unmarshal(r, &on) == nil {
+		if !on {
+			return ttySpec{}, nil
+		}
+		return ttySpec{rows: defaultTTYRows, cols: defaultTTYCols}, nil
+	}
+	var size struct {
+		Rows *int `json:"rows"`
+		Cols *int `json:"cols"`
+	}
+	dec := json.NewDecoder(strings.NewReader(string(r)))
+	dec.DisallowUnknownFields()
+	if dec.Decode(&size) != nil {
+		return ttySpec{}, fmt.Errorf(`%w tty: must be true, false or {"rows": R, "cols": C}`, errInvalid)
+	}
+	spec := ttySpec{rows: defaultTTYRows, cols: defaultTTYCols}
+	for _, side := range []struct {
+		v   *int
+		dst *uint16
+	}{{size.Rows, &spec.rows}, {size.Cols, &spec.cols}} {
+		if side.v == nil {
+			continue
+		}
+		if *side.v < 1 || *side.v > maxTTYSide {
+			return ttySpec{}, fmt.Errorf("%w tty: rows and cols must be from 1 to %d", errInvalid, maxTTYSide)
+		}
+		*side.dst = uint16(*side.v)
+	}
+	return spec, nil
+}
+
+// ttySchema is the JSON Schema of execute's tty.
+func ttySchema() map[string]any {
+	side := map[string]any{"type": "integer", "minimum": 1, "maximum": maxTTYSide}
+	return map[string]any{"anyOf": []any{
+		map[string]any{"type": "boolean"},
+		map[string]any{"type": "object", "properties": map[string]any{"rows": side, "cols": side}},
+	}}
+}
+
+// plainText is terminal output without its escape sequences (CSI, OSC and
+// two-byte escapes) and carriage returns: what a reader sees, not how the
+// terminal was told to draw it.
+func plainText(b []byte) []byte {
+	out := make([]byte, 0, len(b))
+	for i := 0; i < len(b); i++ {
+		c := b[i]
+		switch {
+		case c == '\r':
+		case c == 0x1b && i+1 < len(b) && b[i+1] == '[': // CSI: parameters, then a final byte @..~
+			i += 2
+			for i < len(b) && (b[i] < 0x40 || b[i] > 0x7e) {
+				i++
+			}
+		case c == 0x1b && i+1 < len(b) && b[i+1] == ']': // OSC: up to BEL or ESC \
+			i += 2
+			for i < len(b) && b[i] != 0x07 && !(b[i] == 0x1b && i+1 < len(b) && b[i+1] == '\\') {
+				i++
+			}
+			if i < len(b) && b[i] == 0x1b {
+				i++
+			}
+		case c == 0x1b && i+1 < len(b): // a two-byte escape
+			i++
+		default:
+			out = append(out, c)
+		}
+	}
+	return out
+}

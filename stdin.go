@@ -18,6 +18,9 @@ type stdinPipe struct {
 	// for the pipe can be cancelled.
 	token  chan struct{}
 	closed bool // guarded by holding token
+	// eofByte: closing sends Ctrl-D instead, as on a terminal, whose reader
+	// sees end of input only so (closing the master would hang it up).
+	eofByte bool
 }
 
 func newStdinPipe(f *os.File) *stdinPipe {
@@ -81,6 +84,10 @@ func (s *stdinPipe) writeHeld(ctx context.Context, data string, closeAfter bool,
 	}
 	if closeAfter {
 		s.closed = true
+		if s.eofByte {
+			_ = s.writeCancellable(ctx, "\x04") // best effort: the reader may be gone already
+			return nil
+		}
 		_ = s.f.Close() // best effort: the reader may be gone already
 	}
 	return nil

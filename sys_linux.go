@@ -401,3 +401,38 @@ func environStart(mem *os.File, shown []byte) (int64, error) {
 	}
 	return 0, errors.New("the environment block is not where /proc/self/stat says")
 }
+
+// openPTY makes a pseudo-terminal of rows x cols: the master, non-blocking
+// for the runtime poller, and the slave's descriptor, close-on-exec (a
+// spawn hands it to the child as it does any descriptor).
+func openPTY(rows, cols uint16) (master *os.File, slave int, err error) {
+	m, err := unix.Open("/dev/ptmx", unix.O_RDWR|unix.O_NOCTTY|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, -1, fmt.Errorf("open /dev/ptmx: %w", err)
+	}
+	if err := unix.IoctlSetPointerInt(m, unix.TIOCSPTLCK, 0); err != nil { // unlockpt
+		unix.Close(m)
+		return nil, -1, fmt.Errorf("unlock the terminal: %w", err)
+	}
+	if err := unix.IoctlSetWinsize(m, unix.TIOCSWINSZ, &unix.Winsize{Row: rows, Col: cols}); err != nil {
+		unix.Close(m)
+		return nil, -1, fmt.Errorf("size the terminal: %w", err)
+	}
+	// TIOCGPTPEER opens the slave through the master, with no path lookup
+	// a process of another user or namespace could race (Linux 4.13+).
+	fd, _, errno := unix.Syscall(unix.SYS_IOCTL, uintptr(m), unix.TIOCGPTPEER, unix.O_RDWR|unix.O_NOCTTY|unix.O_CLOEXEC)
+	s := int(fd)
+	if errno != 0 {
+		n, nerr := unix.IoctlGetInt(m, unix.TIOCGPTN)
+		if nerr != nil {
+			unix.Close(m)
+			return nil, -1, fmt.Errorf("find the terminal: %w", nerr)
+		}
+		s, err = unix.Open("/dev/pts/"+strconv.Itoa(n), unix.O_RDWR|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			unix.Close(m)
+			return nil, -1, fmt.Errorf("open the terminal: %w", err)
+		}
+	}
+	return os.NewFile(uintptr(m), "ptmx"), s, nil
+}

@@ -3,6 +3,7 @@
 package main
 
 import (
+	"errors"
 	"os"
 	"syscall"
 )
@@ -92,3 +93,8 @@ func maxRSSKiB(ru *syscall.Rusage) int64 { return int64(ru.Maxrss) / 1024 }
 
 // hideFromJobs does nothing here: there is no /proc to hide.
 func hideFromJobs(secret string, undumpable bool) error { return nil }
+
+// openPTY is not built here.
+func openPTY(rows, cols uint16) (*os.File, int, error) {
+	return nil, -1, errors.New("terminal mode (tty) is built only for Linux")
+}

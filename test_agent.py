@@ -1254,3 +1254,21 @@ def test_wait_until_pattern_and_idle(srv):
     assert e["state"] == "running" and e["idle"] is True, e
     assert srv.tool("kill", {"job_id": jid, "signal": "KILL"})["terminated"] is True
     assert "until" in srv.tool_err("wait", {"job_ids": [jid], "until": {"pattern": "x", "idle": 1}})
+
+
+def test_tty_mode(srv):
+    r = srv.tool("execute", {"command": "test -t 0 && test -t 1 && stty size", "tty": {"rows": 33, "cols": 101}})
+    assert r["state"] == "success" and r["stdout"]["data"] == "33 101\r\n", short(r)
+    jid = srv.tool("execute", {"command": "read -p 'Continue? ' a; echo \"got $a\"", "tty": True, "nowait": True})["job_id"]
+    srv.poll_output(jid, lambda d: "Continue? " in d)
+    srv.tool("input", {"job_id": jid, "data": "yes\n"})
+    (w,) = srv.tool("wait", {"job_ids": [jid], "timeout": 10 + SLACK})
+    assert w["state"] == "success" and "got yes\r\n" in w["stdout"]["data"], short(w)
+    # A tty job's tree dies on kill; plain strips the terminal's escapes.
+    jid = srv.tool("execute", {"command": "printf '\\033[1mbold\\033[0m\\r\\n'; exec sleep 300", "tty": True,
+                               "nowait": True})["job_id"]
+    out = srv.poll_output(jid, lambda d: "bold" in d)
+    plain = srv.tool("output", {"job_id": jid, "stdout": "all", "plain": True})["stdout"]
+    assert plain["data"] == "bold\n" and plain["bytes"] == out["stdout"]["bytes"], plain
+    assert srv.tool("kill", {"job_id": jid})["terminated"] is True
+    assert "tty" in srv.tool_err("execute", {"command": "true", "tty": {"rows": 0}})

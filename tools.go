@@ -254,6 +254,7 @@ type (
 		Capture       *capturePolicy    `arg:"capture"`
 		TimeLimit     *seconds          `arg:"time_limit"`
 		YieldAfter    *seconds          `arg:"yield_after"`
+		TTY           *ttySpec          `arg:"tty"`
 		MaxReplyBytes *replyBytes       `arg:"max_reply_bytes"`
 	}
 	waitArgs struct {
@@ -269,6 +270,7 @@ type (
 		JobID         jobID       `arg:"job_id,required"`
 		Stdout        streamSpec  `arg:"stdout"`
 		Stderr        streamSpec  `arg:"stderr"`
+		Plain         bool        `arg:"plain"`
 		MaxReplyBytes *replyBytes `arg:"max_reply_bytes"`
 	}
 	inputArgs struct {
@@ -311,6 +313,7 @@ var tools = []toolSpec{
 			"nowait":          "Return the job_id immediately instead of waiting for the exit.",
 			"capture":         `What the final result includes: {"on_success": SPEC, "on_error": SPEC} where SPEC is "stdout", "stderr", "all", "none" or {"stdout": STREAM, "stderr": STREAM}; STREAM is ` + streamDoc + `. Default {capture}.`,
 			"time_limit":      "Seconds the job may run; then TERM to its process group, KILL {grace} later, and timed_out:true. Default {time_limit}.",
+			"tty":             `Run on a pseudo-terminal (true, or {"rows": R, "cols": C}; default 24x80), for programs that need one (prompts, REPLs, pagers, sudo): stdout holds what the terminal shows, stderr stays empty, input types into it (close sends Ctrl-D). Default false.`,
 			"yield_after":     "Seconds to block before returning the still-running job with yielded:true (collect it with wait); it also returns once the job has waited 1 s for input on stdin. 0 = block until the exit. Default {yield}.",
 			"max_reply_bytes": replyDoc,
 		},
@@ -354,6 +357,7 @@ var tools = []toolSpec{
 			"job_id":          "The job.",
 			"stdout":          "Slice of stdout: " + streamDoc + ".",
 			"stderr":          "Slice of stderr: " + streamDoc + ".",
+			"plain":           "Strip terminal escape sequences and carriage returns from data (a tty job's output); offsets and byte counts stay those of the raw bytes.",
 			"max_reply_bytes": replyDoc,
 		},
 		readOnly:  true,
@@ -631,8 +635,12 @@ func startRequestOf(cfg *config, a *executeArgs) (startRequest, error) {
 	if a.Capture != nil {
 		policy = *a.Capture
 	}
-	return startRequest{command: a.Command, argv: a.Argv, dir: a.Cwd, env: a.Env,
-		stdin: a.Stdin, closeStdin: a.CloseStdin, policy: policy}, nil
+	req := startRequest{command: a.Command, argv: a.Argv, dir: a.Cwd, env: a.Env,
+		stdin: a.Stdin, closeStdin: a.CloseStdin, policy: policy}
+	if a.TTY != nil && a.TTY.rows > 0 {
+		req.tty = a.TTY
+	}
+	return req, nil
 }
 
 // optionalSeconds is a seconds argument, or def when it was not given. It
@@ -711,6 +719,16 @@ func runOutput(c *toolCall, a *outputArgs) (any, error) {
 	r := liveStatusOf(j)
 	r.Stdout, _ = sliceWithin(j.stdout, a.Stdout, c.replyBudget())
 	r.Stderr, _ = sliceWithin(j.stderr, a.Stderr, c.replyBudget())
+	if a.Plain { // the text without terminal escapes; offsets and counts stay the raw bytes
+		for _, s := range []*sliceJSON{r.Stdout, r.Stderr} {
+			if s != nil {
+				s.Data = string(plainText([]byte(s.Data)))
+				if s.Tail != nil {
+					s.Tail.Data = string(plainText([]byte(s.Tail.Data)))
+				}
+			}
+		}
+	}
 	return r, nil
 }
 
