@@ -23,6 +23,7 @@ var wrongValue = map[reflect.Type]string{
 	reflect.TypeFor[capturePolicy]():     `5`,
 	reflect.TypeFor[syscall.Signal]():    `true`,
 	reflect.TypeFor[untilSpec]():         `"ready"`,
+	reflect.TypeFor[ttySpec]():           `"yes"`,
 }
 
 // goodValue is, for each argument type, a valid JSON value.
@@ -39,6 +40,7 @@ var goodValue = map[reflect.Type]string{
 	reflect.TypeFor[capturePolicy]():     `{"on_success": "all"}`,
 	reflect.TypeFor[syscall.Signal]():    `"TERM"`,
 	reflect.TypeFor[untilSpec]():         `{"pattern":"ready"}`,
+	reflect.TypeFor[ttySpec]():           `true`,
 }
 
 // bind binds raw into a fresh args value of tool and returns it.
@@ -167,7 +169,7 @@ func TestUnknownArgumentsAllNamed(t *testing.T) {
 	raw := requiredOnly(toolsByName["execute"])
 	raw["timeout"], raw["b"] = json.RawMessage(`1`), json.RawMessage(`null`)
 	_, err := bind(toolsByName["execute"], raw)
-	want := `unknown arguments "b", "timeout" for execute (accepted: command, argv, cwd, env, stdin, close_stdin, nowait, capture, time_limit, yield_after, max_reply_bytes)`
+	want := `unknown arguments "b", "timeout" for execute (accepted: command, argv, cwd, env, stdin, close_stdin, nowait, capture, time_limit, yield_after, tty, max_reply_bytes)`
 	if err == nil || !strings.Contains(err.Error(), want) {
 		t.Errorf("got %v, want it to contain %s", err, want)
 	}

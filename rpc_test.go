@@ -571,10 +571,10 @@ func TestTranscriptToolsList(t *testing.T) {
 		"input": {"job_id"}, "kill": {"job_id"}, "list_jobs": nil,
 	}
 	properties := map[string][]string{
-		"execute":   {"argv", "capture", "close_stdin", "command", "cwd", "env", "max_reply_bytes", "nowait", "stdin", "time_limit", "yield_after"},
+		"execute":   {"argv", "capture", "close_stdin", "command", "cwd", "env", "max_reply_bytes", "nowait", "stdin", "time_limit", "tty", "yield_after"},
 		"wait":      {"job_ids", "max_reply_bytes", "timeout", "until"},
 		"status":    {"job_id"},
-		"output":    {"job_id", "max_reply_bytes", "stderr", "stdout"},
+		"output":    {"job_id", "max_reply_bytes", "plain", "stderr", "stdout"},
 		"input":     {"close", "data", "job_id"},
 		"kill":      {"job_id", "max_reply_bytes", "signal", "timeout"},
 		"list_jobs": {},
