@@ -60,6 +60,8 @@ func main() {
 		{"http round trip", one(benchHTTPRoundTrip)},
 		{"http 100x50", benchHTTPSessions},
 		{"http idle session", one(benchHTTPIdle)},
+		{"tty throughput", one(benchTTYThroughput)},
+		{"until pattern cost", one(benchUntilCost)},
 		{"capture throughput", one(benchThroughput)},
 		{"memory", one(benchMemory)},
 		{"startup", one(benchStartup)},
