@@ -30,6 +30,9 @@ const (
 	metaClientCaps      = "io.modelcontextprotocol/clientCapabilities"
 	metaLogLevel        = "io.modelcontextprotocol/logLevel"
 	metaServerInfo      = "io.modelcontextprotocol/serverInfo"
+	// metaProgressOutput is ours: true asks progress messages to carry the
+	// job's newest output lines.
+	metaProgressOutput = "com.mcp-exec/progressOutput"
 )
 
 // codeUnsupportedVersion answers a modern request for a revision not

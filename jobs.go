@@ -925,7 +925,7 @@ func (r *registry) await(w *waiter, jobs []*job, opts awaitOptions) (delivered m
 				wake = nextLook
 			}
 		}
-		if err := w.sleep(changed, wake, func() string { return describeWait(jobs) }); err != nil {
+		if err := w.sleep(changed, wake, func() string { return describeWait(jobs, w.showOutput) }); err != nil {
 			return nil, false, err
 		}
 	}
@@ -984,7 +984,7 @@ func (r *registry) deliverAmong(jobs []*job) (map[string]*job, <-chan struct{}) 
 }
 
 // describeWait says what a blocked wait is waiting for, for progress.
-func describeWait(jobs []*job) string {
+func describeWait(jobs []*job, withOutput bool) string {
 	for _, j := range jobs {
 		if j.waitingForInputSeen() {
 			return fmt.Sprintf("job %s is waiting for input on stdin", j.id)
@@ -992,10 +992,37 @@ func describeWait(jobs []*job) string {
 	}
 	if len(jobs) == 1 {
 		j := jobs[0]
-		return fmt.Sprintf("job %s running for %.0fs, %d bytes of output", j.id,
+		s := fmt.Sprintf("job %s running for %.0fs, %d bytes of output", j.id,
 			time.Since(j.started).Seconds(), j.outputBytes())
+		if withOutput {
+			s += newestLines(j)
+		}
+		return s
 	}
 	return fmt.Sprintf("waiting for any of %d jobs to finish", len(jobs))
+}
+
+// Progress with output carries at most this many of a job's newest lines,
+// and this many bytes of them.
+const (
+	progressLines = 3
+	progressBytes = 400
+)
+
+// newestLines is ": " and the job's last lines of output (stdout, then
+// stderr), bounded, or "" when it wrote nothing.
+func newestLines(j *job) string {
+	var b []byte
+	for _, w := range []*window{j.stdout, j.stderr} {
+		b = append(b, w.readTail(progressLines, progressBytes).data...)
+	}
+	if len(b) == 0 {
+		return ""
+	}
+	if len(b) > progressBytes {
+		b = b[len(b)-progressBytes:]
+	}
+	return ":\n" + strings.ToValidUTF8(string(b), "\uFFFD")
 }
 
 // outputBytes is how much the job has written to stdout and stderr.

@@ -648,6 +648,7 @@ func (s *session) waiterFor(ctx context.Context, meta json.RawMessage, sink repl
 		return w
 	}
 	w.interval = s.cfg.progressInterval
+	w.showOutput = string(obj[metaProgressOutput]) == "true"
 	w.report = func(n int, message string) {
 		if ctx.Err() != nil {
 			return // cancelled: nothing more goes out for the request

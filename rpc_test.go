@@ -815,3 +815,33 @@ func TestJobEvents(t *testing.T) {
 		t.Errorf("command %q: want its first 120 characters", cmd)
 	}
 }
+
+// TestProgressCarriesOutputWhenAsked: a request whose _meta asks for it
+// gets progress messages that end with the job's newest lines, bounded.
+func TestProgressCarriesOutputWhenAsked(t *testing.T) {
+	onLinux(t)
+	t.Parallel()
+	cfg := testConfig()
+	cfg.progressInterval = 50 * time.Millisecond
+	cl := newRPCClient(t, cfg)
+	cl.send(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"execute","arguments":{"command":"seq 1 1000; echo building step 2; sleep 1"},"_meta":{"progressToken":"p","com.mcp-exec/progressOutput":true}}}`)
+	for {
+		line := cl.next(jobDeadline)
+		var msg struct {
+			Method string `json:"method"`
+			Params struct {
+				Message string `json:"message"`
+			} `json:"params"`
+		}
+		if json.Unmarshal(line, &msg) != nil || msg.Method != "notifications/progress" {
+			t.Fatalf("the reply came before any progress with output: %s", line)
+		}
+		if strings.HasSuffix(msg.Params.Message, "999\n1000\nbuilding step 2\n") {
+			if len(msg.Params.Message) > 200+progressBytes {
+				t.Errorf("a message of %d bytes", len(msg.Params.Message))
+			}
+			break
+		}
+	}
+	cl.next(jobDeadline) // the reply
+}

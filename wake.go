@@ -62,8 +62,11 @@ type waiter struct {
 	ctx      context.Context
 	interval time.Duration               // 0: the caller asked for no progress
 	report   func(n int, message string) // sends one progress notification
-	sent     int                         // notifications sent so far
-	next     time.Time                   // when the next one is due
+	// showOutput: progress messages also carry the newest output lines
+	// (the request asked for them in _meta).
+	showOutput bool
+	sent       int       // notifications sent so far
+	next       time.Time // when the next one is due
 }
 
 // sleep blocks until wake is closed, deadline passes (zero: never) or the
