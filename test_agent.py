@@ -1272,3 +1272,13 @@ def test_tty_mode(srv):
     assert plain["data"] == "bold\n" and plain["bytes"] == out["stdout"]["bytes"], plain
     assert srv.tool("kill", {"job_id": jid})["terminated"] is True
     assert "tty" in srv.tool_err("execute", {"command": "true", "tty": {"rows": 0}})
+
+
+def test_tty_python_repl_without_i(srv):
+    if srv.tool("execute", {"command": "command -v python3"})["state"] != "success":
+        pytest.skip("no python3 where the server runs (the default image has none)")
+    jid = srv.tool("execute", {"command": "python3", "tty": True, "nowait": True})["job_id"]
+    srv.poll_output(jid, lambda d: ">>> " in d)
+    srv.tool("input", {"job_id": jid, "data": "print(6*7)\n", "close": True})
+    (w,) = srv.tool("wait", {"job_ids": [jid], "timeout": 20 + SLACK})
+    assert w["state"] == "success" and "\r\n42\r\n" in w["stdout"]["data"], short(w)
