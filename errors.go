@@ -5,8 +5,8 @@ import "errors"
 // Sentinels that map errors to replies. Every error a tool handler returns,
 // except errCancelled, becomes a tool error (a result with isError, for the
 // model to read); the ones a caller can act on wrap errInvalid,
-// errUnknownJob, errNotRunning, errAlreadyClosed, errStdinBroken or
-// errRefused.
+// errUnknownJob, errNotRunning, errAlreadyClosed, errStdinBroken,
+// errRefused or errExhausted.
 // JSON-RPC errors: errCancelled is -32800, errBadParams and errUnknownTool
 // are -32602; anything else is -32603.
 var (
@@ -19,4 +19,5 @@ var (
 	errAlreadyClosed = errors.New("already closed")
 	errStdinBroken   = errors.New("nothing reads its stdin any more (broken pipe)")
 	errRefused       = errors.New("refused by policy")
+	errExhausted     = errors.New("cannot start a job")
 )

@@ -159,6 +159,10 @@ func (r *registry) start(req startRequest) (*job, bool, error) {
 		r.mu.Unlock()
 		r.everywhere.give()
 		jobsFailedToStart.Add(1)
+		if errors.Is(err, errExhausted) { // refused before any fork: a tool error, not a start failure
+			r.event(j, "finished")
+			return nil, false, err
+		}
 		j.final = outcome{state: stateError, exitCode: -1, startError: err.Error()}
 		close(j.done)
 		r.event(j, "finished")
@@ -349,6 +353,12 @@ func (j *job) launch(cfg *config, req startRequest, onExit func(exitStatus)) err
 	if err != nil {
 		closeAll([]*os.File{in.ours, out.ours, errp.ours}) // the pumps end at the close
 		j.removeTemp()
+		switch {
+		case errors.Is(err, syscall.EAGAIN):
+			return processesExhausted(err)
+		case errors.Is(err, syscall.EMFILE), errors.Is(err, syscall.ENFILE):
+			return fdsExhausted(fdSoftLimit())
+		}
 		return fmt.Errorf("start %s: %w", path, err)
 	}
 	j.pid = pid
@@ -412,22 +422,61 @@ type jobPipe struct {
 	ours  *os.File
 }
 
-// makeJobPipes creates the stdin, stdout and stderr pipes of one job.
+// makeJobPipes creates the stdin, stdout and stderr pipes of one job. It
+// refuses (errExhausted) when the descriptors run out, or come so close to
+// the limit that the server's own work (answering, reading /proc, HTTP)
+// would find none: descriptors are numbered lowest first, so a new pipe
+// numbered near the limit means nearly all are in use.
 func makeJobPipes() (in, out, errp jobPipe, err error) {
 	var made []jobPipe
+	undo := func() {
+		for _, m := range made {
+			_ = syscall.Close(m.child) // best effort: cleaning up a failed start
+			_ = m.ours.Close()
+		}
+	}
+	limit := fdSoftLimit()
 	for i := 0; i < 3; i++ {
 		p, err := makeJobPipe(i == 0)
 		if err != nil {
-			for _, m := range made {
-				_ = syscall.Close(m.child) // best effort: cleaning up a failed start
-				_ = m.ours.Close()
+			undo()
+			if errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) {
+				return in, out, errp, fdsExhausted(limit)
 			}
 			return in, out, errp, fmt.Errorf("create pipe: %w", err)
 		}
 		made = append(made, p)
+		if limit > 0 && max(p.child, int(p.ours.Fd())) >= limit-fdReserve(limit) {
+			undo()
+			return in, out, errp, fdsExhausted(limit)
+		}
 	}
 	return made[0], made[1], made[2], nil
 }
+
+// fdReserve is how many descriptors jobs leave to the server's own work.
+func fdReserve(limit int) int { return max(64, limit/32) }
+
+// fdsExhausted is the refusal of a job for want of descriptors: what is in
+// use, of what limit, and what to do.
+func fdsExhausted(limit int) error {
+	return fmt.Errorf("%w: %d of %d file descriptors are in use (%d jobs hold pipes; %d stay reserved for the server); wait for or kill jobs, or raise the limit (ulimit -n)",
+		errExhausted, countOpenFds(), limit, jobsRunning(), fdReserve(limit))
+}
+
+// processesExhausted is the refusal of a job the system would not fork.
+func processesExhausted(err error) error {
+	var lim syscall.Rlimit
+	nproc := "unknown"
+	if syscall.Getrlimit(rlimitNproc, &lim) == nil {
+		nproc = strconv.FormatUint(lim.Cur, 10)
+	}
+	return fmt.Errorf("%w: the system refused another process (%v; RLIMIT_NPROC is %s%s); wait for or kill jobs, or raise the limit",
+		errExhausted, err, nproc, pidsMaxWords())
+}
+
+// jobsRunning is how many jobs of every session run now.
+func jobsRunning() int64 { return jobsStarted.Load() - jobsFinished.Load() - jobsFailedToStart.Load() }
 
 // makeJobPipe creates one pipe; childReads says which end the child gets.
 func makeJobPipe(childReads bool) (jobPipe, error) {

@@ -1,11 +1,14 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -107,4 +110,85 @@ func TestSandboxRefusedWithoutKernelSupport(t *testing.T) {
 			t.Errorf("%s, %s: exit %d, %q; want exit 2 saying %q", tc.mode, tc.setting, code, out, tc.want)
 		}
 	}
+}
+
+func init() {
+	childModes["start jobs past the fd limit"] = startPastFDLimit
+}
+
+// startPastFDLimit, with 256 descriptors allowed, starts jobs until one is
+// refused, checks that each failure is the refusal for want of
+// descriptors, that the server's own work still gets descriptors, and that
+// they all come back once the jobs are gone. It exits 0 when all held.
+func startPastFDLimit() int {
+	lim := syscall.Rlimit{Cur: 256, Max: 256}
+	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+		fmt.Println("setrlimit:", err)
+		return 3
+	}
+	prepareProcess(false)
+	cfg, err := loadConfig(os.Environ())
+	if err != nil {
+		fmt.Println(err)
+		return 3
+	}
+	cfg.shell = "/bin/sh"
+	reg := newRegistry(cfg)
+	before := countOpenFds()
+	var jobs []*job
+	refused := 0
+	for i := 0; i < 300; i++ {
+		j, started, err := reg.start(startRequest{command: "exec sleep 60"})
+		switch {
+		case err != nil && errors.Is(err, errExhausted) && strings.Contains(err.Error(), "of 256 file descriptors are in use"):
+			refused++
+		case err != nil:
+			fmt.Println("another error:", err)
+			return 1
+		case !started:
+			fmt.Println("a start failure:", j.final.startError)
+			return 1
+		default:
+			jobs = append(jobs, j)
+		}
+	}
+	if refused == 0 || len(jobs) == 0 {
+		fmt.Println("started", len(jobs), "refused", refused)
+		return 1
+	}
+	if f, err := os.Open("/proc/self/status"); err != nil { // the server's own work still opens files
+		fmt.Println("the reserve is gone:", err)
+		return 1
+	} else {
+		f.Close()
+	}
+	for _, j := range jobs {
+		_ = j.signal(syscall.SIGKILL)
+		<-j.done
+		reg.deliver(j)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for countOpenFds() > before && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond) // the pumps close their pipes as they reach EOF
+	}
+	if after := countOpenFds(); after > before {
+		fmt.Println("descriptors left:", before, "->", after)
+		return 1
+	}
+	fmt.Println("started", len(jobs), "refused", refused)
+	return 0
+}
+
+// TestJobsPastTheFDLimitAreRefused: at the descriptor limit a job is
+// refused with the message that says what is in use, never "bad file
+// descriptor", and every descriptor comes back (in a child whose limit is
+// 256).
+func TestJobsPastTheFDLimitAreRefused(t *testing.T) {
+	onLinux(t)
+	t.Parallel()
+	code, out := runChild(t, append(testConfig().baseEnv, childModeEnv+"=start jobs past the fd limit"))
+	if code != 0 {
+		t.Errorf("exit %d: %s", code, out)
+	}
+	t.Log(strings.TrimSpace(out))
 }

@@ -19,3 +19,12 @@ func cloexecListed(dir string) {
 		}
 	}
 }
+
+// fdSoftLimit is this process's soft RLIMIT_NOFILE, or 0 if unknown.
+func fdSoftLimit() int {
+	var lim syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil || lim.Cur > 1<<30 {
+		return 0
+	}
+	return int(lim.Cur)
+}

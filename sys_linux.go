@@ -436,3 +436,23 @@ func openPTY(rows, cols uint16) (master *os.File, slave int, err error) {
 	}
 	return os.NewFile(uintptr(m), "ptmx"), s, nil
 }
+
+// rlimitNproc is RLIMIT_NPROC.
+const rlimitNproc = unix.RLIMIT_NPROC
+
+// pidsMaxWords names the pids limit of this process's cgroup (v2), as
+// ", pids.max is N", or "" when there is none to read.
+func pidsMaxWords() string {
+	b, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		return ""
+	}
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		if path, ok := strings.CutPrefix(line, "0::"); ok {
+			if max, err := os.ReadFile("/sys/fs/cgroup" + path + "/pids.max"); err == nil {
+				return ", the cgroup's pids.max is " + strings.TrimSpace(string(max))
+			}
+		}
+	}
+	return ""
+}

@@ -98,3 +98,9 @@ func hideFromJobs(secret string, undumpable bool) error { return nil }
 func openPTY(rows, cols uint16) (*os.File, int, error) {
 	return nil, -1, errors.New("terminal mode (tty) is built only for Linux")
 }
+
+// rlimitNproc is RLIMIT_NPROC.
+const rlimitNproc = 7
+
+// pidsMaxWords says nothing: there are no cgroups here.
+func pidsMaxWords() string { return "" }

@@ -943,3 +943,29 @@ def test_refusing_overlong_line_allocates_under_64mib(fault):
     assert growth < 64 * KIB, (
         "refusing one %d MiB line (cap 16 MiB) allocated %d KiB (%.0f MiB), %.1fx the cap"
         % (LINE_MIB, growth, growth / KIB, growth / (16.0 * KIB)))
+
+
+def test_descriptor_limit_refuses_jobs_clearly(fault):
+    # 2,000 pipelined nowait starts on a server allowed 1,024 descriptors:
+    # every failure is the refusal that says what is in use; ping and
+    # list_jobs keep answering; the server still works once jobs are gone.
+    from conftest import needs_binary_target, server_binary
+    needs_binary_target()
+    s = fault(argv=["/bin/sh", "-c", 'ulimit -n 1024 && exec "$0"', server_binary()])
+    ids = [s.tool_start("execute", {"command": "exec sleep 60", "nowait": True}) for _ in range(2000)]
+    started, refused = [], 0
+    for rid in ids:
+        res = s.tool_response(rid, timeout=60 + SLACK)
+        text = res["content"][0]["text"]
+        if res.get("isError"):
+            assert text.startswith("cannot start a job: ") and "file descriptors are in use" in text, text
+            refused += 1
+        else:
+            started.append(json.loads(text)["job_id"])
+    assert started and refused, (len(started), refused)
+    s.roundtrip()
+    assert len(s.tool("list_jobs")["jobs"]) == len(started)
+    for jid in started:
+        s.tool("kill", {"job_id": jid, "signal": "KILL", "timeout": 10})
+    again = s.tool("execute", {"command": "echo fine"})
+    assert again["stdout"]["data"] == "fine\n", again
