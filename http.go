@@ -345,12 +345,13 @@ func checkModernHeaders(r *http.Request, m message) *rpcError {
 	return nil
 }
 
-// newSession opens a legacy session under a fresh unguessable id.
+// newSession opens a legacy session under a fresh unguessable id. The
+// count is checked and the session added under one lock, so concurrent
+// initializes cannot all pass the last free place.
 func (t *httpTransport) newSession() (*httpSession, string, *rpcError) {
 	t.mu.Lock()
-	full := t.cfg.maxSessions > 0 && len(t.sessions) >= t.cfg.maxSessions
-	t.mu.Unlock()
-	if full {
+	defer t.mu.Unlock()
+	if t.cfg.maxSessions > 0 && len(t.sessions) >= t.cfg.maxSessions {
 		return nil, "", newError(codeInternal, "too many sessions: MCP_EXEC_MAX_SESSIONS is %d; end one (DELETE /mcp) or wait for an idle one to expire", t.cfg.maxSessions)
 	}
 	hs, err := t.open()
@@ -358,9 +359,7 @@ func (t *httpTransport) newSession() (*httpSession, string, *rpcError) {
 		return nil, "", newError(codeInternal, "%v", err)
 	}
 	id := randomID()
-	t.mu.Lock()
 	t.sessions[id] = hs
-	t.mu.Unlock()
 	return hs, id, nil
 }
 

@@ -550,7 +550,7 @@ func TestSurvivorsReported(t *testing.T) {
 		t.Errorf("list_jobs: %s %v", list, err)
 	}
 	r := resultOf(collect(t, reg, j))
-	if r.SurvivorsCount != 2 || len(r.Survivors) != 2 || r.Survivors[0].Name != "sleep" {
+	if r.SurvivorsCount != 2 || len(r.Survivors) != 2 || r.Survivors[0].PID <= 0 { // sleep, or its shell not yet exec'd
 		t.Errorf("result survivors %+v (%d)", r.Survivors, r.SurvivorsCount)
 	}
 	clean := resultOf(collect(t, reg, startJob(t, reg, "true")))
