@@ -47,6 +47,7 @@ type config struct {
 	rlimitsText string          // the same, as MCP_EXEC_RLIMITS spelled them
 	usage       bool            // terminal results carry usage
 	jobEvents   bool            // legacy stdio sessions get notifications/job
+	memoryLimit int64           // bytes all output windows may hold together; 0: no bound
 
 	// HTTP; listen "" serves stdio only.
 	listen         string        // the address to serve HTTP on
@@ -151,6 +152,8 @@ var configVars = []configVar{
 		func(c *config, v string) (err error) { c.rlimits, c.rlimitsText, err = parseRlimits(v); return }},
 	{"MCP_EXEC_USAGE", "0", "1", "1 adds usage (wall, user and system CPU ms, peak RSS) to terminal results; on by default under the agent profile or when jobs are confined (sandbox, network off, rlimits)",
 		func(c *config, v string) (err error) { c.usage, err = parseSwitch(v); return }},
+	{"MCP_EXEC_MEMORY_LIMIT", "auto", "", "bytes all output windows may hold together (e.g. 512MiB; K, M, G, KiB, MiB, GiB; 0 = no bound); auto: a quarter of the memory available (the cgroup's limit, else physical memory); past it the oldest bytes of the largest windows go first",
+		func(c *config, v string) (err error) { c.memoryLimit, err = parseMemoryLimit(v); return }},
 	{"MCP_EXEC_JOB_EVENTS", "0", "1", "1 sends notifications/job when a job starts and finishes (stdio, after initialize), so a client learns of a nowait job's end without polling",
 		func(c *config, v string) (err error) { c.jobEvents, err = parseSwitch(v); return }},
 	{"MCP_EXEC_LISTEN", "", "", "HOST:PORT to serve MCP over Streamable HTTP (/mcp) and /healthz, /metrics, /exec instead of stdio (also --listen); a non-loopback address needs a token",
@@ -520,4 +523,25 @@ func isLoopback(addr string) bool {
 	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
+}
+
+// parseMemoryLimit reads MCP_EXEC_MEMORY_LIMIT: auto, 0, or a size.
+func parseMemoryLimit(v string) (int64, error) {
+	if v == "auto" {
+		return availableMemory() / 4, nil
+	}
+	units := []struct {
+		suffix string
+		shift  uint
+	}{{"KiB", 10}, {"MiB", 20}, {"GiB", 30}, {"K", 10}, {"M", 20}, {"G", 30}, {"", 0}}
+	for _, u := range units {
+		if num, ok := strings.CutSuffix(v, u.suffix); ok {
+			n, err := strconv.ParseInt(num, 10, 64)
+			if err != nil || n < 0 || n > (1<<62)>>u.shift {
+				break
+			}
+			return n << u.shift, nil
+		}
+	}
+	return 0, errors.New("must be auto, 0 or a size in bytes, e.g. 512MiB")
 }

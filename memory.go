@@ -78,3 +78,19 @@ func totalAllocBytes() uint64 {
 // heapFreeBytes is heap memory free for reuse and not yet returned to the
 // system: what FreeOSMemory would hand back.
 func heapFreeBytes(m *runtime.MemStats) uint64 { return m.HeapIdle - m.HeapReleased }
+
+// runtimeHeadroomBytes is what the runtime may hold beyond the windows'
+// bound: the server's own work and the garbage a collection has not yet
+// taken.
+const runtimeHeadroomBytes = 8 << 20
+
+// limitRuntimeMemory gives the Go runtime a soft memory limit a little
+// above the windows' bound (windowsBound bytes; 0: none), so it collects
+// the chunks the bound frees before the heap doubles with them. A limit
+// set with GOMEMLIMIT wins.
+func limitRuntimeMemory(windowsBound int64, gomemlimitSet bool) {
+	if windowsBound <= 0 || gomemlimitSet {
+		return
+	}
+	debug.SetMemoryLimit(windowsBound + windowsBound/8 + runtimeHeadroomBytes)
+}

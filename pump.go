@@ -86,6 +86,7 @@ func (p *pump) pass(rc syscall.RawConn) bool {
 		return false // closed, read error, or EOF
 	}
 	outputBytes.Add(int64(n))
+	boundWindows()
 	if p.gate != nil {
 		nudge(p.gate.wrote)
 	}

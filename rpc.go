@@ -722,6 +722,7 @@ func (s *session) stats(_ context.Context, req message) (any, error) {
 		"heap_kib":       m.HeapAlloc >> 10,
 		"heap_free_kib":  heapFreeBytes(&m) >> 10,
 		"runtime_kib":    (m.Sys - m.HeapReleased) >> 10,
+		"windows_kib":    windowBytesHeld() >> 10,
 	}, nil
 }
 

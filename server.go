@@ -39,6 +39,8 @@ type server struct {
 func startServer(cfg *config) *server {
 	s := newServer(cfg)
 	s.stop, s.ownsProcess = watchSignals(), true
+	setWindowMemoryLimit(cfg.memoryLimit)
+	limitRuntimeMemory(cfg.memoryLimit, os.Getenv("GOMEMLIMIT") != "")
 	prepareProcess(cfg.listen != "")
 	go trimWhenIdle(s.activity)
 	return s

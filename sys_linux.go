@@ -456,3 +456,26 @@ func pidsMaxWords() string {
 	}
 	return ""
 }
+
+// availableMemory is the memory this process may use: its cgroup's limit
+// (v2, then v1) when it sets one, else the machine's physical memory; 0
+// when neither can be read.
+func availableMemory() int64 {
+	var limit int64
+	for _, path := range []string{"/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"} {
+		if b, err := os.ReadFile(path); err == nil {
+			if n, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64); err == nil && n > 0 {
+				limit = n
+				break
+			}
+		}
+	}
+	var info unix.Sysinfo_t
+	if unix.Sysinfo(&info) == nil {
+		physical := int64(info.Totalram) * int64(info.Unit)
+		if limit == 0 || limit > physical { // "no limit" reads as a huge number in v1
+			limit = physical
+		}
+	}
+	return limit
+}

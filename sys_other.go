@@ -104,3 +104,6 @@ const rlimitNproc = 7
 
 // pidsMaxWords says nothing: there are no cgroups here.
 func pidsMaxWords() string { return "" }
+
+// availableMemory is unknown here: no bound by default.
+func availableMemory() int64 { return 0 }

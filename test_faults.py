@@ -969,3 +969,24 @@ def test_descriptor_limit_refuses_jobs_clearly(fault):
         s.tool("kill", {"job_id": jid, "signal": "KILL", "timeout": 10})
     again = s.tool("execute", {"command": "echo fine"})
     assert again["stdout"]["data"] == "fine\n", again
+
+
+def test_memory_limit_bounds_all_windows(fault):
+    # 100 jobs writing 2 MB each under MCP_EXEC_MEMORY_LIMIT=64MiB: all
+    # windows together stay within the bound, the server's RSS within it
+    # plus its idle RSS plus 15%, and every job's counts are exact.
+    s = fault(env={"MCP_EXEC_MEMORY_LIMIT": "64MiB"})
+    idle = s.result("debug/stats", {"collect": True})["rss_kib"]
+    n, size = 100, 2000000
+    ids = [s.tool("execute", {"command": "yes 0123456789abcdef | head -c %d" % size, "nowait": True})["job_id"]
+           for _ in range(n)]
+    wait_until(lambda: all(s.tool("status", {"job_id": j})["state"] != "running" for j in ids), 120 + SLACK,
+               "every job to finish")
+    stats = s.result("debug/stats", {"collect": True})
+    assert stats["windows_kib"] <= 64 * 1024 + 64, stats
+    assert stats["rss_kib"] <= (64 * 1024 + idle) * 1.15, (stats, idle)
+    for j in ids:
+        o = s.tool("output", {"job_id": j, "stdout": "all"})["stdout"]
+        assert o["total_bytes"] == size and o["offset"] + o["bytes"] == size, o["offset"]
+        assert o["truncated"] == (o["offset"] > 0) and o.get("dropped_bytes", 0) == o["offset"], o["offset"]
+        assert o["data"] == ("0123456789abcdef\n" * (size // 17 + 2))[o["offset"]:size], j

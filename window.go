@@ -1,13 +1,20 @@
 package main
 
 import (
+	"cmp"
+	"runtime"
+	"slices"
 	"sync"
+	"sync/atomic"
+	"time"
 	"unicode/utf8"
+	"weak"
 )
 
 // windowChunkBytes is the unit a window allocates once its stream shows
-// volume. Chunks are never copied or freed while the job lives, so a filling
-// window makes no garbage.
+// volume. Chunks are never copied while the job lives, so a filling window
+// makes no garbage; they are freed only to keep all windows within the
+// memory bound (boundWindows).
 const windowChunkBytes = 64 << 10
 
 // window keeps the last limit bytes one stream wrote, addressed by absolute
@@ -32,7 +39,31 @@ type window struct {
 	reserved []byte
 	// head holds the stream's first bytes, up to headLimit: [0, len(head)).
 	head []byte
+	// floor is where the memory bound cut the stream: bytes before it were
+	// dropped early, as the ring drops bytes, and are counted as dropped.
+	floor int64
+	held  *windowHeld // the bytes its chunks hold, for the memory bound
 }
+
+// windowHeld counts one window's chunk bytes. It lives apart from the
+// window, so the window's cleanup can subtract them once it is garbage.
+type windowHeld struct{ bytes atomic.Int64 }
+
+// windowMemory is what all windows hold together, and its bound.
+var windowMemory struct {
+	used  atomic.Int64 // bytes in the chunks of every live window
+	limit atomic.Int64 // MCP_EXEC_MEMORY_LIMIT; 0: no bound
+
+	mu     sync.Mutex             // guards all and lastGC, and makes one eviction at a time
+	all    []weak.Pointer[window] // every window made, while it lives
+	lastGC time.Time              // when boundWindows last collected garbage
+}
+
+// setWindowMemoryLimit bounds the bytes all windows hold together (0: none).
+func setWindowMemoryLimit(bytes int64) { windowMemory.limit.Store(bytes) }
+
+// windowBytesHeld is what all windows hold now.
+func windowBytesHeld() int64 { return windowMemory.used.Load() }
 
 // newWindow returns an empty window that retains at most the last limit
 // bytes, and also the first headLimit bytes (0: none).
@@ -40,7 +71,13 @@ func newWindow(limit, headLimit int) *window {
 	if limit < 1 {
 		limit = 1
 	}
-	return &window{limit: limit, headLimit: max(headLimit, 0)}
+	win := &window{limit: limit, headLimit: max(headLimit, 0), held: &windowHeld{}}
+	// Garbage holds nothing: when the window goes, so does its count.
+	runtime.AddCleanup(win, func(h *windowHeld) { windowMemory.used.Add(-h.bytes.Load()) }, win.held)
+	windowMemory.mu.Lock()
+	windowMemory.all = append(windowMemory.all, weak.Make(win))
+	windowMemory.mu.Unlock()
+	return win
 }
 
 // keepHead copies what of p, written at absolute offset at, falls in the
@@ -95,6 +132,7 @@ func (w *window) room(q, want int) []byte {
 		}
 		grown := make([]byte, size)
 		copy(grown, c)
+		w.account(int64(size - len(c)))
 		w.chunks[i], c = grown, grown
 	}
 	return c[off:]
@@ -174,7 +212,7 @@ func trimPartialRune(b []byte) []byte {
 // span returns the range [start, total) the ring retains, under the
 // caller's lock.
 func (w *window) span() (start, total int64) {
-	return max(0, w.total-int64(w.limit)) + w.hidden, w.total
+	return max(max(0, w.total-int64(w.limit))+w.hidden, w.floor), w.total
 }
 
 // contiguous returns the start of the longest retained range that ends at
@@ -426,4 +464,97 @@ func (w *window) serveWithin(spec streamSpec, limit int64) slice {
 	}
 	_, total := w.stats()
 	return slice{offset: total, total: total}
+}
+
+// account adds delta to what the window, and all windows, hold. Caller
+// holds w.mu.
+func (w *window) account(delta int64) {
+	w.held.bytes.Add(delta)
+	windowMemory.used.Add(delta)
+}
+
+// boundWindowsGCInterval spaces the garbage collections boundWindows asks
+// for: windows of delivered jobs count until they are collected.
+const boundWindowsGCInterval = time.Second
+
+// boundWindows keeps all windows within MCP_EXEC_MEMORY_LIMIT: past it, it
+// lets garbage go first, then drops the oldest bytes of the largest windows
+// until they hold a tenth less than the bound. A pump calls it after each
+// read; under the bound it costs two atomic loads.
+func boundWindows() {
+	limit := windowMemory.limit.Load()
+	if limit <= 0 || windowMemory.used.Load() <= limit {
+		return
+	}
+	windowMemory.mu.Lock()
+	defer windowMemory.mu.Unlock()
+	if windowMemory.used.Load() <= limit {
+		return // another pump got here first
+	}
+	if time.Since(windowMemory.lastGC) > boundWindowsGCInterval {
+		windowMemory.lastGC = time.Now()
+		runtime.GC() // the windows of jobs already delivered go, and their counts with them
+		if windowMemory.used.Load() <= limit {
+			return
+		}
+	}
+	live := windowMemory.all[:0]
+	var strong []*window
+	for _, p := range windowMemory.all {
+		if w := p.Value(); w != nil {
+			live = append(live, p)
+			strong = append(strong, w)
+		}
+	}
+	clear(windowMemory.all[len(live):]) // let the dead pointers go
+	windowMemory.all = live
+	slices.SortFunc(strong, func(a, b *window) int { return cmp.Compare(b.held.bytes.Load(), a.held.bytes.Load()) })
+	target := limit - limit/10
+	for _, w := range strong {
+		over := windowMemory.used.Load() - target
+		if over <= 0 {
+			break
+		}
+		w.dropOldest(over)
+	}
+}
+
+// dropOldest frees up to want bytes of the window's oldest chunks, never
+// the one being written, and moves its floor past them: readers then see
+// those bytes as dropped, exactly as bytes the ring overwrote.
+func (w *window) dropOldest(want int64) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.reserved != nil {
+		return // a pump is writing into the ring: next time
+	}
+	start, total := w.span()
+	limit := int64(w.limit)
+	writing := int(total % limit / windowChunkBytes)
+	floor := start
+	var freed int64
+	for first := true; freed < want && floor < total; first = false {
+		p := floor % limit
+		i := int(p / windowChunkBytes)
+		if i >= len(w.chunks) {
+			break
+		}
+		next := min(floor+min(int64(i+1)*windowChunkBytes, limit)-p, total)
+		if i == writing {
+			if !first {
+				break // around the ring to the newest bytes
+			}
+			// A full ring's oldest bytes share the chunk being written: they
+			// go, the chunk stays.
+			floor = next
+			continue
+		}
+		floor = next
+		if c := w.chunks[i]; c != nil {
+			freed += int64(len(c))
+			w.chunks[i] = nil
+		}
+	}
+	w.floor = max(w.floor, floor)
+	w.account(-freed)
 }

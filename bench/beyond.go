@@ -73,3 +73,41 @@ func cpuSeconds(pid int) float64 {
 	stime, _ := strconv.ParseFloat(f[12], 64)
 	return (utime + stime) / 100 // clock ticks, 100 a second on Linux
 }
+
+func benchMemoryBound(bin string) row {
+	// 1,000 jobs writing 512 KiB each (500 MiB of windows unbounded) under
+	// MCP_EXEC_MEMORY_LIMIT=64MiB: the server's peak RSS against the bound
+	// plus its idle RSS. The jobs themselves cost some too (two pump
+	// goroutines and their stacks each, descriptors, records), hence 1.3.
+	const jobs, bound = 1000, 64 << 10 // KiB
+	s := startServer(bin, "MCP_EXEC_MEMORY_LIMIT=64MiB")
+	defer s.stop()
+	idle := rssKiB(s.cmd.Process.Pid)
+	var ids []any
+	for i := 0; i < jobs; i++ {
+		r := s.tool("execute", map[string]any{"command": "yes 0123456789abcdef | head -c 524288", "nowait": true,
+			"capture": map[string]any{"on_success": "none", "on_error": "none"}})
+		ids = append(ids, r.(map[string]any)["job_id"])
+	}
+	for len(ids) > 0 { // collect them all, a hundred at a time, their windows read
+		n := min(len(ids), 100)
+		s.tool("wait", map[string]any{"job_ids": ids[:n], "timeout": 60})
+		ids = ids[n:]
+	}
+	peak := peakRSSKiB(s.cmd.Process.Pid)
+	floor := float64(bound) + idle
+	return row{Value: peak / 1024, Floor: floor / 1024, Unit: "MiB", Ratio: peak / floor, Target: "<= 1.3", Pass: peak/floor <= 1.3}
+}
+
+// peakRSSKiB is a process's peak resident set (VmHWM).
+func peakRSSKiB(pid int) float64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	check(err)
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			kib, _ := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 64)
+			return kib
+		}
+	}
+	return 0
+}

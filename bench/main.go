@@ -62,6 +62,7 @@ func main() {
 		{"http idle session", one(benchHTTPIdle)},
 		{"tty throughput", one(benchTTYThroughput)},
 		{"until pattern cost", one(benchUntilCost)},
+		{"memory bound", one(benchMemoryBound)},
 		{"capture throughput", one(benchThroughput)},
 		{"memory", one(benchMemory)},
 		{"startup", one(benchStartup)},
