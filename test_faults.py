@@ -24,8 +24,10 @@ import collections
 import json
 import os
 import random
+import shutil
 import signal
 import subprocess
+import tempfile
 import time
 import uuid
 
@@ -990,3 +992,31 @@ def test_memory_limit_bounds_all_windows(fault):
         assert o["total_bytes"] == size and o["offset"] + o["bytes"] == size, o["offset"]
         assert o["truncated"] == (o["offset"] > 0) and o.get("dropped_bytes", 0) == o["offset"], o["offset"]
         assert o["data"] == ("0123456789abcdef\n" * (size // 17 + 2))[o["offset"]:size], j
+
+
+def test_process_limit_refuses_jobs_clearly(fault):
+    # As an unprivileged user allowed 40 processes, 80 nowait starts: every
+    # failure is the refusal that names the limit, and the server goes on.
+    from conftest import IS_ROOT, needs_binary_target, server_binary
+    needs_binary_target()
+    if not IS_ROOT or not shutil.which("setpriv"):
+        pytest.skip("needs root and setpriv to run the server as an unprivileged user")
+    binary = os.path.join(tempfile.mkdtemp(), "mcp-exec")  # a path the user may execute
+    shutil.copy(server_binary(), binary)
+    os.chmod(os.path.dirname(binary), 0o755)
+    s = fault(argv=["/bin/bash", "-c", 'ulimit -u 40 && exec setpriv --reuid=65534 --regid=65534 --clear-groups "$0"', binary])
+    s.roundtrip()
+    shutil.rmtree(os.path.dirname(binary), ignore_errors=True)  # the running server keeps its file
+    started, refused = [], 0
+    for _ in range(80):
+        res = s.tool_raw("execute", {"command": "exec sleep 60", "nowait": True})
+        text = res["content"][0]["text"]
+        if res.get("isError"):
+            assert text.startswith("cannot start a job: the system refused another process") and "RLIMIT_NPROC is 40" in text, text
+            refused += 1
+        else:
+            started.append(json.loads(text)["job_id"])
+    assert started and refused, (len(started), refused)
+    for jid in started:
+        s.tool("kill", {"job_id": jid, "signal": "KILL", "timeout": 10})
+    assert s.tool("execute", {"command": "echo fine"})["stdout"]["data"] == "fine\n"
