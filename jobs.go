@@ -309,6 +309,10 @@ func (j *job) launch(cfg *config, req startRequest, onExit func(exitStatus)) err
 	if confine.rlimits != nil {
 		path, argv = launcherArgv(confine.rlimits, path, argv)
 	}
+	if err := processRoom(); err != nil {
+		j.removeTemp()
+		return err
+	}
 	in, out, errp, err := makeJobPipes()
 	if req.tty != nil && err == nil {
 		in, out, errp, err = onTerminal(in, out, errp, *req.tty)
@@ -464,15 +468,36 @@ func fdsExhausted(limit int) error {
 		errExhausted, countOpenFds(), limit, jobsRunning(), fdReserve(limit))
 }
 
-// processesExhausted is the refusal of a job the system would not fork.
+// processesExhausted is the refusal of a job for want of processes: the
+// system would not fork, or the server keeps the rest for its threads.
 func processesExhausted(err error) error {
 	var lim syscall.Rlimit
 	nproc := "unknown"
 	if syscall.Getrlimit(rlimitNproc, &lim) == nil {
 		nproc = strconv.FormatUint(lim.Cur, 10)
 	}
-	return fmt.Errorf("%w: the system refused another process (%v; RLIMIT_NPROC is %s%s); wait for or kill jobs, or raise the limit",
+	return fmt.Errorf("%w: the process limit is reached (%v; RLIMIT_NPROC is %s%s); wait for or kill jobs, or raise the limit",
 		errExhausted, err, nproc, pidsMaxWords())
+}
+
+// processReserve is how many of RLIMIT_NPROC jobs leave to the server's own
+// threads: the Go runtime cannot run without a new thread when it needs
+// one, and a process limit counts threads.
+const processReserve = 16
+
+// processRoom refuses a job (errExhausted) when RLIMIT_NPROC binds this
+// process (not root) and its threads and running jobs come within the
+// reserve of it. Other processes of the same user count toward the limit
+// too and are not seen here: a fork the system refuses is the same refusal.
+func processRoom() error {
+	limit := nprocSoftLimit()
+	if limit <= 0 {
+		return nil
+	}
+	if used := int64(threadsOfSelf()) + jobsRunning(); used >= int64(limit-processReserve) {
+		return processesExhausted(fmt.Errorf("%d threads and jobs of this server, %d kept for its own threads", used, processReserve))
+	}
+	return nil
 }
 
 // jobsRunning is how many jobs of every session run now.

@@ -479,3 +479,28 @@ func availableMemory() int64 {
 	}
 	return limit
 }
+
+// nprocSoftLimit is the soft RLIMIT_NPROC when it binds this process (it
+// is finite and the process is not root), else 0.
+func nprocSoftLimit() int {
+	var lim unix.Rlimit
+	if os.Geteuid() == 0 || unix.Getrlimit(unix.RLIMIT_NPROC, &lim) != nil || lim.Cur > 1<<30 {
+		return 0
+	}
+	return int(lim.Cur)
+}
+
+// threadsOfSelf is how many threads this process has (/proc/self/stat
+// field 20), or 0 when it cannot be read.
+func threadsOfSelf() int {
+	b, err := os.ReadFile("/proc/self/stat")
+	if err != nil {
+		return 0
+	}
+	fields := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+	if len(fields) < 18 {
+		return 0
+	}
+	n, _ := strconv.Atoi(fields[17])
+	return n
+}

@@ -107,3 +107,9 @@ func pidsMaxWords() string { return "" }
 
 // availableMemory is unknown here: no bound by default.
 func availableMemory() int64 { return 0 }
+
+// nprocSoftLimit is unknown here: no reserve is kept.
+func nprocSoftLimit() int { return 0 }
+
+// threadsOfSelf is unknown here.
+func threadsOfSelf() int { return 0 }
