@@ -178,7 +178,7 @@ def nowait_then_wait(c, m):
 # collections up to that much garbage is resident whatever the load was. On a
 # baseline of a few MiB that noise alone exceeds 10%; --rss-slack (KiB) admits
 # it and the report says when it was needed. --rss-slack 0 is the strict check.
-RSS_SLACK_KIB = 4096
+RSS_SLACK_KIB = 2048
 
 
 def rss_ok(base, now):
@@ -225,7 +225,7 @@ def main():
                     help="run the server with GODEBUG=gctrace=1 (its GC lines go to stderr)")
     ap.add_argument("--settle", type=float, default=60, help="seconds to wait for the baseline (default 60)")
     ap.add_argument("--rss-slack", type=int, default=RSS_SLACK_KIB,
-                    help="KiB of RSS growth accepted beyond 10%% (default 4096; 0 = strict 10%%)")
+                    help="KiB of RSS growth accepted beyond 10%% (default 2048; 0 = strict 10%%)")
     a = ap.parse_args()
     RSS_SLACK_KIB = a.rss_slack
     n = a.n if a.n is not None else (1000 if a.small else 10000)
