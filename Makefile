@@ -31,5 +31,13 @@ image-sizes:
 	@$${PODMAN:-podman} image ls --format '{{.Repository}}:{{.Tag}} {{.Size}}' \
 	  | grep -E '^localhost/mcp-exec(-toolbox)?:$(VERSION) ' || echo "no image yet: make image image-toolbox" >&2
 
+# dist: reproducible release binaries (linux and darwin, amd64 and arm64),
+# .deb packages and SHA256SUMS in dist/; npm: the npm packages from them.
+dist:
+	./scripts/dist.sh dist
+
+npm: dist
+	./scripts/npm-pack.sh dist dist/npm
+
 clean:
-	rm -f mcp-exec
+	rm -rf mcp-exec dist

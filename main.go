@@ -5,6 +5,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"runtime"
 	"strings"
 )
 
@@ -91,7 +92,7 @@ func handleFlags(args []string) (settings []string) {
 	}
 	switch args[0] {
 	case "--version", "-version", "-v":
-		fmt.Printf("mcp-exec %s\n", version)
+		fmt.Printf("mcp-exec %s (commit %s, %s)\n", version, commit, runtime.Version())
 		os.Exit(0)
 	case "--help", "-help", "-h":
 		fmt.Print(usage())

@@ -20,9 +20,12 @@ import (
 // method table and writes replies to the transport's replySink. A session
 // owns its jobs; the server owns what all sessions share.
 
-// version is the release, replaced at build time with
-// -ldflags "-X main.version=...".
-var version = "1.0.0"
+// version is the release and commit the source it was built from, set at
+// build time with -ldflags "-X main.version=... -X main.commit=...".
+var (
+	version = "1.0.0"
+	commit  = "unknown"
+)
 
 // maxLineBytes caps one request line. A longer line is answered with a parse
 // error and skipped without being held in memory.

@@ -60,6 +60,9 @@ step "official MCP clients: Inspector CLI 2.12.0 (--protocol-era legacy and mode
 step "official MCP clients over HTTP: TypeScript SDK 1.32.2 (progress over SSE, abort), TypeScript client 2.4.0 (pinned 2026-07-28), Go SDK 1.8.0 streamable"
 ./scripts/http-clients-check.sh
 
+step "release files: make dist twice (identical), npx from the packed npm packages, the .deb installed and removed"
+./scripts/package-check.sh
+
 step "soak, reduced size (scripts/soak.py without --small is the full run)"
 # At this size the baseline is ~6 MiB and idle RSS moves by up to ~1 MiB even
 # after a collection (see scripts/soak.py); the full size passes strictly.
