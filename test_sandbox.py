@@ -678,7 +678,9 @@ def test_tmpdir_differs_per_job(ro_any):
 def test_tmpdir_of_another_job_is_not_writable(ro_any):
     """ATTACK: job B writes into job A's TMPDIR while A runs (a private
     directory is private), and a later job into an earlier job's."""
-    a = ro_any.job('echo "$TMPDIR"; echo secret > "$TMPDIR/s"; exec cat >/dev/null')
+    # The secret is written before the path is shown: the test reads the
+    # directory as soon as it sees the path.
+    a = ro_any.job('echo secret > "$TMPDIR/s"; echo "$TMPDIR"; exec cat >/dev/null')
     try:
         ta = ro_any.poll_output(a, lambda d: d.endswith("\n"))["stdout"]["data"].strip()
         r = attempt(ro_any, 'echo x > {t}/evil; : > {t}/s; rm -f {t}/s; mkdir {t}/d'.format(t=q(ta)))
