@@ -31,8 +31,9 @@ if [ "$(id -u)" = 0 ] && command -v dpkg >/dev/null; then
   # A client that reads the reply before it closes stdin (closing first
   # would cancel the call).
   reply="$(/usr/bin/python3 -c '
-import json, subprocess
-p = subprocess.Popen(["/usr/bin/mcp-exec"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+import json, os, subprocess
+env = {k: v for k, v in os.environ.items() if not k.startswith("MCP_EXEC_")}  # the server refuses settings it does not know
+p = subprocess.Popen(["/usr/bin/mcp-exec"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
 p.stdin.write(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
     "params": {"name": "execute", "arguments": {"command": "echo from the deb"}}}) + "\n")
 p.stdin.flush()
