@@ -30,20 +30,22 @@ func (c confinement) restrictsThread() bool {
 	return c.fsRestricted || c.netOff
 }
 
-// Exit statuses of a launcher that could not confine itself, one per kind
-// of restriction, so the server's startup check can name the setting at
-// fault. A job's own exit statuses are never these, because a launcher that
-// fails never runs the job.
+// What failed to confine a job, one per kind of restriction, so the
+// startup check can name the setting at fault: a thread's restriction
+// reports it in confineError, the rlimits launcher as its exit status (a
+// job's own exit statuses are never these: a launcher that fails never runs
+// the job). The last two are a launcher's exec failures, as a shell says
+// them.
 const (
-	launcherFailedRlimits = 121
-	launcherFailedFS      = 122
-	launcherFailedNet     = 123
-	launcherFailedExec    = 126 // as a shell says it: found but could not run
-	launcherNotFound      = 127 // as a shell says it: not found
+	confineFailedRlimits = 121
+	confineFailedFS      = 122
+	confineFailedNet     = 123
+	launcherFailedExec   = 126 // as a shell says it: found but could not run
+	launcherNotFound     = 127 // as a shell says it: not found
 )
 
 // confineError is a confinement that could not be applied: which part
-// failed (one of the launcherFailed* statuses) and why.
+// failed (one of the confineFailed* statuses) and why.
 type confineError struct {
 	status int
 	err    error

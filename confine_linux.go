@@ -77,14 +77,14 @@ func (c confinement) restrictThread() error {
 	// Landlock and seccomp both require it of an unprivileged process, and
 	// it keeps a setuid program from running with more than the job has.
 	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
-		return &confineError{launcherFailedFS, fmt.Errorf("prctl(PR_SET_NO_NEW_PRIVS): %w", err)}
+		return &confineError{confineFailedFS, fmt.Errorf("prctl(PR_SET_NO_NEW_PRIVS): %w", err)}
 	}
 	if err := c.restrictLandlock(); err != nil {
 		return err
 	}
 	if c.netOff {
 		if err := denyIPSockets(); err != nil {
-			return &confineError{launcherFailedNet, fmt.Errorf("seccomp filter: %w (network off needs seccomp filters: Linux 3.17 or later, allowed by podman's and docker's default profiles)", err)}
+			return &confineError{confineFailedNet, fmt.Errorf("seccomp filter: %w (network off needs seccomp filters: Linux 3.17 or later, allowed by podman's and docker's default profiles)", err)}
 		}
 	}
 	return nil
@@ -99,7 +99,7 @@ func setRlimits(limits []rlimit) error {
 		// its own raised RLIMIT_NOFILE at exec.
 		lim := syscall.Rlimit{Cur: l.value, Max: l.value}
 		if err := syscall.Setrlimit(l.resource, &lim); err != nil {
-			return &confineError{launcherFailedRlimits, fmt.Errorf("setrlimit %s=%d: %w", rlimitName(l.resource), l.value, err)}
+			return &confineError{confineFailedRlimits, fmt.Errorf("setrlimit %s=%d: %w", rlimitName(l.resource), l.value, err)}
 		}
 	}
 	return nil
@@ -112,9 +112,9 @@ func setRlimits(limits []rlimit) error {
 // 6+), so a job cannot signal the server or another job.
 func (c confinement) restrictLandlock() error {
 	abi, err := landlockABI()
-	failed := launcherFailedFS
+	failed := confineFailedFS
 	if !c.fsRestricted {
-		failed = launcherFailedNet
+		failed = confineFailedNet
 	}
 	if err != nil {
 		if !c.fsRestricted {

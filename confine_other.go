@@ -24,7 +24,7 @@ func (c confinement) restrictThread() error {
 	if !c.fsRestricted && !c.netOff {
 		return nil
 	}
-	return &confineError{launcherFailedFS, errNoConfinement}
+	return &confineError{confineFailedFS, errNoConfinement}
 }
 
 // setRlimits refuses: the launcher runs only on Linux.
@@ -32,7 +32,7 @@ func setRlimits(limits []rlimit) error {
 	if len(limits) == 0 {
 		return nil
 	}
-	return &confineError{launcherFailedRlimits, errNoConfinement}
+	return &confineError{confineFailedRlimits, errNoConfinement}
 }
 
 // rlimitName is the resource's number: no names are known here.

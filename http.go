@@ -3,10 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
 	"crypto/subtle"
 	"crypto/tls"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -14,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -218,7 +217,7 @@ func (t *httpTransport) post(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if !modern && m.id == nil && r.Header.Get("Mcp-Session-Id") == "" &&
-		containsString(modernVersions, r.Header.Get("MCP-Protocol-Version")) {
+		slices.Contains(modernVersions, r.Header.Get("MCP-Protocol-Version")) {
 		modern = true // a modern notification (notifications/cancelled) carries no _meta, only the header
 	}
 	var hs *httpSession
@@ -280,7 +279,7 @@ func (t *httpTransport) ownID(body []byte) ([]byte, json.RawMessage, error) {
 // legacySession finds the session a legacy request belongs to, or makes
 // one for initialize; when it cannot, it answers and returns an error.
 func (t *httpTransport) legacySession(w http.ResponseWriter, r *http.Request, m message) (*httpSession, *rpcError) {
-	if v := r.Header.Get("MCP-Protocol-Version"); v != "" && m.method != "initialize" && !containsString(supportedVersions, v) {
+	if v := r.Header.Get("MCP-Protocol-Version"); v != "" && m.method != "initialize" && !slices.Contains(supportedVersions, v) {
 		e := newError(codeInvalidRequest, "invalid request: MCP-Protocol-Version %q is not one of %s", clipText(v), strings.Join(supportedVersions, ", "))
 		rpcFail(w, http.StatusBadRequest, m.id, e)
 		return nil, e
@@ -310,16 +309,6 @@ func (t *httpTransport) legacySession(w http.ResponseWriter, r *http.Request, m 
 		return nil, e
 	}
 	return hs, nil
-}
-
-// containsString reports whether list holds s.
-func containsString(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
 }
 
 // checkModernHeaders checks the headers a 2026-07-28 request must carry
@@ -390,13 +379,6 @@ func (t *httpTransport) open() (*httpSession, error) {
 	hs := &httpSession{ss: ss}
 	hs.lastUsed.Store(time.Now().UnixNano())
 	return hs, nil
-}
-
-// randomID is 128 random bits in hex.
-func randomID() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:]) // never fails: crypto/rand panics rather than return an error
-	return hex.EncodeToString(b[:])
 }
 
 // handle passes one message to the session.

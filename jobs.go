@@ -206,12 +206,17 @@ func commandWords(req startRequest) string {
 // Caller holds r.mu.
 func (r *registry) newID() string {
 	if r.randomIDs {
-		var b [16]byte
-		_, _ = rand.Read(b[:]) // never fails: crypto/rand panics rather than return an error
-		return hex.EncodeToString(b[:])
+		return randomID()
 	}
 	r.nextID++
 	return strconv.FormatUint(r.nextID, 10)
+}
+
+// randomID is 128 random bits in hex: unguessable job and session ids.
+func randomID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // never fails: crypto/rand panics rather than return an error
+	return hex.EncodeToString(b[:])
 }
 
 // jobSlots counts running jobs across sessions, for MCP_EXEC_MAX_JOBS.
@@ -361,7 +366,7 @@ func (j *job) launch(cfg *config, req startRequest, onExit func(exitStatus)) err
 		case errors.Is(err, syscall.EAGAIN):
 			return processesExhausted(err)
 		case errors.Is(err, syscall.EMFILE), errors.Is(err, syscall.ENFILE):
-			return fdsExhausted(fdSoftLimit())
+			return fdsExhausted(fdLimit())
 		}
 		return fmt.Errorf("start %s: %w", path, err)
 	}
@@ -439,7 +444,7 @@ func makeJobPipes() (in, out, errp jobPipe, err error) {
 			_ = m.ours.Close()
 		}
 	}
-	limit := fdSoftLimit()
+	limit := fdLimit()
 	for i := 0; i < 3; i++ {
 		p, err := makeJobPipe(i == 0)
 		if err != nil {
@@ -480,6 +485,13 @@ func processesExhausted(err error) error {
 		errExhausted, err, nproc, pidsMaxWords())
 }
 
+// fdLimit and nprocLimit are read once: they bind the whole process, and
+// spawning a job should not cost a getrlimit each.
+var (
+	fdLimit    = sync.OnceValue(fdSoftLimit)
+	nprocLimit = sync.OnceValue(nprocSoftLimit)
+)
+
 // processReserve is how many of RLIMIT_NPROC jobs leave to the server's own
 // threads: the Go runtime cannot run without a new thread when it needs
 // one, and a process limit counts threads.
@@ -490,7 +502,7 @@ const processReserve = 16
 // reserve of it. Other processes of the same user count toward the limit
 // too and are not seen here: a fork the system refuses is the same refusal.
 func processRoom() error {
-	limit := nprocSoftLimit()
+	limit := nprocLimit()
 	if limit <= 0 {
 		return nil
 	}

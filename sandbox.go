@@ -87,7 +87,7 @@ func runLauncher(args []string) {
 		launcherFail(launcherFailedExec, err)
 	}
 	if err := setRlimits(limits); err != nil {
-		launcherFail(launcherFailedRlimits, fmt.Errorf("cannot limit the job: %w", err))
+		launcherFail(confineFailedRlimits, fmt.Errorf("cannot limit the job: %w", err))
 	}
 	if path == "" {
 		os.Exit(0) // a probe: limited, so it works
@@ -139,9 +139,9 @@ func checkConfinement(cfg *config) error {
 		return nil
 	}
 	setting := map[int]string{
-		launcherFailedRlimits: "MCP_EXEC_RLIMITS",
-		launcherFailedFS:      "MCP_EXEC_SANDBOX=" + cfg.sandbox,
-		launcherFailedNet:     "MCP_EXEC_NETWORK=off",
+		confineFailedRlimits: "MCP_EXEC_RLIMITS",
+		confineFailedFS:      "MCP_EXEC_SANDBOX=" + cfg.sandbox,
+		confineFailedNet:     "MCP_EXEC_NETWORK=off",
 	}[status]
 	if setting == "" {
 		setting = "MCP_EXEC_SANDBOX, MCP_EXEC_NETWORK or MCP_EXEC_RLIMITS"
@@ -150,7 +150,7 @@ func checkConfinement(cfg *config) error {
 }
 
 // probeConfinement starts the launcher once under c, with no program, and
-// returns nil when it ran, or the launcherFailed* status of what failed and
+// returns nil when it ran, or the confineFailed* status of what failed and
 // why. The server calls it at startup: a sandbox the kernel
 // cannot enforce stops the server instead of leaving jobs unconfined.
 func probeConfinement(c confinement) (int, error) {

@@ -55,7 +55,8 @@ var windowMemory struct {
 	limit atomic.Int64 // MCP_EXEC_MEMORY_LIMIT; 0: no bound
 
 	mu     sync.Mutex             // guards all and lastGC, and makes one eviction at a time
-	all    []weak.Pointer[window] // every window made, while it lives
+	all    []weak.Pointer[window] // every window made, while it lives (dead ones until the next compaction)
+	live   int                    // len(all) after the last compaction
 	lastGC time.Time              // when boundWindows last collected garbage
 }
 
@@ -75,9 +76,26 @@ func newWindow(limit, headLimit int) *window {
 	// Garbage holds nothing: when the window goes, so does its count.
 	runtime.AddCleanup(win, func(h *windowHeld) { windowMemory.used.Add(-h.bytes.Load()) }, win.held)
 	windowMemory.mu.Lock()
+	if len(windowMemory.all) >= 2*windowMemory.live+1024 { // amortized: the list would grow with every job ever run
+		windowMemory.all = liveWindows(windowMemory.all)
+		windowMemory.live = len(windowMemory.all)
+	}
 	windowMemory.all = append(windowMemory.all, weak.Make(win))
 	windowMemory.mu.Unlock()
 	return win
+}
+
+// liveWindows keeps the pointers of all whose windows still live, in
+// place. Caller holds windowMemory.mu.
+func liveWindows(all []weak.Pointer[window]) []weak.Pointer[window] {
+	live := all[:0]
+	for _, p := range all {
+		if p.Value() != nil {
+			live = append(live, p)
+		}
+	}
+	clear(all[len(live):]) // let the dead pointers go
+	return live
 }
 
 // keepHead copies what of p, written at absolute offset at, falls in the
@@ -498,16 +516,14 @@ func boundWindows() {
 			return
 		}
 	}
-	live := windowMemory.all[:0]
-	var strong []*window
+	windowMemory.all = liveWindows(windowMemory.all)
+	windowMemory.live = len(windowMemory.all)
+	strong := make([]*window, 0, len(windowMemory.all))
 	for _, p := range windowMemory.all {
 		if w := p.Value(); w != nil {
-			live = append(live, p)
 			strong = append(strong, w)
 		}
 	}
-	clear(windowMemory.all[len(live):]) // let the dead pointers go
-	windowMemory.all = live
 	slices.SortFunc(strong, func(a, b *window) int { return cmp.Compare(b.held.bytes.Load(), a.held.bytes.Load()) })
 	target := limit - limit/10
 	for _, w := range strong {

@@ -720,3 +720,22 @@ func TestMemoryBoundFreesFullRings(t *testing.T) {
 	}
 	runtime.KeepAlive(windows)
 }
+
+// TestWindowListForgetsDeadWindows: the memory bound's list of windows is
+// compacted as windows are made, so it does not grow with every job ever
+// run (it did, until a bound was hit).
+func TestWindowListForgetsDeadWindows(t *testing.T) {
+	for i := 0; i < 5000; i++ {
+		_ = newWindow(1024, 0) // garbage at once
+	}
+	runtime.GC()
+	for i := 0; i < 5000; i++ {
+		_ = newWindow(1024, 0)
+	}
+	windowMemory.mu.Lock()
+	n := len(windowMemory.all)
+	windowMemory.mu.Unlock()
+	if n > 8000 {
+		t.Errorf("%d windows listed after 10,000 made and dropped", n)
+	}
+}
