@@ -184,7 +184,8 @@ func spawnNotify(spec spawnSpec, onExit func(exitStatus)) (int, error) {
 // spawnConfined is spawnNotify from a thread of its own that is first
 // restricted by spec.confine. The thread ends with the spawn: it is never
 // unlocked, so the Go runtime discards it instead of running anything else
-// on it.
+// on it. The main thread is the exception: the runtime cannot end it and
+// parks it for good instead, restricted, so it is never the one restricted.
 func spawnConfined(spec spawnSpec, onExit func(exitStatus)) (int, error) {
 	type spawned struct {
 		pid int
@@ -193,6 +194,14 @@ func spawnConfined(spec spawnSpec, onExit func(exitStatus)) (int, error) {
 	result := make(chan spawned, 1) // carries the one spawn's outcome back
 	go func() {
 		runtime.LockOSThread() // for good: see above
+		if onMainThread() {
+			// Held here, the main thread cannot take the next try: it
+			// lands on another thread, and this one goes back unrestricted.
+			pid, err := spawnConfined(spec, onExit)
+			runtime.UnlockOSThread()
+			result <- spawned{pid, err}
+			return
+		}
 		if err := spec.confine.restrictThread(); err != nil {
 			result <- spawned{0, err}
 			return

@@ -504,3 +504,6 @@ func threadsOfSelf() int {
 	n, _ := strconv.Atoi(fields[17])
 	return n
 }
+
+// onMainThread reports whether the calling thread is the process's first.
+func onMainThread() bool { return unix.Gettid() == unix.Getpid() }

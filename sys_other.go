@@ -113,3 +113,6 @@ func nprocSoftLimit() int { return 0 }
 
 // threadsOfSelf is unknown here.
 func threadsOfSelf() int { return 0 }
+
+// onMainThread cannot tell here; nothing restricts a thread on this system.
+func onMainThread() bool { return false }
