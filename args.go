@@ -28,6 +28,14 @@ type (
 	jobID string
 	// replyBytes is a reply budget: a whole number of bytes, at least 1024.
 	replyBytes int
+	// byteCount is a whole number of bytes, 0 or more.
+	byteCount int64
+	// looseEnv is an env overlay whose unusable names are dropped, not
+	// refused, as the exec-mcp gateway has it.
+	looseEnv map[string]string
+	// argList is a program's arguments: strings, or numbers taken as they
+	// are spelled, as the Shell toolkit has it.
+	argList []string
 )
 
 // argKind decodes and describes the arguments of one Go type.
@@ -57,6 +65,9 @@ var argKinds = map[reflect.Type]argKind{
 	reflect.TypeFor[syscall.Signal]():    kindOf(parseSignal, schemaOfType("string")),
 	reflect.TypeFor[untilSpec]():         kindOf(parseUntilSpec, untilSchema),
 	reflect.TypeFor[ttySpec]():           kindOf(parseTTYSpec, ttySchema),
+	reflect.TypeFor[byteCount]():         kindOf(decodeByteCount, byteCountSchema),
+	reflect.TypeFor[looseEnv]():          kindOf(decodeLooseEnv, envSchema),
+	reflect.TypeFor[argList]():           kindOf(decodeArgList, argListSchema),
 }
 
 // param is one argument of a tool, read from its args struct.
@@ -265,6 +276,84 @@ func decodeReplyBytes(r json.RawMessage) (replyBytes, error) {
 		return 0, fmt.Errorf("must be a whole number of bytes, at least %d, got %s", minReplyBytes, clip(r))
 	}
 	return replyBytes(min(n, math.MaxInt32)), nil
+}
+
+// decodeByteCount takes a whole number of bytes, 0 or more.
+func decodeByteCount(r json.RawMessage) (byteCount, error) {
+	n, err := parseInteger(r)
+	if err != nil || n < 0 {
+		return 0, fmt.Errorf("must be a whole number of bytes, 0 or more, got %s", clip(r))
+	}
+	return byteCount(n), nil
+}
+
+// decodeLooseEnv takes an object of strings and keeps the entries whose
+// names a shell could set, dropping the rest.
+func decodeLooseEnv(r json.RawMessage) (looseEnv, error) {
+	obj, err := decodeObject(r)
+	if err != nil {
+		return nil, fmt.Errorf("must be an object of strings: %v", err)
+	}
+	env := make(looseEnv, len(obj))
+	for k, v := range obj {
+		var s string
+		if json.Unmarshal(v, &s) != nil {
+			return nil, fmt.Errorf("value of %q must be a string, got %s", k, clip(v))
+		}
+		if shellName(k) && !strings.ContainsRune(s, 0) {
+			env[k] = s
+		}
+	}
+	return env, nil
+}
+
+// shellName reports whether name is a portable variable name:
+// [A-Za-z_][A-Za-z0-9_]*.
+func shellName(name string) bool {
+	for i := 0; i < len(name); i++ {
+		b := name[i]
+		if b != '_' && !isLetter(b) && !(i > 0 && b >= '0' && b <= '9') {
+			return false
+		}
+	}
+	return name != ""
+}
+
+// decodeArgList takes an array of strings and numbers (a number stands for
+// its JSON spelling), none holding a NUL byte.
+func decodeArgList(r json.RawMessage) (argList, error) {
+	var items []json.RawMessage
+	if json.Unmarshal(r, &items) != nil || items == nil {
+		return nil, fmt.Errorf("must be an array of strings, got %s", clip(r))
+	}
+	args := make(argList, len(items))
+	for i, item := range items {
+		var s string
+		switch {
+		case json.Unmarshal(item, &s) == nil:
+		case isJSONNumber(item):
+			s = string(item)
+		default:
+			return nil, fmt.Errorf("must be an array of strings, but item %d is %s", i, clip(item))
+		}
+		if strings.ContainsRune(s, 0) {
+			return nil, fmt.Errorf("item %d contains a NUL byte, which would cut the argument short", i)
+		}
+		args[i] = s
+	}
+	return args, nil
+}
+
+// isJSONNumber reports whether r is a JSON number.
+func isJSONNumber(r json.RawMessage) bool {
+	var n json.Number
+	return len(r) > 0 && (r[0] == '-' || r[0] >= '0' && r[0] <= '9') && json.Unmarshal(r, &n) == nil
+}
+
+func byteCountSchema() map[string]any { return map[string]any{"type": "integer", "minimum": 0} }
+
+func argListSchema() map[string]any {
+	return map[string]any{"type": "array", "items": map[string]any{"type": []string{"string", "number"}}}
 }
 
 func argvSchema() map[string]any {

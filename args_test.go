@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"reflect"
 	"strings"
 	"syscall"
@@ -54,14 +55,14 @@ func bind(tool *toolSpec, raw map[string]json.RawMessage) (reflect.Value, error)
 // and an unknown argument is refused naming it and the accepted ones.
 func TestBindArgs(t *testing.T) {
 	t.Parallel()
-	if len(tools) != 7 {
-		t.Fatalf("%d tools, want 7", len(tools))
+	if len(jobTools) != 7 {
+		t.Fatalf("%d tools, want 7", len(jobTools))
 	}
 	if len(goodValue) != len(argKinds) || len(wrongValue) != len(argKinds) {
 		t.Fatalf("goodValue and wrongValue need one value per argument type (%d)", len(argKinds))
 	}
-	for i := range tools {
-		tool := &tools[i]
+	for i := range jobTools {
+		tool := &jobTools[i]
 		t.Run(tool.name, func(t *testing.T) {
 			t.Parallel()
 			good := map[string]json.RawMessage{}
@@ -76,13 +77,13 @@ func TestBindArgs(t *testing.T) {
 				if args.Field(p.field).IsZero() && p.typ != reflect.TypeFor[seconds]() {
 					t.Errorf("%s: a valid value left the field empty", p.name)
 				}
-				raw := maps(good)
+				raw := maps.Clone(good)
 				raw[p.name] = json.RawMessage(wrongValue[p.typ])
 				_, err := bind(tool, raw)
 				checkMentions(t, fmt.Sprintf("%s with %s=%s", tool.name, p.name, wrongValue[p.typ]), err, []string{"invalid", p.name})
 
 				for _, absent := range []bool{false, true} {
-					raw = maps(good)
+					raw = maps.Clone(good)
 					if absent {
 						delete(raw, p.name)
 					} else {
@@ -96,7 +97,7 @@ func TestBindArgs(t *testing.T) {
 					}
 				}
 			}
-			raw := maps(good)
+			raw := maps.Clone(good)
 			raw["no_such_argument"] = json.RawMessage(`1`)
 			_, err = bind(tool, raw)
 			mention := []string{"invalid", `unknown argument "no_such_argument" for ` + tool.name, "accepted:"}
@@ -125,7 +126,7 @@ func TestBindArgs(t *testing.T) {
 			{"output", "stdout", `{"tail": -1.5}`, []string{"stdout", "tail"}},
 		}
 		for _, tc := range invalid {
-			tool := toolsByName[tc.tool]
+			tool := jobToolsByName[tc.tool]
 			raw := requiredOnly(tool)
 			raw[tc.arg] = json.RawMessage(tc.value)
 			_, err := bind(tool, raw)
@@ -149,11 +150,11 @@ func requiredOnly(tool *toolSpec) map[string]json.RawMessage {
 // and for the items of job_ids.
 func TestIntegerJobIDsAreTheirDecimalStrings(t *testing.T) {
 	t.Parallel()
-	args, err := bind(toolsByName["status"], map[string]json.RawMessage{"job_id": json.RawMessage(`7`)})
+	args, err := bind(jobToolsByName["status"], map[string]json.RawMessage{"job_id": json.RawMessage(`7`)})
 	if err != nil || args.Interface().(statusArgs).JobID != "7" {
 		t.Errorf("status job_id 7: %v, %v", args, err)
 	}
-	args, err = bind(toolsByName["wait"], map[string]json.RawMessage{"job_ids": json.RawMessage(`[12345678901234567890, "x", -3]`)})
+	args, err = bind(jobToolsByName["wait"], map[string]json.RawMessage{"job_ids": json.RawMessage(`[12345678901234567890, "x", -3]`)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -166,35 +167,26 @@ func TestIntegerJobIDsAreTheirDecimalStrings(t *testing.T) {
 // together, sorted, so the message does not depend on map order.
 func TestUnknownArgumentsAllNamed(t *testing.T) {
 	t.Parallel()
-	raw := requiredOnly(toolsByName["execute"])
+	raw := requiredOnly(jobToolsByName["execute"])
 	raw["timeout"], raw["b"] = json.RawMessage(`1`), json.RawMessage(`null`)
-	_, err := bind(toolsByName["execute"], raw)
+	_, err := bind(jobToolsByName["execute"], raw)
 	want := `unknown arguments "b", "timeout" for execute (accepted: command, argv, cwd, env, stdin, close_stdin, nowait, capture, time_limit, yield_after, tty, max_reply_bytes)`
 	if err == nil || !strings.Contains(err.Error(), want) {
 		t.Errorf("got %v, want it to contain %s", err, want)
 	}
-	_, err = bind(toolsByName["list_jobs"], map[string]json.RawMessage{"x": json.RawMessage(`1`)})
+	_, err = bind(jobToolsByName["list_jobs"], map[string]json.RawMessage{"x": json.RawMessage(`1`)})
 	if err == nil || !strings.Contains(err.Error(), `unknown argument "x" for list_jobs (accepted: none)`) {
 		t.Errorf("list_jobs with x: %v", err)
 	}
-}
-
-// maps copies m.
-func maps(m map[string]json.RawMessage) map[string]json.RawMessage {
-	c := make(map[string]json.RawMessage, len(m))
-	for k, v := range m {
-		c[k] = v
-	}
-	return c
 }
 
 // TestUnknownArgumentMessageStaysShort: a huge unknown argument name is
 // clipped in the refusal, which must not grow with what the caller sent.
 func TestUnknownArgumentMessageStaysShort(t *testing.T) {
 	t.Parallel()
-	raw := requiredOnly(toolsByName["status"])
+	raw := requiredOnly(jobToolsByName["status"])
 	raw[strings.Repeat("x", 100000)] = json.RawMessage(`1`)
-	_, err := bind(toolsByName["status"], raw)
+	_, err := bind(jobToolsByName["status"], raw)
 	if err == nil || len(err.Error()) > 400 || !strings.Contains(err.Error(), "unknown argument") {
 		t.Errorf("refusal of %d bytes: %.200v", len(fmt.Sprint(err)), err)
 	}

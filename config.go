@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -57,7 +58,27 @@ type config struct {
 	tlsKey         string        // its key file
 	maxSessions    int           // open HTTP sessions at most; 0: no limit
 	sessionIdle    time.Duration // an HTTP session idle this long ends, with its jobs; 0: never
+
+	// Tool sets: which contracts a session offers.
+	toolSets         []string      // jobs, exec, shell: in the order tools/list shows them
+	toolPrefix       string        // the shell set's tool names start with it and "_"
+	shellOutputBytes int           // the shell set's output budget per stream
+	shellOutputLines int           // and its line budget per stream
+	maxTimeLimit     time.Duration // the longest time limit a call may ask for; 0: any
 }
+
+// Tool sets (MCP_EXEC_TOOLS).
+const (
+	toolSetJobs  = "jobs"  // the seven 1.0 tools
+	toolSetExec  = "exec"  // the exec-mcp gateway's exec tool
+	toolSetShell = "shell" // the Shell toolkit's six tools
+)
+
+// toolSetNames lists the tool sets MCP_EXEC_TOOLS accepts.
+var toolSetNames = []string{toolSetJobs, toolSetExec, toolSetShell}
+
+// offers reports whether the configuration offers tool set name.
+func (c *config) offers(name string) bool { return slices.Contains(c.toolSets, name) }
 
 // Profiles: compat keeps 1.0's defaults; agent sizes them for LLM hosts.
 const (
@@ -201,9 +222,68 @@ var configVars = []configVar{
 		func(c *config, v string) (err error) { c.maxSessions, err = parseCount(v); return }},
 	{"MCP_EXEC_SESSION_IDLE", "3600", "", "seconds an HTTP session may sit idle before it ends with its jobs; 0 = never (>= 0)",
 		func(c *config, v string) (err error) { c.sessionIdle, err = parseSeconds(v, true); return }},
+	{"MCP_EXEC_MAX_TIME_LIMIT", "0", "", "the longest time limit a call may ask for (time_limit, timeout_seconds, timeout), in seconds; longer is refused; 0 = any (>= 0)",
+		func(c *config, v string) (err error) { c.maxTimeLimit, err = parseSeconds(v, true); return }},
+	{"MCP_EXEC_TOOLS", toolSetJobs, "", "the tool sets offered, a comma list of jobs (the seven job tools), exec (the exec-mcp gateway's exec tool) and shell (the Shell toolkit's six tools)",
+		func(c *config, v string) (err error) { c.toolSets, err = parseToolSets(v); return }},
+	{"MCP_EXEC_TOOL_PREFIX", "sh", "", "the shell set's tool names are PREFIX_run, PREFIX_start, ...: a letter, then letters, digits, - (at most 32)",
+		func(c *config, v string) error {
+			if !validToolPrefix(v) {
+				return errors.New("must be a letter followed by letters, digits or -, at most 32 in all")
+			}
+			c.toolPrefix = v
+			return nil
+		}},
+	{"MCP_EXEC_SHELL_MAX_OUTPUT_BYTES", "32768", "", "the shell set's output budget per stream: past it a result keeps the first quarter and the last three quarters (>= 1024)",
+		func(c *config, v string) (err error) { c.shellOutputBytes, err = parseBytes(v, 1024); return }},
+	{"MCP_EXEC_SHELL_MAX_OUTPUT_LINES", "1000", "", "the shell set's line budget per stream, applied with the byte budget (>= 10)",
+		func(c *config, v string) (err error) {
+			if c.shellOutputLines, err = strconv.Atoi(v); err != nil || c.shellOutputLines < 10 {
+				return errors.New("must be a whole number of lines, at least 10")
+			}
+			return nil
+		}},
 	{"MCP_EXEC_DEBUG", "0", "", "1 serves the debug/stats method (goroutines, fds, RSS) for tests and soak runs",
 		func(c *config, v string) (err error) { c.debug, err = parseSwitch(v); return }},
 }
+
+// The shell set's limits on finished jobs when none is set.
+const (
+	shellJobTTL      = time.Hour
+	shellMaxFinished = 100
+)
+
+// parseToolSets reads MCP_EXEC_TOOLS: a comma list of distinct set names.
+func parseToolSets(v string) ([]string, error) {
+	sets, err := parseList(v, "tool set")
+	if err != nil {
+		return nil, err
+	}
+	for i, name := range sets {
+		if !slices.Contains(toolSetNames, name) {
+			return nil, fmt.Errorf("unknown tool set %q (the sets are %s)", name, strings.Join(toolSetNames, ", "))
+		}
+		if slices.Contains(sets[:i], name) {
+			return nil, fmt.Errorf("tool set %s is given twice", name)
+		}
+	}
+	return sets, nil
+}
+
+// validToolPrefix accepts what keeps PREFIX_output a valid tool name.
+func validToolPrefix(v string) bool {
+	if v == "" || len(v) > 32 || !isLetter(v[0]) {
+		return false
+	}
+	for i := 0; i < len(v); i++ {
+		if b := v[i]; !isLetter(b) && !(b >= '0' && b <= '9') && b != '-' {
+			return false
+		}
+	}
+	return true
+}
+
+func isLetter(b byte) bool { return b >= 'a' && b <= 'z' || b >= 'A' && b <= 'Z' }
 
 // parseSwitch reads 0 or 1.
 func parseSwitch(v string) (bool, error) {
@@ -356,6 +436,16 @@ func loadConfig(environ []string) (*config, error) {
 	}
 	if err := checkListen(c); err != nil {
 		return nil, err
+	}
+	if c.offers(toolSetShell) {
+		// The shell set's jobs are never collected: they are polled, then
+		// forgotten when old, as the toolkit forgets them.
+		if _, explicit := given["MCP_EXEC_JOB_TTL"]; !explicit {
+			c.jobTTL = shellJobTTL
+		}
+		if _, explicit := given["MCP_EXEC_MAX_FINISHED"]; !explicit {
+			c.maxFinished = shellMaxFinished
+		}
 	}
 	if c.sandbox == sandboxRoots && c.roots == nil {
 		return nil, errors.New("MCP_EXEC_SANDBOX=roots makes only MCP_EXEC_ROOTS writable, and MCP_EXEC_ROOTS is not set; set it, or use read-only")

@@ -21,3 +21,15 @@ var (
 	errRefused       = errors.New("refused by policy")
 	errExhausted     = errors.New("cannot start a job")
 )
+
+// errTooManyJobs is a refusal because MCP_EXEC_MAX_JOBS jobs run already,
+// for the contracts that report it in a shape of their own.
+var errTooManyJobs = errors.New("too many running jobs")
+
+// tooManyJobs is such a refusal: its text is its own, and it is both
+// errRefused and errTooManyJobs.
+type tooManyJobs struct{ text string }
+
+func (e tooManyJobs) Error() string { return e.text }
+
+func (e tooManyJobs) Is(target error) bool { return target == errRefused || target == errTooManyJobs }

@@ -31,9 +31,11 @@ type outcome struct {
 	exitCode   int
 	signal     syscall.Signal
 	startError string
-	timedOut   bool       // its time limit ended it
-	usage      *jobUsage  // nil unless MCP_EXEC_USAGE is on
-	survivors  []procInfo // processes of its group or session alive when the shell exited
+	startErrno syscall.Errno // the system's error number of startError, 0 when none applies
+	wall       time.Duration // from the start to the shell's exit
+	timedOut   bool          // its time limit ended it
+	usage      *jobUsage     // nil unless MCP_EXEC_USAGE is on
+	survivors  []procInfo    // processes of its group or session alive when the shell exited
 }
 
 // jobUsage is what a job used: its shell's wait4 usage and its wall time.
@@ -57,17 +59,36 @@ type job struct {
 	done     chan struct{}              // closed once final is set; never reopened
 	final    outcome                    // written once, before done is closed
 	timedOut atomic.Bool                // its time limit fired before it ended
+	killSent atomic.Bool                // a kill was sent on a caller's behalf (the shell set's kill, or its time limit)
 	limit    atomic.Pointer[time.Timer] // the time limit's timer, stopped when the job ends
 
 	tmpDir   string        // the private TMPDIR of a sandboxed job; "" for none
 	command  string        // what was asked to run, its first characters, for job events
+	program  string        // the program asked for (argv[0], or the shell), for the shell set's events
+	set      string        // the tool set that started it: how its events are told
+	silent   bool          // it sends no events
 	stdinIno uint64        // inode of the stdin pipe, to see a process blocked reading it
 	inputMu  sync.Mutex    // guards sighting
 	sighting inputSighting // the last time a process was seen blocked reading stdin
 
+	// eventMu orders the job's two events: guards announced and endHeld.
+	// The end can be published before start returns, so whichever comes
+	// second tells both. Events are sent under it: sending never blocks.
+	eventMu   sync.Mutex
+	announced bool // its start was told
+	endHeld   bool // its end came before its start was told
+
 	elem         *list.Element // place in registry.order; guarded by registry.mu
 	watchers     int           // waits, kills and executes under way on the job; guarded by registry.mu
 	finishedSeen bool          // the limits on finished jobs were applied to it; guarded by registry.mu
+}
+
+// runtime is how long the job ran: until its shell exited, or until now.
+func (j *job) runtime() time.Duration {
+	if j.terminal() {
+		return j.final.wall
+	}
+	return time.Since(j.started)
 }
 
 // terminal reports whether the job has finished.
@@ -92,6 +113,15 @@ type startRequest struct {
 	policy     capturePolicy
 	streamed   bool     // a reader takes the output as it comes: the pumps wait for it
 	tty        *ttySpec // run on a pseudo-terminal of this size; nil: on pipes
+
+	// For the other tool sets' contracts; zero values are the jobs set's.
+	set        string                                    // the tool set asking: how events are told
+	silent     bool                                      // send no events: the caller blocks on it anyway
+	name       func(seq uint64, unguessable bool) string // mints the job id; nil: the next number
+	unsetEnv   []string                                  // variables removed from the job's environment
+	keepHead   int                                       // first bytes of each stream kept, at least
+	keepTail   int                                       // last bytes of each stream kept, at least
+	keepFailed bool                                      // a job that cannot start stays listed, finished
 }
 
 // registry holds the jobs of one client session. Jobs of different sessions
@@ -136,22 +166,23 @@ func (r *registry) start(req startRequest) (*job, bool, error) {
 	if r.cfg.maxJobs > 0 && r.running >= r.cfg.maxJobs {
 		ids := r.runningIDsLocked()
 		r.mu.Unlock()
-		return nil, false, fmt.Errorf("%w: %d jobs are running and MCP_EXEC_MAX_JOBS is %d (running: %s); wait for one or kill one first",
-			errRefused, len(ids), r.cfg.maxJobs, strings.Join(ids, ", "))
+		return nil, false, tooManyJobs{fmt.Sprintf("%v: %d jobs are running and MCP_EXEC_MAX_JOBS is %d (running: %s); wait for one or kill one first",
+			errRefused, len(ids), r.cfg.maxJobs, strings.Join(ids, ", "))}
 	}
 	if !r.everywhere.take(r.cfg.maxJobs) {
 		r.mu.Unlock()
-		return nil, false, fmt.Errorf("%w: %d jobs are running across all sessions and MCP_EXEC_MAX_JOBS is %d; wait for one or kill one first",
-			errRefused, r.everywhere.count(), r.cfg.maxJobs)
+		return nil, false, tooManyJobs{fmt.Sprintf("%v: %d jobs are running across all sessions and MCP_EXEC_MAX_JOBS is %d; wait for one or kill one first",
+			errRefused, r.everywhere.count(), r.cfg.maxJobs)}
 	}
 	r.running++ // the slot is taken before the fork, so no two starts can both take the last
-	id := r.newID()
+	id := r.newID(req)
 	r.mu.Unlock()
 	jobsStarted.Add(1)
 
+	windowBytes, headBytes := max(r.cfg.maxOutputBytes, req.keepTail), max(r.cfg.keepHeadBytes, req.keepHead)
 	j := &job{id: id, policy: req.policy, done: make(chan struct{}), started: time.Now(), command: commandWords(req),
-		stdout: newWindow(r.cfg.maxOutputBytes, r.cfg.keepHeadBytes), stderr: newWindow(r.cfg.maxOutputBytes, r.cfg.keepHeadBytes)}
-	r.event(j, "started") // before the fork: the job may finish before launch returns
+		program: programOf(r.cfg, req), set: req.set, silent: req.silent,
+		stdout: newWindow(windowBytes, headBytes), stderr: newWindow(windowBytes, headBytes)}
 	err = j.launch(r.cfg, req, func(st exitStatus) { r.exited(j, st) })
 	if err != nil {
 		r.mu.Lock()
@@ -160,20 +191,25 @@ func (r *registry) start(req startRequest) (*job, bool, error) {
 		r.everywhere.give()
 		jobsFailedToStart.Add(1)
 		if errors.Is(err, errExhausted) { // refused before any fork: a tool error, not a start failure
-			r.event(j, "finished")
 			return nil, false, err
 		}
 		j.final = outcome{state: stateError, exitCode: -1, startError: err.Error()}
+		errors.As(err, &j.final.startErrno)
 		close(j.done)
-		r.event(j, "finished")
+		// A job that never ran still starts and ends, once each; the
+		// shell set's contract tells only its end.
+		r.announceStart(j, !req.keepFailed)
+		r.announceEnd(j)
+		if req.keepFailed {
+			r.mu.Lock()
+			r.listLocked(j)
+			r.mu.Unlock()
+		}
 		return j, false, nil
 	}
+	r.announceStart(j, true)
 	r.mu.Lock()
-	r.jobs[id] = j
-	j.elem = r.order.PushBack(j)
-	if j.terminal() { // it ended before it was listed: publish could not expire it
-		r.finishedLocked(j)
-	}
+	r.listLocked(j)
 	r.mu.Unlock()
 	if req.stdin != "" || req.closeStdin {
 		j.stdin.feed(req.stdin, req.closeStdin, j.done)
@@ -181,11 +217,54 @@ func (r *registry) start(req startRequest) (*job, bool, error) {
 	return j, true, nil
 }
 
+// listLocked makes j waitable. Caller holds r.mu.
+func (r *registry) listLocked(j *job) {
+	r.jobs[j.id] = j
+	j.elem = r.order.PushBack(j)
+	if j.terminal() { // it ended before it was listed: publish could not expire it
+		r.finishedLocked(j)
+	}
+}
+
+// announceStart tells onEvent, if set and tell, that j started, and then
+// that it finished if that was published first.
+func (r *registry) announceStart(j *job, tell bool) {
+	j.eventMu.Lock()
+	defer j.eventMu.Unlock()
+	j.announced = true
+	if tell {
+		r.event(j, "started")
+	}
+	if j.endHeld {
+		r.event(j, "finished")
+	}
+}
+
+// announceEnd tells onEvent, if set, that j finished, once its start has
+// been told.
+func (r *registry) announceEnd(j *job) {
+	j.eventMu.Lock()
+	defer j.eventMu.Unlock()
+	if !j.announced {
+		j.endHeld = true // announceStart tells it
+		return
+	}
+	r.event(j, "finished")
+}
+
 // event tells onEvent, if set, that j started or finished.
 func (r *registry) event(j *job, event string) {
-	if r.onEvent != nil {
+	if r.onEvent != nil && !j.silent {
 		r.onEvent(j, event)
 	}
+}
+
+// programOf is the program req asks to run: argv[0], or the shell.
+func programOf(cfg *config, req startRequest) string {
+	if req.argv != nil {
+		return req.argv[0]
+	}
+	return cfg.shellSpelled
 }
 
 // commandWords is the first characters of what req asks to run, for job
@@ -195,20 +274,30 @@ func commandWords(req startRequest) string {
 	if req.argv != nil {
 		s = strings.Join(req.argv, " ")
 	}
-	const most = 120
+	return firstRunes(s, commandEventRunes)
+}
+
+// commandEventRunes is how much of a command a job event tells.
+const commandEventRunes = 120
+
+// firstRunes is s cut to its first most characters.
+func firstRunes(s string, most int) string {
 	if utf8.RuneCountInString(s) <= most {
 		return s
 	}
 	return string([]rune(s)[:most])
 }
 
-// newID names a new job: the next number, or 128 random bits in hex.
-// Caller holds r.mu.
-func (r *registry) newID() string {
+// newID names a new job: as req's tool set names them, else the next
+// number, or 128 random bits in hex. Caller holds r.mu.
+func (r *registry) newID(req startRequest) string {
+	r.nextID++
+	if req.name != nil {
+		return req.name(r.nextID, r.randomIDs)
+	}
 	if r.randomIDs {
 		return randomID()
 	}
-	r.nextID++
 	return strconv.FormatUint(r.nextID, 10)
 }
 
@@ -277,7 +366,7 @@ func (j *job) launch(cfg *config, req startRequest, onExit func(exitStatus)) err
 			return err
 		}
 	}
-	env := mergeEnv(cfg.baseEnv, req.env)
+	env := withoutNames(mergeEnv(cfg.baseEnv, req.env), req.unsetEnv)
 	path, argv := cfg.shell, []string{cfg.shell, "-c", req.command}
 	if req.argv != nil {
 		// Under an allowlist the program is found with the server's PATH:
@@ -558,7 +647,24 @@ func lookPath(program string, env []string) (string, error) {
 			return candidate, nil
 		}
 	}
-	return "", fmt.Errorf("argv[0] %q: not found in PATH (%s)", program, pathList)
+	return "", notFoundError{fmt.Sprintf("argv[0] %q: not found in PATH (%s)", program, pathList)}
+}
+
+// notFoundError is a program missing from PATH: ENOENT, as exec would say.
+type notFoundError struct{ text string }
+
+func (e notFoundError) Error() string { return e.text }
+func (e notFoundError) Unwrap() error { return syscall.ENOENT }
+
+// checkCwd refuses a cwd argument that names no directory; "" is none.
+func checkCwd(dir string) error {
+	if dir == "" {
+		return nil
+	}
+	if err := checkDir(dir); err != nil {
+		return fmt.Errorf("%w: %v", errInvalid, err)
+	}
+	return nil
 }
 
 // checkDir explains a working directory that cannot be used.
@@ -580,6 +686,21 @@ func closeAll(files []*os.File) {
 			_ = f.Close() // best effort: nothing useful to do on failure
 		}
 	}
+}
+
+// withoutNames is env without the variables named; env itself when there
+// are none.
+func withoutNames(env []string, names []string) []string {
+	if len(names) == 0 {
+		return env
+	}
+	kept := make([]string, 0, len(env))
+	for _, kv := range env {
+		if k, _, _ := strings.Cut(kv, "="); !slices.Contains(names, k) {
+			kept = append(kept, kv)
+		}
+	}
+	return kept
 }
 
 // mergeEnv layers overlay on base; later keys replace earlier ones.
@@ -626,7 +747,7 @@ func (r *registry) exited(j *job, st exitStatus) {
 // publish makes the job's outcome final and wakes every waiter. It does not
 // block: it may run on the reaper's goroutine.
 func (r *registry) publish(j *job, st exitStatus, wall time.Duration, survivors []procInfo) {
-	j.final = outcome{state: stateSuccess, exitCode: st.code, signal: st.signal, timedOut: j.timedOut.Load(), survivors: survivors}
+	j.final = outcome{state: stateSuccess, exitCode: st.code, signal: st.signal, timedOut: j.timedOut.Load(), survivors: survivors, wall: wall}
 	if r.cfg.usage {
 		j.final.usage = &jobUsage{st.usage, wall}
 	}
@@ -641,7 +762,7 @@ func (r *registry) publish(j *job, st exitStatus, wall time.Duration, survivors 
 		go j.removeTempUnlessUsed(st.pid) // j.pid may not be set yet: launch can still be returning
 	}
 	j.stdin.shut()
-	r.event(j, "finished")
+	r.announceEnd(j)
 	r.everywhere.give()
 	jobsFinished.Add(1)
 	if j.final.timedOut {
@@ -728,6 +849,27 @@ func (r *registry) lookup(id string) (*job, error) {
 }
 
 // lookupLocked is lookup for a caller that holds r.mu.
+// expiredWhy says why the job id names was forgotten, if it expired.
+func (r *registry) expiredWhy(id string) (string, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	why, ok := r.expired.why[id]
+	return why, ok
+}
+
+// runningJobs lists the running jobs, oldest first.
+func (r *registry) runningJobs() []*job {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var running []*job
+	for e := r.order.Front(); e != nil; e = e.Next() {
+		if j := e.Value.(*job); !j.terminal() {
+			running = append(running, j)
+		}
+	}
+	return running
+}
+
 func (r *registry) lookupLocked(id string) (*job, error) {
 	if j, ok := r.jobs[id]; ok {
 		return j, nil

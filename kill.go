@@ -147,15 +147,24 @@ func (j *job) teardown(grace time.Duration) {
 	}
 }
 
+// killAtOnce is the grace of a time limit that sends KILL without a TERM
+// first, as the Shell toolkit's contract has it.
+const killAtOnce time.Duration = -1
+
 // limitTime ends j if it still runs after limit: TERM to its process group,
-// then, grace later, KILL to whatever of the group is left. Its result then
-// says timed_out. The timer stops when the job ends first.
+// then, grace later, KILL to whatever of the group is left (or KILL alone
+// when grace is killAtOnce). Its result then says timed_out. The timer
+// stops when the job ends first.
 func (j *job) limitTime(limit, grace time.Duration) {
 	t := time.AfterFunc(limit, func() {
 		if j.terminal() {
 			return
 		}
 		j.timedOut.Store(true)
+		if grace == killAtOnce {
+			_ = j.signal(syscall.SIGKILL) // best effort: errors mean the group is gone
+			return
+		}
 		_ = j.signal(syscall.SIGTERM) // best effort: errors mean the group is gone
 		time.AfterFunc(grace, func() {
 			if groupAlive(j.pid) {

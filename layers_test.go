@@ -17,12 +17,14 @@ import (
 // A new file gets a row here; the test fails until it has one.
 var layers = [][]string{
 	{"main.go"},
-	{"stdio.go", "http.go"},     // the transports: one session on stdin/stdout; sessions over HTTP
-	{"server.go"},               // what is process-wide: sessions, signals, shutdown
-	{"rpc.go", "era.go"},        // a session: JSON-RPC framing, dispatch, replies; the protocol revisions
-	{"tools.go"},                // the tool table and handlers
+	{"stdio.go", "http.go"}, // the transports: one session on stdin/stdout; sessions over HTTP
+	{"server.go"},           // what is process-wide: sessions, signals, shutdown
+	{"rpc.go", "era.go"},    // a session: JSON-RPC framing, dispatch, replies; the protocol revisions
+	{"toolsets.go"},         // the tool sets a session may offer
+	{"tools.go", "exectool.go", "shelltools.go"}, // the tool tables and handlers: jobs, exec, shell
 	{"budget.go"},               // cutting results to a reply budget
 	{"results.go"},              // the wire form of results
+	{"shellview.go"},            // the Shell toolkit's view of a stream
 	{"args.go"},                 // typed tool arguments and their schemas
 	{"kill.go", "until.go"},     // kill and teardown of a job's process group; a wait ending early
 	{"jobs.go"},                 // the registry: starting, waiting, delivery

@@ -11,7 +11,6 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
-	"time"
 	"unicode/utf8"
 )
 
@@ -256,7 +255,7 @@ type session struct {
 func newSession(cfg *config, out replySink, activity chan<- struct{}) *session {
 	s := &session{cfg: cfg, reg: newRegistry(cfg), out: out, inflight: map[string]*inflight{},
 		activity: activity}
-	if cfg.jobEvents {
+	if cfg.jobEvents || cfg.offers(toolSetShell) {
 		s.reg.onEvent = s.jobEvent
 	}
 	return s
@@ -269,17 +268,9 @@ func (s *session) jobEvent(j *job, event string) {
 	if !s.eventsOn.Load() {
 		return
 	}
-	params := map[string]any{"job_id": j.id, "event": event, "command": j.command,
-		"runtime_ms": time.Since(j.started).Milliseconds()}
-	o := j.outcome()
-	params["state"] = o.state
-	if event == "finished" {
-		params["exit_code"] = o.exitCode
-		if o.signal > 0 {
-			params["signal"] = signalWords(o.signal)
-		}
+	if params := jobEventParams(s.cfg, j, event); params != nil {
+		notify(s.out, "notifications/job", params)
 	}
-	notify(s.out, "notifications/job", params)
 }
 
 // inflight is a request running on its own goroutine.

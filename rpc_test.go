@@ -511,7 +511,7 @@ func TestTranscriptWrongArgTypes(t *testing.T) {
 	t.Parallel()
 	cl := newRPCClient(t, testConfig())
 	id := 100
-	for _, tool := range tools {
+	for _, tool := range jobTools {
 		for _, a := range tool.params {
 			args := requiredOnly(&tool)
 			args[a.name] = json.RawMessage(wrongValue[a.typ])

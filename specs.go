@@ -417,3 +417,12 @@ func plainText(b []byte) []byte {
 	}
 	return out
 }
+
+// signalName is a signal's conventional name, such as "SIGTERM", or its
+// number when it has none.
+func signalName(sig syscall.Signal) string {
+	if name := unix.SignalName(sig); name != "" {
+		return name
+	}
+	return strconv.Itoa(int(sig))
+}

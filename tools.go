@@ -25,6 +25,11 @@ type toolResult struct {
 	IsError bool          `json:"isError,omitempty"`
 }
 
+// textResult is a successful tools/call result of plain text, not JSON.
+func textResult(text string) toolResult {
+	return toolResult{Content: []textContent{{Type: "text", Text: text}}}
+}
+
 type textContent struct {
 	Type string `json:"type"`
 	Text string `json:"text"`
@@ -109,9 +114,10 @@ func (c *toolCall) holdJobs(params []param, args reflect.Value, readKept bool) e
 // returns errCancelled or a result, a tool error result for anything about
 // argument values or job state.
 func prepareTool(c *toolCall, name string, args json.RawMessage) (run func() (any, error), err error) {
-	t, ok := toolsByName[name]
+	table := toolsFor(c.cfg)
+	t, ok := table.byName[name]
 	if !ok {
-		return nil, fmt.Errorf("%w: %s (the tools are %s)", errUnknownTool, clipText(name), strings.Join(toolNames(), ", "))
+		return nil, fmt.Errorf("%w: %s (the tools are %s)", errUnknownTool, clipText(name), strings.Join(table.names(), ", "))
 	}
 	raw := map[string]json.RawMessage{}
 	if args != nil && !isNull(args) {
@@ -141,6 +147,9 @@ func (c *toolCall) reply(res any, err error) (any, error) {
 	}
 	if text, ok := res.(json.RawMessage); ok { // already encoded by the handler
 		return toolText(text), nil
+	}
+	if plain, ok := res.(toolResult); ok { // plain text, sized by its handler
+		return plain, nil
 	}
 	text, err := fitText(res, c.replyBudget(), c.cost())
 	if err != nil {
@@ -207,6 +216,9 @@ type toolSpec struct {
 	idempotent  bool                  // annotations: calling it again with the same arguments changes nothing more
 	runsJobs    bool                  // annotations follow what jobs may do: the sandbox and the network
 	readsKept   bool                  // finds jobs kept after a cut result
+	// hints, when set, are the tool's annotations as they are (none when
+	// empty): a contract of another system states its own.
+	hints    map[string]any
 	argsType    reflect.Type          // the struct a call's arguments bind into
 	params      []param
 	prepare     func(c *toolCall, raw map[string]json.RawMessage) (func() (any, error), error)
@@ -291,8 +303,8 @@ const streamDoc = `"none" (default), "all" (the retained window), {"tail": N} (l
 
 const replyDoc = "Longest reply line in bytes (>= 1024; default {budget}); a bigger result is cut to head and tail, and output can read the gap."
 
-// tools is the tool table, in the order tools/list shows them.
-var tools = []toolSpec{
+// jobTools is the jobs set's tool table, in the order tools/list shows them.
+var jobTools = []toolSpec{
 	newTool(toolSpec{
 		name:   "execute",
 		title:  "Run a command",
@@ -400,24 +412,6 @@ var tools = []toolSpec{
 	}, runListJobs),
 }
 
-// toolsByName indexes tools.
-var toolsByName = func() map[string]*toolSpec {
-	m := map[string]*toolSpec{}
-	for i := range tools {
-		m[tools[i].name] = &tools[i]
-	}
-	return m
-}()
-
-// toolNames lists the tools in table order.
-func toolNames() []string {
-	names := make([]string, len(tools))
-	for i, t := range tools {
-		names[i] = t.name
-	}
-	return names
-}
-
 // toolLists caches the tools/list result of each configuration and shape.
 var toolLists sync.Map // toolListKey → map[string]any
 
@@ -441,6 +435,7 @@ func toolListFor(cfg *config, structured, modern bool) map[string]any {
 		return l.(map[string]any)
 	}
 	fill := placeholders(cfg)
+	tools := toolsFor(cfg).list
 	list := make([]map[string]any, 0, len(tools))
 	for _, t := range tools {
 		docs := make(map[string]string, len(t.docs))
@@ -451,11 +446,15 @@ func toolListFor(cfg *config, structured, modern bool) map[string]any {
 			"name":        t.name,
 			"description": fill.Replace(t.description),
 			"inputSchema": schemaOf(t.params, docs),
-			"annotations": annotationsFor(t, cfg),
+		}
+		if hints := annotationsFor(t, cfg); len(hints) > 0 {
+			tool["annotations"] = hints
 		}
 		if structured {
 			tool["title"] = t.title
-			tool["outputSchema"] = t.output()
+			if t.output != nil {
+				tool["outputSchema"] = t.output()
+			}
 		}
 		list = append(list, tool)
 	}
@@ -472,6 +471,9 @@ func toolListFor(cfg *config, structured, modern bool) map[string]any {
 // reaches the network unless it is off, and changes nothing under the
 // read-only sandbox.
 func annotationsFor(t toolSpec, cfg *config) map[string]any {
+	if t.hints != nil {
+		return t.hints
+	}
 	readOnly := t.readOnly || t.runsJobs && cfg.sandbox == sandboxReadOnly
 	return map[string]any{
 		"readOnlyHint":    readOnly,
@@ -481,12 +483,12 @@ func annotationsFor(t toolSpec, cfg *config) map[string]any {
 	}
 }
 
-// instructionsFor is the initialize result's advice to the model under cfg.
-func instructionsFor(cfg *config) string {
-	return placeholders(cfg).Replace("Run shell commands as jobs with " + strings.Join(toolNames(), ", ") +
+// jobsInstructions is the jobs set's advice to the model.
+func jobsInstructions(cfg *config) string {
+	return "Run shell commands as jobs with " + strings.Join(toolNamesOf(jobTools), ", ") +
 		"; a finished job's result is delivered once, then the job is gone. " +
 		"Calls over about 60 s time out in many hosts: use nowait:true or yield_after (default {yield}), " +
-		"wait with a timeout below that, and capture {\"tail\": N} on noisy output; replies are cut at {budget}.{policy}")
+		"wait with a timeout below that, and capture {\"tail\": N} on noisy output; replies are cut at {budget}."
 }
 
 // placeholders fills the {names} of descriptions with the values in force.
@@ -500,7 +502,41 @@ func placeholders(cfg *config) *strings.Replacer {
 		"{grace}", secondsWords(cfg.killGrace, "at once"),
 		"{capture}", captureWords(cfg.capture),
 		"{policy}", policyWords(cfg),
+		"{exec_timeout}", secondsWords(execTimeout(cfg), ""),
+		"{exec_max_timeout}", ifSet(cfg.maxTimeLimit > 0, ", at most "+secondsWords(cfg.maxTimeLimit, "")),
+		"{exec_cwd}", execCwdWords(cfg),
+		"{shell_timeout}", secondsWords(shellRunDefault(cfg), ""),
+		"{shell_bytes}", sizeWords(cfg.shellOutputBytes),
+		"{shell_lines}", strconv.Itoa(cfg.shellOutputLines),
+		"{shell_allow}", shellAllowWords(cfg),
+		"{ttl}", secondsWords(cfg.jobTTL, "ever"),
+		"{finished}", strconv.Itoa(cfg.maxFinished),
+		"{max_jobs}", ifSet(cfg.maxJobs > 0, fmt.Sprintf(" At most %d jobs run at once.", cfg.maxJobs)),
 	)
+}
+
+// ifSet is text when cond holds, else "".
+func ifSet(cond bool, text string) string {
+	if cond {
+		return text
+	}
+	return ""
+}
+
+// execCwdWords names the exec tool's default working directory.
+func execCwdWords(cfg *config) string {
+	if cfg.roots != nil {
+		return cfg.roots[0] + "; must be inside " + strings.Join(cfg.roots, ", ")
+	}
+	return "the server's"
+}
+
+// shellAllowWords states the shell set's allow list.
+func shellAllowWords(cfg *config) string {
+	if cfg.allow == nil {
+		return " Any program may run."
+	}
+	return " Allowed (exactly as spelled): " + strings.Join(sortedAllow(cfg), ", ") + "."
 }
 
 // policyWords states the policy in force for tool descriptions, or "" when
@@ -580,7 +616,7 @@ func runExecute(c *toolCall, a *executeArgs) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	limit, err := optionalSeconds("time_limit", a.TimeLimit, c.cfg.timeLimit, false)
+	limit, err := callTimeLimit(c.cfg, "time_limit", a.TimeLimit, c.cfg.timeLimit)
 	if err != nil {
 		return nil, err
 	}
@@ -641,6 +677,18 @@ func startRequestOf(cfg *config, a *executeArgs) (startRequest, error) {
 		req.tty = a.TTY
 	}
 	return req, nil
+}
+
+// callTimeLimit is a call's time limit argument: def when it gives none,
+// else a number of seconds above 0 and, when MCP_EXEC_MAX_TIME_LIMIT is
+// set, not above it.
+func callTimeLimit(cfg *config, name string, given *seconds, def time.Duration) (time.Duration, error) {
+	limit, err := optionalSeconds(name, given, def, false)
+	if err == nil && given != nil && cfg.maxTimeLimit > 0 && limit > cfg.maxTimeLimit {
+		return 0, fmt.Errorf("%w %s: %v s is longer than MCP_EXEC_MAX_TIME_LIMIT allows (%v s)", errRefused, name,
+			float64(*given), cfg.maxTimeLimit.Seconds())
+	}
+	return limit, err
 }
 
 // optionalSeconds is a seconds argument, or def when it was not given. It

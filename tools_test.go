@@ -139,7 +139,7 @@ type jobEntryJSON struct {
 // off, and is read-only under the read-only sandbox; the policy is stated.
 func TestAnnotationsFollowPolicy(t *testing.T) {
 	t.Parallel()
-	execute := *toolsByName["execute"]
+	execute := *jobToolsByName["execute"]
 	plain := annotationsFor(execute, testConfig())
 	if plain["readOnlyHint"] != false || plain["openWorldHint"] != true || plain["destructiveHint"] != true {
 		t.Errorf("execute with no policy: %v", plain)
@@ -150,7 +150,7 @@ func TestAnnotationsFollowPolicy(t *testing.T) {
 	if boxed["readOnlyHint"] != true || boxed["openWorldHint"] != false || boxed["destructiveHint"] != false {
 		t.Errorf("execute under read-only and network off: %v", boxed)
 	}
-	if a := annotationsFor(*toolsByName["wait"], cfg); a["openWorldHint"] != false {
+	if a := annotationsFor(*jobToolsByName["wait"], cfg); a["openWorldHint"] != false {
 		t.Errorf("wait: %v", a)
 	}
 	words := policyWords(cfg)
@@ -160,3 +160,12 @@ func TestAnnotationsFollowPolicy(t *testing.T) {
 		}
 	}
 }
+
+// jobToolsByName indexes the jobs set's tools, for tests.
+var jobToolsByName = func() map[string]*toolSpec {
+	m := map[string]*toolSpec{}
+	for i := range jobTools {
+		m[jobTools[i].name] = &jobTools[i]
+	}
+	return m
+}()

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"cmp"
 	"runtime"
 	"slices"
@@ -32,6 +33,7 @@ type window struct {
 	// allocated when first written; only the first grows gradually.
 	chunks [][]byte
 	total  int64 // bytes ever written
+	lines  int64 // newlines ever written
 	// hidden is how many of the oldest retained bytes a reservation is
 	// about to overwrite; readers do not see them until the commit.
 	hidden int64
@@ -120,6 +122,7 @@ func (w *window) Write(p []byte) (int, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.keepHead(w.total, p)
+	w.lines += int64(bytes.Count(p, newline))
 	if len(p) > w.limit {
 		// Only the last limit bytes can survive; skip the rest outright.
 		w.total += int64(len(p) - w.limit)
@@ -207,11 +210,18 @@ func (w *window) copyEnds(s *slice, from, to, limit int64) {
 // character begun before from.
 func (w *window) copyTail(from, to int64) ([]byte, int64) {
 	b := w.copyRange(from, to)
+	rest := skipContinuation(b)
+	return rest, from + int64(len(b)-len(rest))
+}
+
+// skipContinuation drops the bytes at the start of b that continue a
+// character begun before it.
+func skipContinuation(b []byte) []byte {
 	skip := 0
 	for skip < len(b) && skip < utf8.UTFMax-1 && !utf8.RuneStart(b[skip]) {
 		skip++
 	}
-	return b[skip:], from + int64(skip)
+	return b[skip:]
 }
 
 // trimPartialRune drops an incomplete character from the end of b.
@@ -281,8 +291,38 @@ func (w *window) commit(n int) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.keepHead(w.total, w.reserved[:n])
+	w.lines += int64(bytes.Count(w.reserved[:n], newline))
 	w.total += int64(n)
 	w.hidden, w.reserved = 0, nil
+}
+
+// newline is what a line ends with, for counting lines.
+var newline = []byte{'\n'}
+
+// streamEnds is a stream at one moment: copies of its first and last
+// retained bytes, and its totals.
+type streamEnds struct {
+	first    []byte // [0, len(first))
+	last     []byte // [lastFrom, total)
+	lastFrom int64
+	total    int64 // bytes ever written
+	lines    int64 // newlines ever written
+}
+
+// ends copies, under one lock, up to the first head bytes and the last
+// tail bytes the window retains, with the stream's totals: so counts and
+// text always agree. Bytes no longer retained are simply left out.
+func (w *window) ends(head, tail int64) streamEnds {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	lo, total := w.contiguous()
+	firstEnd := min(head, total)
+	if lo > 0 {
+		firstEnd = min(firstEnd, int64(len(w.head)))
+	}
+	lastFrom := max(total-tail, lo, 0)
+	return streamEnds{first: w.copyRange(0, firstEnd), last: w.copyRange(lastFrom, total), lastFrom: lastFrom,
+		total: total, lines: w.lines}
 }
 
 // at returns the retained byte at absolute offset p, from the head when the

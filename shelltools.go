@@ -1,0 +1,450 @@
+package main
+
+import (
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"maps"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+	"unicode/utf8"
+)
+
+// The shell set: the Shell toolkit's six tools, PREFIX_run, _start, _poll,
+// _output, _kill and _allowed (MCP_EXEC_TOOL_PREFIX, default sh). Programs
+// run from an argv, never through a shell; MCP_EXEC_ALLOW is its exact-string
+// allow list (unset: any program). Results are JSON objects with the
+// toolkit's keys, sorted; exit is the status, 128+signal, or -1 when the
+// program could not be spawned. Output is read through the toolkit's budget
+// (shellview.go); background jobs are polled, never collected, and
+// forgotten after MCP_EXEC_JOB_TTL or beyond MCP_EXEC_MAX_FINISHED.
+
+// shellRunTimeout is sh_run's timeout when neither the call nor
+// MCP_EXEC_TIME_LIMIT gives one.
+const shellRunTimeout = 30 * time.Second
+
+type shellRunArgs struct {
+	Command string   `arg:"command,required"`
+	Args    argList  `arg:"args"`
+	Cwd     string   `arg:"cwd"`
+	Stdin   *string  `arg:"stdin"`
+	Timeout *seconds `arg:"timeout"`
+}
+
+type shellJobArgs struct {
+	Job string `arg:"job,required"`
+}
+
+type shellOutputArgs struct {
+	Job    string `arg:"job,required"`
+	Cursor string `arg:"cursor"`
+}
+
+type shellNoArgs struct{}
+
+const shellCommandDocs = "Program to run, spelled exactly as the allow list has it (a bare name is looked up in PATH). No shell: no quoting, globbing, pipes or variables."
+
+// shellRunDocs are the argument docs of run and start.
+var shellRunDocs = map[string]string{
+	"command": shellCommandDocs,
+	"args":    "Arguments, one item each (strings, or numbers); no NUL bytes.",
+	"cwd":     "Working directory.",
+	"stdin":   "Text written to the program's stdin, which is then closed; omitted, it reads end of file at once.",
+	"timeout": "Seconds before the program is killed (SIGKILL, exit 137, timed-out true)",
+}
+
+// readHints are the toolkit's annotations of the tools that only read.
+var readHints = map[string]any{"readOnlyHint": true, "idempotentHint": true}
+
+// shellTools is the shell set's tool table under cfg's prefix.
+func shellTools(cfg *config) []toolSpec {
+	p := cfg.toolPrefix + "_"
+	runDocs, startDocs := maps.Clone(shellRunDocs), maps.Clone(shellRunDocs)
+	runDocs["timeout"] += "; default {shell_timeout}."
+	startDocs["timeout"] += "; default none."
+	return []toolSpec{
+		newTool(toolSpec{name: p + "run", title: "Run a program",
+			description: "Run a program (argv, no shell) and wait for it. Returns JSON {exit, stdout, stderr, timed-out}: exit is its status, 128+signal, or -1 if it could not be spawned (reason on stderr). " +
+				"Each stream keeps {shell_bytes} and {shell_lines} lines: past that, the first quarter, a [... N bytes / M lines dropped ...] line and the last three quarters, with truncated {stream: {bytes, lines}}. " +
+				"For longer work use " + p + "start.{shell_allow}",
+			docs: runDocs, hints: map[string]any{}}, runShellRun),
+		newTool(toolSpec{name: p + "start", title: "Start a background job",
+			description: "Start a program (same arguments as " + p + "run) as a background job and return {job, state} at once; follow it with " + p + "poll and " + p + "output, stop it with " + p + "kill. " +
+				"Finished jobs stay readable for {ttl} (the {finished} most recent).{max_jobs}",
+			docs: startDocs, hints: map[string]any{}}, runShellStart),
+		newTool(toolSpec{name: p + "poll", title: "Poll a job",
+			description: "A job's progress without its output: {exit, job, killed, runtime, started-at, state (running, exited or killed), stdout-bytes, stderr-bytes, timed-out}.",
+			docs:        map[string]string{"job": "The job id " + p + "start returned."}, hints: readHints}, runShellPoll),
+		newTool(toolSpec{name: p + "output", title: "Read a job's output",
+			description: "A job's output {job, state, stdout, stderr, cursor, eof}. Without cursor: the whole run so far, as " + p + "run shows it. " +
+				"With the cursor of the previous call: only what came since (a dropped marker where the budget rolled past it). eof: finished and read to the end.",
+			docs: map[string]string{"job": "The job id " + p + "start returned.",
+				"cursor": "The cursor a previous call returned, exactly as given."}, hints: readHints}, runShellOutput),
+		newTool(toolSpec{name: p + "kill", title: "Kill a job",
+			description: "Kill a job's process group with SIGKILL and return {job, state, killed} at once; poll for its final state. A finished job is left as it is.",
+			docs:        map[string]string{"job": "The job id " + p + "start returned."}, hints: map[string]any{}}, runShellKill),
+		newTool(toolSpec{name: p + "allowed", title: "List allowed programs",
+			description: "The programs " + p + "run and " + p + "start may run, one per line, sorted.",
+			docs:        map[string]string{}, hints: readHints}, runShellAllowed),
+	}
+}
+
+// shellInstructions is the shell set's advice to the model.
+func shellInstructions(cfg *config) string {
+	p := cfg.toolPrefix + "_"
+	return "Run programs (argv, no shell) with " + p + "run; for work longer than a call, " + p + "start then " + p + "poll and " + p + "output with its cursor. " + p + "allowed lists what may run."
+}
+
+// shellRunDefault is sh_run's timeout when the call gives none.
+func shellRunDefault(cfg *config) time.Duration {
+	if cfg.timeLimit > 0 {
+		return cfg.timeLimit
+	}
+	return shellRunTimeout
+}
+
+// shellBudgetOf is the shell set's output budget per stream under cfg.
+func shellBudgetOf(cfg *config) shellBudget {
+	return shellBudget{int64(cfg.shellOutputBytes), int64(cfg.shellOutputLines)}
+}
+
+// shellStart checks a run or start call and starts its job; started is
+// false when the program could not be spawned (the job then holds why).
+func shellStart(c *toolCall, a *shellRunArgs, background bool) (j *job, started bool, err error) {
+	if a.Command == "" || strings.ContainsRune(a.Command, 0) {
+		return nil, false, errors.New("command must be a non-empty string without NUL bytes")
+	}
+	if c.cfg.allow != nil && !slices.Contains(c.cfg.allow, a.Command) {
+		return nil, false, fmt.Errorf("Command '%s' is not allowlisted. Allowed: %s", a.Command, strings.Join(sortedAllow(c.cfg), ", "))
+	}
+	def := time.Duration(0) // a background job has no timeout unless asked
+	if !background {
+		def = shellRunDefault(c.cfg)
+	}
+	timeout, err := callTimeLimit(c.cfg, "timeout", a.Timeout, def)
+	if err != nil {
+		return nil, false, err
+	}
+	if err := checkCwd(a.Cwd); err != nil {
+		return nil, false, err
+	}
+	b := shellBudgetOf(c.cfg)
+	req := startRequest{argv: append([]string{a.Command}, a.Args...), dir: a.Cwd, closeStdin: true, policy: c.cfg.capture,
+		set: toolSetShell, silent: !background, keepFailed: background, name: shellJobName,
+		keepHead: int(b.bytes / 4), keepTail: int(b.bytes - b.bytes/4)}
+	if a.Stdin != nil {
+		req.stdin = *a.Stdin
+	}
+	j, started, err = c.reg.start(req)
+	if errors.Is(err, errTooManyJobs) {
+		var ids []string
+		for _, r := range c.reg.runningJobs() {
+			ids = append(ids, r.id)
+		}
+		return nil, false, fmt.Errorf("Too many jobs are running (at most %d, MCP_EXEC_MAX_JOBS): %s. Wait for one to finish or kill one first",
+			c.cfg.maxJobs, strings.Join(ids, ", "))
+	}
+	if err != nil || !started {
+		return j, false, err
+	}
+	if timeout > 0 {
+		j.limitTime(timeout, killAtOnce)
+	}
+	return j, true, nil
+}
+
+// shellJobName names a shell job as the toolkit does, j<N>-<random>; the
+// random part is long enough to be unguessable where clients could try
+// each other's ids.
+func shellJobName(seq uint64, unguessable bool) string {
+	n := 6
+	if unguessable {
+		n = 26 // 26 base-36 digits: over 128 bits
+	}
+	const digits = "0123456789abcdefghijklmnopqrstuvwxyz"
+	b := make([]byte, n)
+	_, _ = rand.Read(b) // never fails: crypto/rand panics rather than return an error
+	for i := range b {
+		b[i] = digits[int(b[i])%len(digits)]
+	}
+	return "j" + strconv.FormatUint(seq, 10) + "-" + string(b)
+}
+
+// sortedAllow is the allow list in byte order.
+func sortedAllow(cfg *config) []string {
+	return slices.Sorted(slices.Values(cfg.allow))
+}
+
+// shellRunJSON is sh_run's result; its keys sort as the toolkit's do.
+type shellRunJSON struct {
+	Exit      int                      `json:"exit"`
+	Sandbox   *shellSandboxJSON        `json:"sandbox,omitempty"`
+	Stderr    string                   `json:"stderr"`
+	Stdout    string                   `json:"stdout"`
+	TimedOut  bool                     `json:"timed-out"`
+	Truncated map[string]shellDropJSON `json:"truncated,omitempty"`
+}
+
+// shellSandboxJSON marks a result whose job ran confined.
+type shellSandboxJSON struct {
+	Active bool `json:"active"`
+}
+
+// shellDropJSON is what a stream's budget dropped.
+type shellDropJSON struct {
+	Bytes int64 `json:"bytes"`
+	Lines int64 `json:"lines"`
+}
+
+func runShellRun(c *toolCall, a *shellRunArgs) (any, error) {
+	j, started, err := shellStart(c, a, false)
+	if err != nil {
+		return nil, err
+	}
+	if started {
+		if _, _, err := c.reg.await(c.waiter, []*job{j}, awaitOptions{}); err != nil {
+			c.reg.forget(j)
+			j.teardown(teardownGraceDuration)
+			return nil, err
+		}
+	}
+	o := j.outcome()
+	res := &shellRunJSON{Exit: shellExit(o), TimedOut: o.timedOut, Sandbox: shellSandbox(c.cfg)}
+	b := shellBudgetOf(c.cfg)
+	out, errs := readShellStream(j.stdout, shellPos{}, b, true), readShellStream(j.stderr, shellPos{}, b, true)
+	res.Stdout, res.Stderr = string(out.text), string(errs.text)
+	res.Truncated = shellDrops(out, errs)
+	if o.startError != "" {
+		res.Stderr += spawnFailure(a.Command, o)
+	}
+	return res, nil
+}
+
+// spawnFailure is the line a run that could not be spawned adds to stderr.
+func spawnFailure(command string, o outcome) string {
+	if o.startErrno != 0 {
+		return fmt.Sprintf("Failed to spawn process %s: %s (error code -%d)", command, o.startErrno.Error(), int(o.startErrno))
+	}
+	return fmt.Sprintf("Failed to spawn process %s: %s", command, o.startError)
+}
+
+// shellExit is the toolkit's exit: the status, 128+signal, or -1 when the
+// program never ran.
+func shellExit(o outcome) int {
+	switch {
+	case o.startError != "":
+		return -1
+	case o.signal > 0:
+		return 128 + int(o.signal)
+	}
+	return o.exitCode
+}
+
+// shellSandbox marks results of confined jobs, or is nil.
+func shellSandbox(cfg *config) *shellSandboxJSON {
+	if cfg.sandbox != sandboxOff || cfg.networkOff {
+		return &shellSandboxJSON{Active: true}
+	}
+	return nil
+}
+
+// shellDrops is the truncated report of two pieces, nil when nothing was
+// dropped.
+func shellDrops(out, errs shellPiece) map[string]shellDropJSON {
+	var drops map[string]shellDropJSON
+	for _, s := range []struct {
+		name  string
+		piece shellPiece
+	}{{"stdout", out}, {"stderr", errs}} {
+		if s.piece.dropBytes > 0 {
+			if drops == nil {
+				drops = map[string]shellDropJSON{}
+			}
+			drops[s.name] = shellDropJSON{s.piece.dropBytes, s.piece.dropLines}
+		}
+	}
+	return drops
+}
+
+func runShellStart(c *toolCall, a *shellRunArgs) (any, error) {
+	j, started, err := shellStart(c, a, true)
+	if err != nil {
+		return nil, err
+	}
+	state := stateRunning
+	if !started {
+		state = shellState(j)
+	}
+	return map[string]string{"job": j.id, "state": state}, nil
+}
+
+// shellJob finds a job of the shell set by id, with the toolkit's errors.
+func shellJob(c *toolCall, id string) (*job, error) {
+	j, err := c.reg.lookup(id)
+	if err == nil && j.set == toolSetShell {
+		return j, nil
+	}
+	if why, ok := c.reg.expiredWhy(id); ok {
+		return nil, fmt.Errorf("Job '%s' has expired (%s); start a new job rather than hoping", clipText(id), why)
+	}
+	return nil, fmt.Errorf("Unknown job '%s'", clipText(id))
+}
+
+// shellState is running, exited or killed: killed when a kill or its
+// timeout was sent, even before its status arrives.
+func shellState(j *job) string {
+	switch {
+	case j.killSent.Load() || j.timedOut.Load():
+		return "killed"
+	case j.terminal():
+		return "exited"
+	}
+	return stateRunning
+}
+
+// shellPollJSON is sh_poll's result; its keys sort as the toolkit's do.
+type shellPollJSON struct {
+	Exit        *int    `json:"exit"`
+	Job         string  `json:"job"`
+	Killed      bool    `json:"killed"`
+	Runtime     float64 `json:"runtime"`
+	StartedAt   string  `json:"started-at"`
+	State       string  `json:"state"`
+	StderrBytes int64   `json:"stderr-bytes"`
+	StdoutBytes int64   `json:"stdout-bytes"`
+	TimedOut    bool    `json:"timed-out"`
+}
+
+func runShellPoll(c *toolCall, a *shellJobArgs) (any, error) {
+	j, err := shellJob(c, a.Job)
+	if err != nil {
+		return nil, err
+	}
+	res := &shellPollJSON{Job: j.id, State: shellState(j), Killed: j.killSent.Load() || j.timedOut.Load(),
+		Runtime: seconds3(j.runtime()), StartedAt: j.started.UTC().Format(time.RFC3339)}
+	if j.terminal() {
+		exit := shellExit(j.final)
+		res.Exit, res.TimedOut = &exit, j.final.timedOut
+	}
+	_, res.StdoutBytes = j.stdout.stats()
+	_, res.StderrBytes = j.stderr.stats()
+	return res, nil
+}
+
+// seconds3 is d in seconds, to the millisecond.
+func seconds3(d time.Duration) float64 { return math.Round(d.Seconds()*1000) / 1000 }
+
+// shellOutputJSON is sh_output's result; its keys sort as the toolkit's do.
+type shellOutputJSON struct {
+	Cursor    string                   `json:"cursor"`
+	EOF       bool                     `json:"eof"`
+	Job       string                   `json:"job"`
+	Sandbox   *shellSandboxJSON        `json:"sandbox,omitempty"`
+	State     string                   `json:"state"`
+	Stderr    string                   `json:"stderr"`
+	Stdout    string                   `json:"stdout"`
+	Truncated map[string]shellDropJSON `json:"truncated,omitempty"`
+}
+
+func runShellOutput(c *toolCall, a *shellOutputArgs) (any, error) {
+	j, err := shellJob(c, a.Job)
+	if err != nil {
+		return nil, err
+	}
+	var from shellCursor
+	if a.Cursor != "" {
+		if from, err = parseShellCursor(a.Cursor, j); err != nil {
+			return nil, err
+		}
+	}
+	finished := j.terminal() // before the read: a finished job's windows hold all it wrote
+	b := shellBudgetOf(c.cfg)
+	out, errs := readShellStream(j.stdout, from.out, b, finished), readShellStream(j.stderr, from.err, b, finished)
+	next := shellCursor{out.end, errs.end}
+	return &shellOutputJSON{Cursor: next.encode(j.id), EOF: finished, Job: j.id, Sandbox: shellSandbox(c.cfg),
+		State: shellState(j), Stdout: string(out.text), Stderr: string(errs.text), Truncated: shellDrops(out, errs)}, nil
+}
+
+func runShellKill(c *toolCall, a *shellJobArgs) (any, error) {
+	j, err := shellJob(c, a.Job)
+	if err != nil {
+		return nil, err
+	}
+	if !j.terminal() {
+		j.killSent.Store(true)
+		if err := j.signal(syscall.SIGKILL); err != nil {
+			return nil, fmt.Errorf("cannot kill job '%s': %v", j.id, err)
+		}
+	}
+	return map[string]any{"job": j.id, "killed": j.killSent.Load() || j.timedOut.Load(), "state": shellState(j)}, nil
+}
+
+// shellEvent is the toolkit's notifications/job params for a shell job's
+// start or end: never a byte of its output, nor its arguments.
+func shellEvent(cfg *config, j *job, event string) map[string]any {
+	params := map[string]any{"job": j.id, "state": "started", "runtime": 0, "logger": cfg.toolPrefix + "_start",
+		"command": firstRunes(j.program, commandEventRunes)}
+	if event == "finished" {
+		params["state"], params["runtime"], params["exit"] = shellState(j), seconds3(j.runtime()), shellExit(j.final)
+		if params["state"] == stateRunning {
+			params["state"] = "exited" // terminal by now: it is published
+		}
+	}
+	return params
+}
+
+func runShellAllowed(c *toolCall, _ *shellNoArgs) (any, error) {
+	if c.cfg.allow == nil {
+		return textResult("Any program may run: no allow list is set (MCP_EXEC_ALLOW)."), nil
+	}
+	return textResult(strings.Join(sortedAllow(c.cfg), "\n")), nil
+}
+
+// shellCursor is a reader's position in both streams of a job.
+type shellCursor struct {
+	out, err shellPos
+}
+
+// cursorKey signs cursors, so only a cursor this process handed out for a
+// job is taken back for it.
+var cursorKey = func() []byte {
+	k := make([]byte, 32)
+	_, _ = rand.Read(k) // never fails: crypto/rand panics rather than return an error
+	return k
+}()
+
+// encode is the opaque form of the cursor, bound to job id.
+func (c shellCursor) encode(id string) string {
+	payload := fmt.Sprintf("%d.%d.%d.%d", c.out.bytes, c.out.lines, c.err.bytes, c.err.lines)
+	return base64.RawURLEncoding.EncodeToString([]byte(payload)) + "." + cursorMAC(id, payload)
+}
+
+// cursorMAC signs payload for job id.
+func cursorMAC(id, payload string) string {
+	m := hmac.New(sha256.New, cursorKey)
+	m.Write([]byte(id + "\x00" + payload))
+	return hex.EncodeToString(m.Sum(nil)[:12])
+}
+
+// parseShellCursor takes back a cursor handed out for j.
+func parseShellCursor(s string, j *job) (shellCursor, error) {
+	bad := fmt.Errorf("Invalid cursor for job '%s': pass back a cursor exactly as the output tool returned it for this job, or none for the whole output", j.id)
+	enc, mac, ok := strings.Cut(s, ".")
+	raw, err := base64.RawURLEncoding.DecodeString(enc)
+	if !ok || err != nil || !utf8.Valid(raw) || !hmac.Equal([]byte(mac), []byte(cursorMAC(j.id, string(raw)))) {
+		return shellCursor{}, bad
+	}
+	var c shellCursor
+	if _, err := fmt.Sscanf(string(raw), "%d.%d.%d.%d", &c.out.bytes, &c.out.lines, &c.err.bytes, &c.err.lines); err != nil {
+		return shellCursor{}, bad
+	}
+	return c, nil
+}
