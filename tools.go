@@ -219,9 +219,9 @@ type toolSpec struct {
 	// hints, when set, are the tool's annotations as they are (none when
 	// empty): a contract of another system states its own.
 	hints    map[string]any
-	argsType    reflect.Type          // the struct a call's arguments bind into
-	params      []param
-	prepare     func(c *toolCall, raw map[string]json.RawMessage) (func() (any, error), error)
+	argsType reflect.Type // the struct a call's arguments bind into
+	params   []param
+	prepare  func(c *toolCall, raw map[string]json.RawMessage) (func() (any, error), error)
 }
 
 // newTool completes spec with the parameters of args struct A and a prepare
