@@ -25,6 +25,9 @@ var wrongValue = map[reflect.Type]string{
 	reflect.TypeFor[syscall.Signal]():    `true`,
 	reflect.TypeFor[untilSpec]():         `"ready"`,
 	reflect.TypeFor[ttySpec]():           `"yes"`,
+	reflect.TypeFor[byteCount]():         `-1`,
+	reflect.TypeFor[looseEnv]():          `["A=1"]`,
+	reflect.TypeFor[argList]():           `[true]`,
 }
 
 // goodValue is, for each argument type, a valid JSON value.
@@ -42,6 +45,9 @@ var goodValue = map[reflect.Type]string{
 	reflect.TypeFor[syscall.Signal]():    `"TERM"`,
 	reflect.TypeFor[untilSpec]():         `{"pattern":"ready"}`,
 	reflect.TypeFor[ttySpec]():           `true`,
+	reflect.TypeFor[byteCount]():         `1024`,
+	reflect.TypeFor[looseEnv]():          `{"A": "1", "not-a-name": "ignored"}`,
+	reflect.TypeFor[argList]():           `["-n", 5]`,
 }
 
 // bind binds raw into a fresh args value of tool and returns it.
@@ -61,8 +67,9 @@ func TestBindArgs(t *testing.T) {
 	if len(goodValue) != len(argKinds) || len(wrongValue) != len(argKinds) {
 		t.Fatalf("goodValue and wrongValue need one value per argument type (%d)", len(argKinds))
 	}
-	for i := range jobTools {
-		tool := &jobTools[i]
+	all := toolsFor(configOf(t, "MCP_EXEC_TOOLS=jobs,exec,shell")).list
+	for i := range all {
+		tool := &all[i]
 		t.Run(tool.name, func(t *testing.T) {
 			t.Parallel()
 			good := map[string]json.RawMessage{}

@@ -77,8 +77,14 @@ const (
 // toolSetNames lists the tool sets MCP_EXEC_TOOLS accepts.
 var toolSetNames = []string{toolSetJobs, toolSetExec, toolSetShell}
 
-// offers reports whether the configuration offers tool set name.
-func (c *config) offers(name string) bool { return slices.Contains(c.toolSets, name) }
+// offers reports whether the configuration offers tool set name (none
+// named: the jobs set).
+func (c *config) offers(name string) bool {
+	if len(c.toolSets) == 0 {
+		return name == toolSetJobs
+	}
+	return slices.Contains(c.toolSets, name)
+}
 
 // Profiles: compat keeps 1.0's defaults; agent sizes them for LLM hosts.
 const (
@@ -446,6 +452,9 @@ func loadConfig(environ []string) (*config, error) {
 		if _, explicit := given["MCP_EXEC_MAX_FINISHED"]; !explicit {
 			c.maxFinished = shellMaxFinished
 		}
+	}
+	if c.maxTimeLimit > 0 && c.timeLimit > c.maxTimeLimit {
+		return nil, fmt.Errorf("MCP_EXEC_TIME_LIMIT (%v s) is longer than MCP_EXEC_MAX_TIME_LIMIT (%v s) allows", c.timeLimit.Seconds(), c.maxTimeLimit.Seconds())
 	}
 	if c.sandbox == sandboxRoots && c.roots == nil {
 		return nil, errors.New("MCP_EXEC_SANDBOX=roots makes only MCP_EXEC_ROOTS writable, and MCP_EXEC_ROOTS is not set; set it, or use read-only")

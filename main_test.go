@@ -84,6 +84,17 @@ func testConfig() *config {
 	return cfg
 }
 
+// configOf is testConfig with settings (NAME=value) applied.
+func configOf(t testing.TB, settings ...string) *config {
+	t.Helper()
+	cfg, err := loadConfig(append(testConfig().baseEnv, settings...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.shell = "/bin/sh"
+	return cfg
+}
+
 // plainWaiter is a waiter that is never cancelled and reports no progress.
 func plainWaiter() *waiter { return &waiter{ctx: context.Background()} }
 

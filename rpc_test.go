@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -248,7 +249,34 @@ func writeTranscript(path string, xs []exchange) error {
 // records the replies instead: it learns whether a request was answered from
 // a sentinel ping, plus a grace period for replies that come from a
 // goroutine (tools/call).
-func replayTranscript(t *testing.T, cl *rpcClient, path string, xs []exchange) {
+// transcriptDirectives reads the header comments of a transcript: "# env:
+// NAME=value ..." configures its server, "# mask: REGEXP" hides what varies
+// from run to run (durations, random ids) in replies before they are
+// compared.
+func transcriptDirectives(t *testing.T, xs []exchange) (settings []string, masks []*regexp.Regexp) {
+	if len(xs) == 0 {
+		return nil, nil
+	}
+	for _, c := range xs[0].comments {
+		if env, ok := strings.CutPrefix(c, "# env: "); ok {
+			settings = append(settings, strings.Fields(env)...)
+		}
+		if mask, ok := strings.CutPrefix(c, "# mask: "); ok {
+			masks = append(masks, regexp.MustCompile(mask))
+		}
+	}
+	return settings, masks
+}
+
+// masked is reply with every match of masks replaced by a fixed mark.
+func masked(reply []byte, masks []*regexp.Regexp) []byte {
+	for _, m := range masks {
+		reply = m.ReplaceAll(reply, []byte("MASKED"))
+	}
+	return reply
+}
+
+func replayTranscript(t *testing.T, cl *rpcClient, path string, xs []exchange, masks []*regexp.Regexp) {
 	t.Helper()
 	for i := range xs {
 		x := &xs[i]
@@ -262,13 +290,13 @@ func replayTranscript(t *testing.T, cl *rpcClient, path string, xs []exchange) {
 			cl.expectNoReply(where + " " + string(x.request))
 			continue
 		}
-		got := cl.next(jobDeadline)
+		got := masked(cl.next(jobDeadline), masks)
 		gotV, err := jsonValue(got)
 		if err != nil {
 			t.Errorf("%s: reply %s is not JSON: %v", where, got, err)
 			continue
 		}
-		wantV, err := jsonValue(x.reply)
+		wantV, err := jsonValue(masked(x.reply, masks))
 		if err != nil {
 			t.Fatalf("%s: expected reply %s is not JSON: %v", where, x.reply, err)
 		}
@@ -400,7 +428,8 @@ func TestTranscripts(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			replayTranscript(t, newRPCClient(t, testConfig()), path, xs)
+			settings, masks := transcriptDirectives(t, xs)
+			replayTranscript(t, newRPCClient(t, configOf(t, settings...)), path, xs, masks)
 		})
 	}
 }

@@ -544,7 +544,11 @@ func shellAllowWords(cfg *config) string {
 func policyWords(cfg *config) string {
 	var parts []string
 	if cfg.allow != nil {
-		parts = append(parts, "programs allowed (argv[0] spelled exactly; command needs the shell): "+strings.Join(cfg.allow, ", "))
+		how := "spelled exactly"
+		if cfg.offers(toolSetJobs) || cfg.offers(toolSetExec) {
+			how = "argv[0] spelled exactly; command needs the shell"
+		}
+		parts = append(parts, "programs allowed ("+how+"): "+strings.Join(cfg.allow, ", "))
 	}
 	if cfg.roots != nil {
 		parts = append(parts, "cwd must be inside "+strings.Join(cfg.roots, ", ")+" (default "+cfg.roots[0]+")")
@@ -567,10 +571,10 @@ func policyWords(cfg *config) string {
 	if cfg.maxJobs > 0 {
 		parts = append(parts, fmt.Sprintf("at most %d jobs run at once", cfg.maxJobs))
 	}
-	if cfg.jobTTL > 0 {
+	if cfg.jobTTL > 0 && cfg.offers(toolSetJobs) { // the shell set states its own
 		parts = append(parts, "finished jobs not collected within "+secondsWords(cfg.jobTTL, "")+" are forgotten")
 	}
-	if cfg.maxFinished > 0 {
+	if cfg.maxFinished > 0 && cfg.offers(toolSetJobs) {
 		parts = append(parts, fmt.Sprintf("at most %d finished jobs wait to be collected", cfg.maxFinished))
 	}
 	if len(parts) == 0 {
@@ -685,7 +689,7 @@ func startRequestOf(cfg *config, a *executeArgs) (startRequest, error) {
 func callTimeLimit(cfg *config, name string, given *seconds, def time.Duration) (time.Duration, error) {
 	limit, err := optionalSeconds(name, given, def, false)
 	if err == nil && given != nil && cfg.maxTimeLimit > 0 && limit > cfg.maxTimeLimit {
-		return 0, fmt.Errorf("%w %s: %v s is longer than MCP_EXEC_MAX_TIME_LIMIT allows (%v s)", errRefused, name,
+		return 0, fmt.Errorf("%w: %s %v s is longer than MCP_EXEC_MAX_TIME_LIMIT allows (%v s)", errRefused, name,
 			float64(*given), cfg.maxTimeLimit.Seconds())
 	}
 	return limit, err
