@@ -601,6 +601,15 @@ func (t *httpTransport) serveExec(w http.ResponseWriter, r *http.Request) {
 		httpFail(w, http.StatusBadRequest, "invalid body: give command or argv (one of them); timeout_seconds and max_output_bytes must not be negative")
 		return
 	}
+	limit := t.cfg.timeLimit
+	if req.TimeoutSeconds > 0 {
+		given := seconds(req.TimeoutSeconds)
+		var err error
+		if limit, err = callTimeLimit(t.cfg, "timeout_seconds", &given, 0); err != nil {
+			httpFail(w, http.StatusBadRequest, "%v", err)
+			return
+		}
+	}
 	hs, err := t.open()
 	if err != nil {
 		httpFail(w, http.StatusServiceUnavailable, "%v", err)
@@ -617,10 +626,6 @@ func (t *httpTransport) serveExec(w http.ResponseWriter, r *http.Request) {
 	if started {
 		defer j.outGate.release()
 		defer j.errGate.release()
-	}
-	limit := secondsToDuration(req.TimeoutSeconds)
-	if limit <= 0 {
-		limit = t.cfg.timeLimit
 	}
 	if started && limit > 0 {
 		j.limitTime(limit, t.cfg.killGrace)

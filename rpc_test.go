@@ -32,6 +32,7 @@ type rpcClient struct {
 	stop    chan struct{} // closed at cleanup: the reader goroutine quits
 	served  chan error    // serve's return value
 	sentSeq int           // sentinel ids used so far
+	events  [][]byte      // lines that were not the reply a call waited for
 }
 
 // newRPCClient starts serve on a fresh session. At cleanup it closes the input

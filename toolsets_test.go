@@ -1,0 +1,64 @@
+package main
+
+import (
+	"slices"
+	"strings"
+	"testing"
+)
+
+// TestDefaultOffersTheSevenJobTools: with no setting, the seven 1.0 tools
+// and only those.
+func TestDefaultOffersTheSevenJobTools(t *testing.T) {
+	want := []string{"execute", "wait", "status", "output", "input", "kill", "list_jobs"}
+	if got := toolsFor(testConfig()).names(); !slices.Equal(got, want) {
+		t.Errorf("tools %v, want %v", got, want)
+	}
+}
+
+// TestToolSetsSideBySide: a comma list offers the sets in its order, the
+// shell set under its prefix.
+func TestToolSetsSideBySide(t *testing.T) {
+	cfg := configOf(t, "MCP_EXEC_TOOLS=shell,exec,jobs", "MCP_EXEC_TOOL_PREFIX=rg")
+	got := toolsFor(cfg).names()
+	want := []string{"rg_run", "rg_start", "rg_poll", "rg_output", "rg_kill", "rg_allowed", "exec",
+		"execute", "wait", "status", "output", "input", "kill", "list_jobs"}
+	if !slices.Equal(got, want) {
+		t.Errorf("tools %v, want %v", got, want)
+	}
+	if ins := instructionsFor(cfg); !strings.Contains(ins, "rg_run") || !strings.Contains(ins, "exec") || !strings.Contains(ins, "execute") {
+		t.Errorf("instructions %q do not name every set", ins)
+	}
+}
+
+// TestToolSetSettingsRefused: an unknown set, a set twice and a prefix that
+// would make invalid tool names stop the server at startup.
+func TestToolSetSettingsRefused(t *testing.T) {
+	for _, setting := range []string{
+		"MCP_EXEC_TOOLS=shells", "MCP_EXEC_TOOLS=jobs,jobs", "MCP_EXEC_TOOLS=jobs,", "MCP_EXEC_TOOL_PREFIX=1x",
+		"MCP_EXEC_TOOL_PREFIX=a b", "MCP_EXEC_TOOL_PREFIX=" + strings.Repeat("a", 33), "MCP_EXEC_SHELL_MAX_OUTPUT_BYTES=1023",
+		"MCP_EXEC_SHELL_MAX_OUTPUT_LINES=9",
+	} {
+		name, _, _ := strings.Cut(setting, "=")
+		if _, err := loadConfig([]string{setting}); err == nil || !strings.Contains(err.Error(), name) {
+			t.Errorf("%s: %v, want a refusal naming %s", setting, err, name)
+		}
+	}
+	if _, err := loadConfig([]string{"MCP_EXEC_TIME_LIMIT=10", "MCP_EXEC_MAX_TIME_LIMIT=5"}); err == nil {
+		t.Errorf("a default time limit over the maximum was accepted")
+	}
+}
+
+// TestShellSetDefaultsLimitFinishedJobs: the shell set's jobs are never
+// collected, so offering it bounds finished jobs unless a setting says
+// otherwise.
+func TestShellSetDefaultsLimitFinishedJobs(t *testing.T) {
+	if cfg := configOf(t, "MCP_EXEC_TOOLS=shell"); cfg.jobTTL != shellJobTTL || cfg.maxFinished != shellMaxFinished {
+		t.Errorf("ttl %v, max finished %d", cfg.jobTTL, cfg.maxFinished)
+	}
+	if cfg := configOf(t, "MCP_EXEC_TOOLS=shell", "MCP_EXEC_JOB_TTL=0", "MCP_EXEC_MAX_FINISHED=0"); cfg.jobTTL != 0 || cfg.maxFinished != 0 {
+		t.Errorf("explicit settings lost: ttl %v, max finished %d", cfg.jobTTL, cfg.maxFinished)
+	}
+	if cfg := testConfig(); cfg.jobTTL != 0 || cfg.maxFinished != 0 {
+		t.Errorf("the jobs set alone keeps jobs until collected, as 1.0: ttl %v, max finished %d", cfg.jobTTL, cfg.maxFinished)
+	}
+}
