@@ -217,16 +217,35 @@ func runShellRun(c *toolCall, a *shellRunArgs) (any, error) {
 		}
 	}
 	o := j.outcome()
-	res := &shellRunJSON{Exit: shellExit(o), TimedOut: o.timedOut, Sandbox: shellSandbox(c.cfg)}
-	b := shellBudgetOf(c.cfg)
-	out, errs := readShellStream(j.stdout, shellPos{}, b, true), readShellStream(j.stderr, shellPos{}, b, true)
-	res.Stdout, res.Stderr = string(out.text), string(errs.text)
-	res.Truncated = shellDrops(out, errs)
-	if o.startError != "" {
-		res.Stderr += spawnFailure(a.Command, o)
-	}
-	return res, nil
+	return fitShell(c, func(b shellBudget) any {
+		res := &shellRunJSON{Exit: shellExit(o), TimedOut: o.timedOut, Sandbox: shellSandbox(c.cfg)}
+		out, errs := readShellStream(j.stdout, shellPos{}, b, true), readShellStream(j.stderr, shellPos{}, b, true)
+		res.Stdout, res.Stderr = string(out.text), string(errs.text)
+		res.Truncated = shellDrops(out, errs)
+		if o.startError != "" {
+			res.Stderr += spawnFailure(a.Command, o)
+		}
+		return res
+	}), nil
 }
+
+// fitShell renders a result with the shell set's budget, halved until the
+// reply fits the call's reply budget (escaped control bytes take up to six
+// times their size); the result then reports the bytes it dropped.
+func fitShell(c *toolCall, render func(b shellBudget) any) any {
+	b := shellBudgetOf(c.cfg)
+	for {
+		res := render(b)
+		text, err := marshal(res)
+		if err != nil || c.cost().of(text) <= c.replyBudget() || b.bytes <= shellLeastBytes {
+			return res
+		}
+		b = shellBudget{max(b.bytes/2, shellLeastBytes), max(b.lines/2, 10)}
+	}
+}
+
+// shellLeastBytes is the least budget fitShell cuts a stream to.
+const shellLeastBytes = 64
 
 // spawnFailure is the line a run that could not be spawned adds to stderr.
 func spawnFailure(command string, o outcome) string {
@@ -366,11 +385,12 @@ func runShellOutput(c *toolCall, a *shellOutputArgs) (any, error) {
 		}
 	}
 	finished := j.terminal() // before the read: a finished job's windows hold all it wrote
-	b := shellBudgetOf(c.cfg)
-	out, errs := readShellStream(j.stdout, from.out, b, finished), readShellStream(j.stderr, from.err, b, finished)
-	next := shellCursor{out.end, errs.end}
-	return &shellOutputJSON{Cursor: next.encode(j.id), EOF: finished, Job: j.id, Sandbox: shellSandbox(c.cfg),
-		State: shellState(j), Stdout: string(out.text), Stderr: string(errs.text), Truncated: shellDrops(out, errs)}, nil
+	return fitShell(c, func(b shellBudget) any {
+		out, errs := readShellStream(j.stdout, from.out, b, finished), readShellStream(j.stderr, from.err, b, finished)
+		next := shellCursor{out.end, errs.end}
+		return &shellOutputJSON{Cursor: next.encode(j.id), EOF: finished, Job: j.id, Sandbox: shellSandbox(c.cfg),
+			State: shellState(j), Stdout: string(out.text), Stderr: string(errs.text), Truncated: shellDrops(out, errs)}
+	}), nil
 }
 
 func runShellKill(c *toolCall, a *shellJobArgs) (any, error) {

@@ -187,3 +187,16 @@ func TestShellJobIDsUnguessableWhereClientsShareAServer(t *testing.T) {
 		t.Errorf("id %q", id)
 	}
 }
+
+// TestShellResultFitsReplyBudget: output that escapes to six times its
+// size is cut further until the reply fits the reply budget, and the
+// result says how much it dropped.
+func TestShellResultFitsReplyBudget(t *testing.T) {
+	t.Parallel()
+	cl := shellClient(t, "MCP_EXEC_MAX_REPLY_BYTES=4096")
+	cl.send(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"sh_run","arguments":{"command":"head","args":["-c","100000","/dev/zero"]}}}`)
+	line := cl.next(jobDeadline)
+	if len(line)+1 > 4096 || !strings.Contains(string(line), `truncated`) {
+		t.Errorf("reply of %d bytes (budget 4096): %.300s", len(line)+1, line)
+	}
+}
