@@ -349,12 +349,21 @@ func (s *jobSlots) count() int64 {
 // holds r.mu.
 func (r *registry) runningIDsLocked() []string {
 	var ids []string
-	for e := r.order.Front(); e != nil; e = e.Next() {
-		if j := e.Value.(*job); !j.terminal() {
-			ids = append(ids, j.id)
-		}
+	for _, j := range r.runningLocked() {
+		ids = append(ids, j.id)
 	}
 	return ids
+}
+
+// runningLocked lists the running jobs, oldest first. Caller holds r.mu.
+func (r *registry) runningLocked() []*job {
+	var running []*job
+	for e := r.order.Front(); e != nil; e = e.Next() {
+		if j := e.Value.(*job); !j.terminal() {
+			running = append(running, j)
+		}
+	}
+	return running
 }
 
 // launch creates the job's pipes and starts `$SHELL -c command` with them.
@@ -861,13 +870,7 @@ func (r *registry) expiredWhy(id string) (string, bool) {
 func (r *registry) runningJobs() []*job {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	var running []*job
-	for e := r.order.Front(); e != nil; e = e.Next() {
-		if j := e.Value.(*job); !j.terminal() {
-			running = append(running, j)
-		}
-	}
-	return running
+	return r.runningLocked()
 }
 
 func (r *registry) lookupLocked(id string) (*job, error) {
