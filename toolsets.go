@@ -100,6 +100,9 @@ func jobEventParams(cfg *config, j *job, event string) map[string]any {
 		"runtime_ms": time.Since(j.started).Milliseconds()}
 	o := j.outcome()
 	params["state"] = o.state
+	if event == "started" {
+		params["state"] = stateRunning // it may have ended already: its end is told next
+	}
 	if event == "finished" {
 		params["exit_code"] = o.exitCode
 		if o.signal > 0 {
