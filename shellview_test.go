@@ -142,3 +142,54 @@ func TestShellCursorFallingBehindGetsMarker(t *testing.T) {
 		t.Errorf("tail after the marker (%d bytes) is not the stream's last three quarters", len(tail))
 	}
 }
+
+// FuzzShellView writes data to a window in pieces, reading after each piece
+// from the last cursor, and checks what the toolkit's contract promises:
+// every byte is either shown once or counted as dropped (the marker's
+// numbers), newlines likewise, and valid UTF-8 is never cut inside a
+// character.
+func FuzzShellView(f *testing.F) {
+	f.Add([]byte("hello\nworld\n"), []byte{1, 2, 3}, uint16(64))
+	f.Add([]byte(strings.Repeat("é€😀\n", 200)), []byte{7, 250, 3, 90}, uint16(100))
+	f.Add([]byte(strings.Repeat("x\n", 3000)), []byte{255, 255, 1}, uint16(1024))
+	f.Fuzz(func(t *testing.T, data, cuts []byte, size uint16) {
+		if len(data) > 1<<16 || len(cuts) > 256 {
+			return // bounds the work per input
+		}
+		b := shellBudget{int64(max(size, 64)), int64(max(size/16, 10))}
+		w := shellWindow(b)
+		var at shellPos
+		var shown, dropped, lines int64
+		read := func(whole bool) {
+			p := readShellStream(w, at, b, whole)
+			text := p.text
+			if p.dropBytes > 0 {
+				marker := shellMarker(p.dropBytes, p.dropLines)
+				if !bytes.Contains(text, []byte(marker)) {
+					t.Fatalf("dropped %d bytes without the marker: %q", p.dropBytes, text)
+				}
+				text = bytes.Replace(text, []byte(marker), nil, 1)
+			}
+			if utf8.Valid(data) && !utf8.Valid(text) {
+				t.Fatalf("a character was cut: %q", text)
+			}
+			shown += int64(len(text))
+			dropped += p.dropBytes
+			lines += int64(bytes.Count(text, newline)) + p.dropLines
+			at = p.end
+		}
+		rest := data
+		for _, c := range cuts {
+			n := min(len(rest), int(c))
+			_, _ = w.Write(rest[:n])
+			rest = rest[n:]
+			read(false)
+		}
+		_, _ = w.Write(rest)
+		read(true)
+		if shown+dropped != int64(len(data)) || lines != int64(bytes.Count(data, newline)) || at.bytes != int64(len(data)) {
+			t.Fatalf("shown %d + dropped %d bytes of %d; %d of %d lines; cursor at %d",
+				shown, dropped, len(data), lines, bytes.Count(data, newline), at.bytes)
+		}
+	})
+}
