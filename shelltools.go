@@ -170,12 +170,15 @@ func shellJobName(seq uint64, unguessable bool) string {
 		n = 26 // 26 base-36 digits: over 128 bits
 	}
 	const digits = "0123456789abcdefghijklmnopqrstuvwxyz"
-	b := make([]byte, n)
-	_, _ = rand.Read(b) // never fails: crypto/rand panics rather than return an error
-	for i := range b {
-		b[i] = digits[int(b[i])%len(digits)]
+	id := []byte("j" + strconv.FormatUint(seq, 10) + "-")
+	var r [1]byte
+	for range n {
+		for r[0] = 255; r[0] >= 252; { // 252 = 7*36: the bytes above would favour the first digits
+			_, _ = rand.Read(r[:]) // never fails: crypto/rand panics rather than return an error
+		}
+		id = append(id, digits[int(r[0])%len(digits)])
 	}
-	return "j" + strconv.FormatUint(seq, 10) + "-" + string(b)
+	return string(id)
 }
 
 // sortedAllow is the allow list in byte order.
