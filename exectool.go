@@ -21,6 +21,9 @@ const (
 	execMaxOutputDefault = 1 << 20          // bytes of both streams together
 )
 
+// execShell runs the exec tool's commands.
+const execShell = "/bin/sh"
+
 // execSummaryMarker heads the summary line.
 const execSummaryMarker = "[exec summary]"
 
@@ -85,7 +88,8 @@ func runExec(c *toolCall, a *execArgs) (any, error) {
 	if err := checkCwd(a.Cwd); err != nil {
 		return nil, err
 	}
-	req := startRequest{command: a.Command, dir: a.Cwd, env: a.Env, closeStdin: true, policy: c.cfg.capture,
+	// /bin/sh, whatever $SHELL says: the gateway's contract names it.
+	req := startRequest{argv: []string{execShell, "-c", a.Command}, dir: a.Cwd, env: a.Env, closeStdin: true, policy: c.cfg.capture,
 		silent: true, unsetEnv: []string{"ENV", "BASH_ENV"}, keepTail: int(min(maxOutput, math.MaxInt32))}
 	j, started, err := c.reg.start(req)
 	if errors.Is(err, errTooManyJobs) {

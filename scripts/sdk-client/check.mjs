@@ -255,6 +255,60 @@ async function checkJobEvents() {
   }
 }
 
+// checkToolSets: MCP_EXEC_TOOLS=exec,shell through the SDK: exec answers
+// its text with the summary last; the shell set's tools list, run, start,
+// its lifecycle events and cursor-followed output all pass the SDK's
+// checks (structured results included, on the SDK's newest revision).
+async function checkToolSets() {
+  const env = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith("MCP_EXEC_")));
+  const { client } = await connect({ ...env, MCP_EXEC_TOOLS: "exec,shell", MCP_EXEC_ALLOW: "/bin/sh,sh,echo", MCP_EXEC_TOOL_PREFIX: "t" });
+  try {
+    const names = (await client.listTools()).tools.map((t) => t.name);
+    assert.deepEqual(names, ["exec", "t_run", "t_start", "t_poll", "t_output", "t_kill", "t_allowed"]);
+    const text = async (name, args) => {
+      const r = await client.callTool({ name, arguments: args });
+      assert.notEqual(r.isError, true, `${name}: ${r.content?.[0]?.text}`);
+      return r.content[0].text;
+    };
+    const exec = await text("exec", { command: "echo hi; echo warn >&2; exit 2" });
+    const summary = JSON.parse(exec.slice(exec.lastIndexOf("[exec summary]\n") + 15));
+    assert.equal(summary.exit, 2);
+    assert.equal(summary.stdout_bytes, 3);
+    assert.ok(exec.startsWith("[stdout tail]\nhi\n[stderr tail]\nwarn\n"), exec);
+    const run = JSON.parse(await text("t_run", { command: "echo", args: ["a b", 7] }));
+    assert.deepEqual(run, { exit: 0, stderr: "", stdout: "a b 7\n", "timed-out": false });
+    const events = [];
+    let heard;
+    const ended = new Promise((resolve) => { heard = resolve; });
+    client.fallbackNotificationHandler = async (n) => {
+      if (n.method !== "notifications/job") return;
+      events.push(n.params);
+      if (n.params.state !== "started") heard(n.params);
+    };
+    const { job } = JSON.parse(await text("t_start", { command: "sh", args: ["-c", "for i in 1 2 3; do echo $i; sleep 0.1; done"] }));
+    const timer = setTimeout(() => heard(null), 10000);
+    const end = await ended;
+    clearTimeout(timer);
+    assert.ok(end, "no terminal notifications/job within 10 s");
+    assert.deepEqual(events.map((e) => [e.job, e.state, e.logger, e.command]),
+      [[job, "started", "t_start", "sh"], [job, "exited", "t_start", "sh"]]);
+    let out = "", cursor;
+    for (;;) {
+      const o = JSON.parse(await text("t_output", cursor ? { job, cursor } : { job }));
+      out += o.stdout;
+      cursor = o.cursor;
+      if (o.eof) break;
+    }
+    assert.equal(out, "1\n2\n3\n");
+    const refused = await client.callTool({ name: "t_run", arguments: { command: "rm" } });
+    assert.equal(refused.isError, true);
+    assert.equal(refused.content[0].text, "Command 'rm' is not allowlisted. Allowed: /bin/sh, echo, sh");
+    console.log(`ok tool sets: exec (summary exit ${summary.exit}), t_run, t_start -> notifications/job started and exited, t_output by cursor, allowlist refusal`);
+  } finally {
+    await client.close();
+  }
+}
+
 let failed = 0;
 for (const version of ["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"]) {
   try {
@@ -267,6 +321,7 @@ for (const version of ["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"]) 
 for (const [name, run, skip] of [
   ["reply budget", checkBudget, false],
   ["job events", checkJobEvents, false],
+  ["tool sets", checkToolSets, false],
   ["agent profile", checkAgentProfile, process.env.SDK_CHECK_SKIP_SLOW === "1"],
 ]) {
   if (skip) {
