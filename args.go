@@ -330,6 +330,8 @@ func decodeArgList(r json.RawMessage) (argList, error) {
 	for i, item := range items {
 		var s string
 		switch {
+		case isNull(item):
+			return nil, fmt.Errorf("must be an array of strings, but item %d is null", i)
 		case json.Unmarshal(item, &s) == nil:
 		case isJSONNumber(item):
 			s = string(item)

@@ -198,3 +198,10 @@ func TestUnknownArgumentMessageStaysShort(t *testing.T) {
 		t.Errorf("refusal of %d bytes: %.200v", len(fmt.Sprint(err)), err)
 	}
 }
+
+// TestArgListRefusesNull: null is not an argument, not even an empty one.
+func TestArgListRefusesNull(t *testing.T) {
+	if _, err := decodeArgList(json.RawMessage(`["a", null]`)); err == nil {
+		t.Error("[\"a\", null] was taken as arguments")
+	}
+}

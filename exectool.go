@@ -107,7 +107,7 @@ func runExec(c *toolCall, a *execArgs) (any, error) {
 		j.teardown(teardownGraceDuration)
 		return nil, err
 	}
-	return textResult(execReport(j, maxOutput, c.replyBudget(), c.cost())), nil
+	return textResult(execReport(j, maxOutput, c.replyBudget(), lineCost{})), nil // plain text: no structured copy
 }
 
 // execTimeout is the exec tool's timeout when a call gives none.
@@ -190,8 +190,11 @@ func shareBudget(limit, a, b int64) (int64, int64) {
 // execRefusal is the refusal of an exec while MCP_EXEC_MAX_JOBS run: a tool
 // error holding the gateway's too_many_active_execs object.
 func execRefusal(c *toolCall) toolResult {
-	running := c.reg.runningJobs()
+	active, running := c.reg.slots()
 	states := map[string]int{}
+	if other := active - len(running); other > 0 {
+		states["other"] = other // ending (killed, not yet reaped), or another session's
+	}
 	oldest := 0.0
 	for _, j := range running {
 		state := "running"
@@ -204,8 +207,8 @@ func execRefusal(c *toolCall) toolResult {
 	body, _ := json.Marshal(map[string]any{ // cannot fail: plain values
 		"error": "too_many_active_execs",
 		"message": fmt.Sprintf("%d execs are active and at most %d may run at once (MCP_EXEC_MAX_JOBS); retry when one has finished",
-			len(running), c.cfg.maxJobs),
-		"active": len(running), "max": c.cfg.maxJobs,
+			active, c.cfg.maxJobs),
+		"active": active, "max": c.cfg.maxJobs,
 		"oldest_age_seconds": math.Round(oldest*1000) / 1000, "states": states,
 	})
 	return toolFailure(errors.New(string(body)))

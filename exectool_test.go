@@ -67,3 +67,17 @@ func TestExecSummaryIsLast(t *testing.T) {
 		t.Errorf("text %q: summary %q (%v)", text, last, err)
 	}
 }
+
+// TestExecForwardsItsWholeBudgetToStructuredClients: the exec tool's text
+// is not copied into structuredContent, so a client of 2025-06-18 gets all
+// of max_output_bytes that fits the reply budget once, not half of it.
+func TestExecForwardsItsWholeBudgetToStructuredClients(t *testing.T) {
+	onLinux(t)
+	t.Parallel()
+	cl := newRPCClient(t, configOf(t, "MCP_EXEC_TOOLS=exec"))
+	cl.call(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18"}}`)
+	_, text, _ := cl.tool(1, "exec", `{"command":"seq 1 900000","max_output_bytes":5242880}`)
+	if !strings.Contains(text, `"forwarded_bytes":5242880,`) {
+		t.Errorf("summary %s", text[strings.LastIndex(text, execSummaryMarker):])
+	}
+}

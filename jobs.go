@@ -866,6 +866,20 @@ func (r *registry) expiredWhy(id string) (string, bool) {
 	return why, ok
 }
 
+// slots is what counts against MCP_EXEC_MAX_JOBS, read at one moment: the
+// running jobs of every session sharing the count (or of this one), which
+// includes jobs already forgotten but not yet reaped; and this session's
+// listed running jobs, oldest first.
+func (r *registry) slots() (active int, running []*job) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	active = r.running
+	if r.everywhere != nil {
+		active = int(r.everywhere.count())
+	}
+	return active, r.runningLocked()
+}
+
 // runningJobs lists the running jobs, oldest first.
 func (r *registry) runningJobs() []*job {
 	r.mu.Lock()

@@ -236,6 +236,11 @@ var errGroupGone = errors.New("process group is gone")
 // signalGroup sends sig to every process in group pgid. It returns
 // errGroupGone when the group has no members left (ESRCH).
 func signalGroup(pgid int, sig syscall.Signal) error {
+	if pgid <= 0 {
+		// No group: a job that never started has pid 0, and kill(-0)
+		// would signal the server's own group, and whoever started it.
+		return errGroupGone
+	}
 	for {
 		err := syscall.Kill(-pgid, sig)
 		switch {

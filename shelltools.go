@@ -144,6 +144,10 @@ func shellStart(c *toolCall, a *shellRunArgs, background bool) (j *job, started 
 		req.stdin = *a.Stdin
 	}
 	j, started, err = c.reg.start(req)
+	if err == nil && !started {
+		// Its stderr says why, for run and output alike.
+		_, _ = j.stderr.Write([]byte(spawnFailure(a.Command, j.final))) // never fails
+	}
 	if errors.Is(err, errTooManyJobs) {
 		var ids []string
 		for _, r := range c.reg.runningJobs() {
@@ -225,9 +229,6 @@ func runShellRun(c *toolCall, a *shellRunArgs) (any, error) {
 		out, errs := readShellStream(j.stdout, shellPos{}, b, true), readShellStream(j.stderr, shellPos{}, b, true)
 		res.Stdout, res.Stderr = string(out.text), string(errs.text)
 		res.Truncated = shellDrops(out, errs)
-		if o.startError != "" {
-			res.Stderr += spawnFailure(a.Command, o)
-		}
 		return res
 	}), nil
 }

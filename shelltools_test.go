@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"regexp"
 	"strings"
@@ -198,5 +199,37 @@ func TestShellResultFitsReplyBudget(t *testing.T) {
 	line := cl.next(jobDeadline)
 	if len(line)+1 > 4096 || !strings.Contains(string(line), `truncated`) {
 		t.Errorf("reply of %d bytes (budget 4096): %.300s", len(line)+1, line)
+	}
+}
+
+// TestShellSpawnFailureInOutput: a background job that could not be
+// spawned says why on its stderr, as a run does.
+func TestShellSpawnFailureInOutput(t *testing.T) {
+	t.Parallel()
+	cl := shellClient(t)
+	start, _, _ := cl.shellTool(1, "sh_start", map[string]any{"command": "no-such-program-here"})
+	out, _, _ := cl.shellTool(2, "sh_output", map[string]any{"job": start["job"]})
+	poll, _, _ := cl.shellTool(3, "sh_poll", map[string]any{"job": start["job"]})
+	if !strings.HasPrefix(out["stderr"].(string), "Failed to spawn process no-such-program-here: no such file or directory (error code -2)") ||
+		poll["exit"] != float64(-1) || poll["state"] != "exited" || out["eof"] != true {
+		t.Errorf("output %v, poll %v", out, poll)
+	}
+}
+
+// TestShutdownSparesTheServersGroupAfterASpawnFailure: a job that never
+// started has no process group; ending the session must not signal group
+// 0, which is the server's own (and its client's).
+func TestShutdownSparesTheServersGroupAfterASpawnFailure(t *testing.T) {
+	onLinux(t)
+	if err := signalGroup(0, 0); !errors.Is(err, errGroupGone) {
+		t.Errorf("signalGroup(0) = %v, want errGroupGone: there is no such group", err)
+	}
+	reg := newRegistry(configOf(t, "MCP_EXEC_TOOLS=shell"))
+	j, started, err := reg.start(startRequest{argv: []string{"no-such-program-here"}, keepFailed: true, set: toolSetShell})
+	if err != nil || started || j.pid != 0 {
+		t.Fatalf("start: %v, started %v, pid %d", err, started, j.pid)
+	}
+	if err := j.signal(0); err != nil || groupAlive(j.pid) {
+		t.Errorf("a job that never started is signalled (%v) or seen alive", err)
 	}
 }

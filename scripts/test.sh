@@ -41,10 +41,10 @@ scripts/fuzz.sh "${FUZZ_SECONDS:-5}"
 need_pytest
 export MCP_EXEC_BIN="$PWD/mcp-exec"
 step "pytest: binary target"
-MCP_EXEC_TARGET=binary /usr/bin/python3 -m pytest -q -p no:cacheprovider test_mcp_exec.py test_faults.py test_delivery.py test_agent.py test_policy.py test_sandbox.py test_eras.py test_http.py
+MCP_EXEC_TARGET=binary /usr/bin/python3 -m pytest -q -p no:cacheprovider test_mcp_exec.py test_faults.py test_delivery.py test_agent.py test_policy.py test_sandbox.py test_eras.py test_http.py test_toolsets.py
 if [ "$(id -u)" = 0 ] && command -v unshare >/dev/null; then
   step "pytest: bare PID 1 target (unshare --pid)"
-  MCP_EXEC_TARGET=pid1 /usr/bin/python3 -m pytest -q -p no:cacheprovider -m "not slow" test_mcp_exec.py test_faults.py test_delivery.py test_agent.py test_policy.py test_sandbox.py test_eras.py
+  MCP_EXEC_TARGET=pid1 /usr/bin/python3 -m pytest -q -p no:cacheprovider -m "not slow" test_mcp_exec.py test_faults.py test_delivery.py test_agent.py test_policy.py test_sandbox.py test_eras.py test_toolsets.py
 else
   echo "skipped: the bare PID 1 target needs root and unshare" >&2
 fi
