@@ -63,6 +63,9 @@ step "official MCP clients over HTTP: TypeScript SDK 1.32.2 (progress over SSE, 
 step "release files: make dist twice (identical), npx from the packed npm packages, the .deb installed and removed"
 ./scripts/package-check.sh
 
+step "the arm64 binary under qemu-user (what the emulator cannot run is named in scripts/qemu-deselect.txt)"
+./scripts/arm64-check.sh
+
 step "soak, reduced size (scripts/soak.py without --small is the full run)"
 # At this size the baseline is ~6 MiB and idle RSS moves by up to ~1 MiB even
 # after a collection (see scripts/soak.py); the full size passes strictly.
