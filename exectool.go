@@ -24,6 +24,10 @@ const (
 // execShell runs the exec tool's commands.
 const execShell = "/bin/sh"
 
+// execEnvRemoved are the variables no exec job gets: a shell reads and
+// runs the file they name before the command.
+var execEnvRemoved = []string{"ENV", "BASH_ENV"}
+
 // execSummaryMarker heads the summary line.
 const execSummaryMarker = "[exec summary]"
 
@@ -88,9 +92,12 @@ func runExec(c *toolCall, a *execArgs) (any, error) {
 	if err := checkCwd(a.Cwd); err != nil {
 		return nil, err
 	}
+	for _, name := range execEnvRemoved {
+		delete(a.Env, name) // removed, as the gateway has it, not refused
+	}
 	// /bin/sh, whatever $SHELL says: the gateway's contract names it.
 	req := startRequest{argv: []string{execShell, "-c", a.Command}, dir: a.Cwd, env: a.Env, closeStdin: true, policy: c.cfg.capture,
-		silent: true, unsetEnv: []string{"ENV", "BASH_ENV"}, keepTail: int(min(maxOutput, math.MaxInt32))}
+		silent: true, unsetEnv: execEnvRemoved, keepTail: int(min(maxOutput, math.MaxInt32))}
 	j, started, err := c.reg.start(req)
 	if errors.Is(err, errTooManyJobs) {
 		return execRefusal(c), nil
