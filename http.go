@@ -389,10 +389,11 @@ func (hs *httpSession) handle(body []byte, sink replySink) {
 }
 
 // answer writes the reply to request m: one JSON body, or an SSE stream
-// carrying its progress first when the client accepts one and asked for
-// progress. A client that goes away cancels the request.
+// carrying its progress or messages first when the client accepts one and
+// asked for either. A client that goes away cancels the request.
 func (t *httpTransport) answer(w http.ResponseWriter, r *http.Request, hs *httpSession, m message, reply *responseStream, modern bool, clientID json.RawMessage) {
-	stream := strings.Contains(r.Header.Get("Accept"), "text/event-stream") && bytes.Contains(m.params, []byte(`"progressToken"`))
+	asked := bytes.Contains(m.params, []byte(`"progressToken"`)) || modern && bytes.Contains(m.params, []byte(metaLogLevel))
+	stream := strings.Contains(r.Header.Get("Accept"), "text/event-stream") && asked
 	flusher, _ := w.(http.Flusher)
 	if stream {
 		w.Header().Set("Content-Type", "text/event-stream")

@@ -201,3 +201,19 @@ func TestHTTPModernNotificationWithoutMeta(t *testing.T) {
 		t.Errorf("a modern notification: %d %s", resp.StatusCode, body)
 	}
 }
+
+// TestHTTPModernRunStreamsMessages: a 2026-07-28 sh_run that asks for info
+// messages gets an SSE stream carrying its output as notifications/message,
+// then its result.
+func TestHTTPModernRunStreamsMessages(t *testing.T) {
+	url := httpServer(t, "MCP_EXEC_TOOLS=shell")
+	body := `{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"sh_run","arguments":{"command":"echo","args":["streamed"]},` +
+		`"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/logLevel":"debug"}}}`
+	resp, got := post(t, url, body, map[string]string{"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": "sh_run"})
+	message := strings.Index(got, `"method":"notifications/message"`)
+	result := strings.Index(got, `"id":9`)
+	if resp.Header.Get("Content-Type") != "text/event-stream" || message < 0 || result < message ||
+		!strings.Contains(got, `"text":"streamed\n"`) {
+		t.Errorf("%s: %s", resp.Header.Get("Content-Type"), got)
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"unicode/utf8"
@@ -618,7 +619,8 @@ func (s *session) prepareToolCall(ctx context.Context, m message) func() (any, e
 		return fail(newError(codeInvalidParams, "invalid params: tools/call needs a tool name string in params.name"))
 	}
 	call := &toolCall{reg: s.reg, cfg: s.cfg, waiter: s.waiterFor(ctx, params["_meta"], m.replyTo),
-		structured: m.shape.structured, replyOverhead: len(textReply(m.id, m.shape, nil)) + len(waitWrapOpen) + 1}
+		structured: m.shape.structured, replyOverhead: len(textReply(m.id, m.shape, nil)) + len(waitWrapOpen) + 1,
+		log: loggerFor(ctx, params["_meta"], m)}
 	run, err := prepareTool(call, name, params["arguments"])
 	if err != nil {
 		return fail(err)
@@ -652,6 +654,32 @@ func (s *session) waiterFor(ctx context.Context, meta json.RawMessage, sink repl
 		})
 	}
 	return w
+}
+
+// loggerFor is how a tool sends notifications/message for a 2026-07-28
+// request that set a log level: on the request's own channel, at that level
+// or above, until it is cancelled. Any other request gets nil: the modern
+// era allows no message it did not ask for, and a legacy session's
+// messages would surface inside other requests.
+func loggerFor(ctx context.Context, meta json.RawMessage, m message) func(level, logger string, data any) {
+	if !m.shape.modern || meta == nil {
+		return nil
+	}
+	obj, err := decodeObject(meta)
+	if err != nil {
+		return nil
+	}
+	var least string
+	if json.Unmarshal(obj[metaLogLevel], &least) != nil || !slices.Contains(logLevels, least) {
+		return nil
+	}
+	floor := slices.Index(logLevels, least)
+	return func(level, logger string, data any) {
+		if slices.Index(logLevels, level) < floor || ctx.Err() != nil {
+			return
+		}
+		notify(m.replyTo, "notifications/message", map[string]any{"level": level, "logger": logger, "data": data})
+	}
 }
 
 // notify sends a notification to sink from a request goroutine: it goes

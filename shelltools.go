@@ -217,7 +217,13 @@ func runShellRun(c *toolCall, a *shellRunArgs) (any, error) {
 		return nil, err
 	}
 	if started {
-		if _, _, err := c.reg.await(c.waiter, []*job{j}, awaitOptions{}); err != nil {
+		finish := func() {}
+		if c.log != nil {
+			finish = streamShellRun(c.log, c.cfg.toolPrefix+"_run", j)
+		}
+		_, _, err := c.reg.await(c.waiter, []*job{j}, awaitOptions{})
+		finish() // the last batch goes before the result
+		if err != nil {
 			c.reg.forget(j)
 			j.teardown(teardownGraceDuration)
 			return nil, err
@@ -231,6 +237,55 @@ func runShellRun(c *toolCall, a *shellRunArgs) (any, error) {
 		res.Truncated = shellDrops(out, errs)
 		return res
 	}), nil
+}
+
+// The batches of a run's output streamed to a request that asked for
+// messages: at least every interval, at most batch bytes each.
+const (
+	shellStreamInterval = 250 * time.Millisecond
+	shellStreamBatch    = 32 << 10
+)
+
+// streamShellRun sends j's output as it comes, as info messages
+// {"stream", "text"} from logger, and returns finish, which sends what is
+// left once the job has ended and returns when all is sent. So the batches
+// of a run that ended on its own add up to its output.
+func streamShellRun(log func(level, logger string, data any), logger string, j *job) (finish func()) {
+	done, sent := make(chan struct{}), make(chan struct{})
+	var at [2]int64 // where each stream's next batch starts; only the goroutine uses it
+	flush := func(final bool) {
+		for i, s := range []struct {
+			name string
+			w    *window
+		}{{"stdout", j.stdout}, {"stderr", j.stderr}} {
+			for {
+				b, from := s.w.since(at[i], shellStreamBatch)
+				if !final || len(b) == shellStreamBatch {
+					b = trimPartialRune(b) // the rest of the character comes with the next batch
+				}
+				if len(b) == 0 {
+					break
+				}
+				at[i] = from + int64(len(b))
+				log("info", logger, map[string]string{"stream": s.name, "text": string(b)})
+			}
+		}
+	}
+	go func() {
+		defer close(sent)
+		tick := time.NewTicker(shellStreamInterval)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				flush(true)
+				return
+			case <-tick.C:
+				flush(false)
+			}
+		}
+	}()
+	return func() { close(done); <-sent }
 }
 
 // fitShell renders a result with the shell set's budget, halved until the

@@ -233,3 +233,48 @@ func TestShutdownSparesTheServersGroupAfterASpawnFailure(t *testing.T) {
 		t.Errorf("a job that never started is signalled (%v) or seen alive", err)
 	}
 }
+
+// TestShellRunStreamsToModernRequestsThatAskForIt: a 2026-07-28 sh_run that
+// sets a log level of info gets its output as notifications/message before
+// the result, and the batches add up to the result's stdout; one that sets
+// warning, or none, gets no message.
+func TestShellRunStreamsToModernRequestsThatAskForIt(t *testing.T) {
+	t.Parallel()
+	cl := shellClient(t)
+	const meta = `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}%s}`
+	run := `"name":"sh_run","arguments":{"command":"sh","args":["-c","echo one; sleep 0.4; echo two; echo err >&2"]}`
+	for i, tc := range []struct {
+		level    string
+		messages bool
+	}{{`,"io.modelcontextprotocol/logLevel":"info"`, true}, {`,"io.modelcontextprotocol/logLevel":"warning"`, false}, {"", false}} {
+		cl.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{%s,%s}}`, 50+i, run, fmt.Sprintf(meta, tc.level)))
+		streamed := map[string]string{}
+		for {
+			var msg struct {
+				ID     *int `json:"id"`
+				Method string
+				Params struct {
+					Level, Logger string
+					Data          map[string]string
+				}
+			}
+			line := cl.next(jobDeadline)
+			if json.Unmarshal(line, &msg) != nil {
+				t.Fatalf("line %s", line)
+			}
+			if msg.ID != nil {
+				if !strings.Contains(string(line), `one\\ntwo\\n`) {
+					t.Errorf("result %s", line)
+				}
+				break
+			}
+			if msg.Method != "notifications/message" || msg.Params.Level != "info" || msg.Params.Logger != "sh_run" {
+				t.Errorf("notification %s", line)
+			}
+			streamed[msg.Params.Data["stream"]] += msg.Params.Data["text"]
+		}
+		if got := (streamed["stdout"] == "one\ntwo\n" && streamed["stderr"] == "err\n"); got != tc.messages {
+			t.Errorf("log level %q: streamed %q", tc.level, streamed)
+		}
+	}
+}

@@ -54,6 +54,9 @@ type toolCall struct {
 	replyOverhead int
 	maxReply      replyBytes
 	structured    bool
+	// log sends notifications/message at a level on the request's own
+	// channel; nil unless a 2026-07-28 request asked for messages.
+	log func(level, logger string, data any)
 }
 
 // replyBudget is how many bytes the result's escaped text may take.
