@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"flag"
+	"io"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -262,4 +263,26 @@ func checkMentions(t *testing.T, what string, err error, mention []string) {
 			t.Errorf("%s: error %q does not mention %q", what, err, m)
 		}
 	}
+}
+
+// runChild re-executes this test binary with env and returns its exit
+// status and what it wrote to stdout and stderr. It spawns through the
+// process's reaper: os/exec's own wait would race it for the status.
+func runChild(t *testing.T, env []string) (int, string) {
+	t.Helper()
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	exited := make(chan exitStatus, 1) // carries the child's status from the reaper
+	_, err = spawnNotify(spawnSpec{path: os.Args[0], argv: []string{os.Args[0]}, env: env,
+		files: []uintptr{w.Fd(), w.Fd(), w.Fd()}}, func(st exitStatus) { exited <- st })
+	w.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, _ := io.ReadAll(r)
+	st := receive(t, "the child's exit", exited)
+	return st.code, string(out)
 }
