@@ -152,7 +152,11 @@ def server_argv(env, pid1=False, args=()):
 
 def process_env(env):
     """Environment of the launched process (the server, or podman)."""
-    base = {k: v for k, v in os.environ.items() if not k.startswith("MCP_EXEC_")}
+    # Not what make passes down either: a job running make would then think
+    # it is a sub-make (and print "Entering directory") when `make test` runs
+    # the suites.
+    base = {k: v for k, v in os.environ.items()
+            if not k.startswith("MCP_EXEC_") and k not in ("MAKEFLAGS", "MAKELEVEL", "MFLAGS")}
     if TARGET == "container":
         return base
     for key, value in (env or {}).items():

@@ -597,15 +597,18 @@ const processReserve = 16
 
 // processRoom refuses a job (errExhausted) when RLIMIT_NPROC binds this
 // process (not root) and its threads and running jobs come within the
-// reserve of it. Other processes of the same user count toward the limit
-// too and are not seen here: a fork the system refuses is the same refusal.
+// reserve of it, or when its cgroup's pids.max is as near: every task in
+// the cgroup counts there, the jobs' children too. Other processes of the
+// same user count toward RLIMIT_NPROC too and are not seen here: a fork
+// the system refuses is the same refusal.
 func processRoom() error {
-	limit := nprocLimit()
-	if limit <= 0 {
-		return nil
+	if limit := nprocLimit(); limit > 0 {
+		if used := int64(threadsOfSelf()) + jobsRunning(); used >= int64(limit-processReserve) {
+			return processesExhausted(fmt.Errorf("%d threads and jobs of this server, %d kept for its own threads", used, processReserve))
+		}
 	}
-	if used := int64(threadsOfSelf()) + jobsRunning(); used >= int64(limit-processReserve) {
-		return processesExhausted(fmt.Errorf("%d threads and jobs of this server, %d kept for its own threads", used, processReserve))
+	if used, most, ok := pidsUsage(); ok && used >= most-processReserve {
+		return processesExhausted(fmt.Errorf("%d of the cgroup's %d tasks are in use, %d kept for this server's own threads", used, most, processReserve))
 	}
 	return nil
 }

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -443,18 +444,61 @@ const rlimitNproc = unix.RLIMIT_NPROC
 // pidsMaxWords names the pids limit of this process's cgroup (v2), as
 // ", pids.max is N", or "" when there is none to read.
 func pidsMaxWords() string {
+	if dir := pidsCgroup(); dir != "" {
+		if max, err := os.ReadFile(dir + "/pids.max"); err == nil {
+			return ", the cgroup's pids.max is " + strings.TrimSpace(string(max))
+		}
+	}
+	return ""
+}
+
+// pidsCgroup is the directory of the pids cgroup this process started in
+// (cgroup v2, or v1's pids hierarchy), or "" when there is none to read.
+var pidsCgroup = sync.OnceValue(func() string {
 	b, err := os.ReadFile("/proc/self/cgroup")
 	if err != nil {
 		return ""
 	}
 	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
-		if path, ok := strings.CutPrefix(line, "0::"); ok {
-			if max, err := os.ReadFile("/sys/fs/cgroup" + path + "/pids.max"); err == nil {
-				return ", the cgroup's pids.max is " + strings.TrimSpace(string(max))
-			}
+		fields := strings.SplitN(line, ":", 3) // hierarchy:controllers:path
+		if len(fields) != 3 {
+			continue
+		}
+		var dir string
+		switch {
+		case fields[0] == "0" && fields[1] == "":
+			dir = "/sys/fs/cgroup" + fields[2]
+		case slices.Contains(strings.Split(fields[1], ","), "pids"):
+			dir = "/sys/fs/cgroup/pids" + fields[2]
+		default:
+			continue
+		}
+		if _, err := os.Stat(dir + "/pids.max"); err == nil {
+			return dir
 		}
 	}
 	return ""
+})
+
+// pidsUsage is how many tasks this process's pids cgroup holds and its
+// pids.max; ok is false when the cgroup sets no limit or cannot be read.
+func pidsUsage() (used, most int64, ok bool) {
+	dir := pidsCgroup()
+	if dir == "" {
+		return 0, 0, false
+	}
+	b, err := os.ReadFile(dir + "/pids.max")
+	if err != nil {
+		return 0, 0, false
+	}
+	if most, err = strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64); err != nil {
+		return 0, 0, false // "max": no limit
+	}
+	if b, err = os.ReadFile(dir + "/pids.current"); err != nil {
+		return 0, 0, false
+	}
+	used, err = strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+	return used, most, err == nil
 }
 
 // availableMemory is the memory this process may use: its cgroup's limit

@@ -105,6 +105,9 @@ const rlimitNproc = 7
 // pidsMaxWords says nothing: there are no cgroups here.
 func pidsMaxWords() string { return "" }
 
+// pidsUsage is unknown here: no cgroups.
+func pidsUsage() (used, most int64, ok bool) { return 0, 0, false }
+
 // availableMemory is unknown here: no bound by default.
 func availableMemory() int64 { return 0 }
 
