@@ -65,6 +65,7 @@ type config struct {
 	shellOutputBytes int           // the shell set's output budget per stream
 	shellOutputLines int           // and its line budget per stream
 	maxTimeLimit     time.Duration // the longest time limit a call may ask for; 0: any
+	execCwd          string        // the exec tool's cwd when a call gives none; "": the server's (or the first root)
 }
 
 // Tool sets (MCP_EXEC_TOOLS).
@@ -253,6 +254,35 @@ var configVars = []configVar{
 		func(c *config, v string) (err error) { c.debug, err = parseSwitch(v); return }},
 }
 
+// gatewaySettings are the exec-mcp gateway's own variables, read when the
+// exec set is offered and the MCP_EXEC_* variable that stands for each is
+// not set: so replacing the gateway takes one setting, not a rename of all.
+var gatewaySettings = []struct {
+	name, ours string
+	set        func(c *config, value string) error
+}{
+	{"MAX_CONCURRENT_EXECS", "MCP_EXEC_MAX_JOBS", func(c *config, v string) (err error) { c.maxJobs, err = parseCount(v); return }},
+	{"MAX_TIMEOUT_SECONDS", "MCP_EXEC_MAX_TIME_LIMIT", func(c *config, v string) (err error) { c.maxTimeLimit, err = parseSeconds(v, true); return }},
+	{"DEFAULT_CWD", "", func(c *config, v string) (err error) { c.execCwd, err = resolveDir(v); return }},
+}
+
+// readGatewaySettings applies the gateway's variables found in environ.
+func readGatewaySettings(c *config, environ []string, given map[string]string) error {
+	for _, g := range gatewaySettings {
+		if _, ours := given[g.ours]; ours {
+			continue
+		}
+		for _, kv := range environ {
+			if value, ok := strings.CutPrefix(kv, g.name+"="); ok && value != "" {
+				if err := g.set(c, value); err != nil {
+					return fmt.Errorf("%s=%q (the exec-mcp gateway's setting, read for MCP_EXEC_TOOLS=exec): %w", g.name, value, err)
+				}
+			}
+		}
+	}
+	return nil
+}
+
 // The shell set's limits on finished jobs when none is set.
 const (
 	shellJobTTL      = time.Hour
@@ -341,6 +371,12 @@ func parseRoots(v string) ([]string, error) {
 		roots = append(roots, resolved)
 	}
 	return roots, nil
+}
+
+// within reports whether the clean absolute path p is root or below it.
+func within(p, root string) bool {
+	rel, err := filepath.Rel(root, p)
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, "../")
 }
 
 // resolveDir makes dir absolute with every symlink followed and checks it
@@ -443,6 +479,11 @@ func loadConfig(environ []string) (*config, error) {
 	if err := checkListen(c); err != nil {
 		return nil, err
 	}
+	if c.offers(toolSetExec) {
+		if err := readGatewaySettings(c, environ, given); err != nil {
+			return nil, err
+		}
+	}
 	if c.offers(toolSetShell) {
 		// The shell set's jobs are never collected: they are polled, then
 		// forgotten when old, as the toolkit forgets them.
@@ -455,6 +496,9 @@ func loadConfig(environ []string) (*config, error) {
 	}
 	if c.maxTimeLimit > 0 && c.timeLimit > c.maxTimeLimit {
 		return nil, fmt.Errorf("MCP_EXEC_TIME_LIMIT (%v s) is longer than MCP_EXEC_MAX_TIME_LIMIT (%v s) allows", c.timeLimit.Seconds(), c.maxTimeLimit.Seconds())
+	}
+	if c.execCwd != "" && c.roots != nil && !slices.ContainsFunc(c.roots, func(root string) bool { return within(c.execCwd, root) }) {
+		return nil, fmt.Errorf("DEFAULT_CWD %s is outside MCP_EXEC_ROOTS (%s)", c.execCwd, strings.Join(c.roots, ", "))
 	}
 	if c.sandbox == sandboxRoots && c.roots == nil {
 		return nil, errors.New("MCP_EXEC_SANDBOX=roots makes only MCP_EXEC_ROOTS writable, and MCP_EXEC_ROOTS is not set; set it, or use read-only")

@@ -89,6 +89,9 @@ func runExec(c *toolCall, a *execArgs) (any, error) {
 	if a.MaxOutputBytes != nil {
 		maxOutput = int64(*a.MaxOutputBytes)
 	}
+	if a.Cwd == "" {
+		a.Cwd = c.cfg.execCwd // DEFAULT_CWD, checked against the roots like any cwd
+	}
 	if err := checkCwd(a.Cwd); err != nil {
 		return nil, err
 	}

@@ -2,8 +2,10 @@ package main
 
 import (
 	"encoding/json"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestShareBudget: two streams share the exec tool's output budget, each
@@ -79,5 +81,44 @@ func TestExecForwardsItsWholeBudgetToStructuredClients(t *testing.T) {
 	_, text, _ := cl.tool(1, "exec", `{"command":"seq 1 900000","max_output_bytes":5242880}`)
 	if !strings.Contains(text, `"forwarded_bytes":5242880,`) {
 		t.Errorf("summary %s", text[strings.LastIndex(text, execSummaryMarker):])
+	}
+}
+
+// TestGatewaySettingsAreRead: with the exec set offered, the gateway's own
+// MAX_CONCURRENT_EXECS, MAX_TIMEOUT_SECONDS and DEFAULT_CWD apply unless
+// the MCP_EXEC_* variable is set; a bad value stops the server naming it;
+// without the exec set they mean nothing.
+func TestGatewaySettingsAreRead(t *testing.T) {
+	dir := t.TempDir()
+	cfg := configOf(t, "MCP_EXEC_TOOLS=exec", "MAX_CONCURRENT_EXECS=3", "MAX_TIMEOUT_SECONDS=90", "DEFAULT_CWD="+dir)
+	if cfg.maxJobs != 3 || cfg.maxTimeLimit != 90*time.Second || !strings.HasSuffix(cfg.execCwd, filepath.Base(dir)) {
+		t.Errorf("max jobs %d, max time limit %v, cwd %q", cfg.maxJobs, cfg.maxTimeLimit, cfg.execCwd)
+	}
+	if cfg := configOf(t, "MCP_EXEC_TOOLS=exec", "MAX_CONCURRENT_EXECS=3", "MCP_EXEC_MAX_JOBS=5"); cfg.maxJobs != 5 {
+		t.Errorf("MCP_EXEC_MAX_JOBS lost to MAX_CONCURRENT_EXECS: %d", cfg.maxJobs)
+	}
+	if cfg := configOf(t, "MAX_CONCURRENT_EXECS=3"); cfg.maxJobs != 0 {
+		t.Errorf("the jobs set alone read MAX_CONCURRENT_EXECS: %d", cfg.maxJobs)
+	}
+	for _, bad := range []string{"MAX_CONCURRENT_EXECS=many", "DEFAULT_CWD=/nonexistent/dir", "MAX_TIMEOUT_SECONDS=-1"} {
+		name, _, _ := strings.Cut(bad, "=")
+		if _, err := loadConfig([]string{"MCP_EXEC_TOOLS=exec", bad}); err == nil || !strings.Contains(err.Error(), name) {
+			t.Errorf("%s: %v", bad, err)
+		}
+	}
+	if _, err := loadConfig([]string{"MCP_EXEC_TOOLS=exec", "DEFAULT_CWD=/", "MCP_EXEC_ROOTS=" + dir}); err == nil {
+		t.Error("a DEFAULT_CWD outside MCP_EXEC_ROOTS was accepted")
+	}
+}
+
+// TestExecRunsInDefaultCwd: an exec without cwd runs in DEFAULT_CWD.
+func TestExecRunsInDefaultCwd(t *testing.T) {
+	onLinux(t)
+	t.Parallel()
+	dir := t.TempDir()
+	cl := newRPCClient(t, configOf(t, "MCP_EXEC_TOOLS=exec", "DEFAULT_CWD="+dir))
+	_, text, _ := cl.tool(1, "exec", `{"command":"pwd"}`)
+	if resolved, _ := filepath.EvalSymlinks(dir); !strings.HasPrefix(text, "[stdout tail]\n"+resolved+"\n") {
+		t.Errorf("pwd: %q, want %s", text, resolved)
 	}
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"path/filepath"
 	"slices"
 	"sort"
 	"strconv"
@@ -82,11 +81,6 @@ func admitDir(cfg *config, dir string) (string, error) {
 	return "", fmt.Errorf("%w: cwd %q resolves to %s, outside MCP_EXEC_ROOTS (allowed: %s)", errRefused, dir, resolved, roots)
 }
 
-// within reports whether the clean absolute path p is root or below it.
-func within(p, root string) bool {
-	rel, err := filepath.Rel(root, p)
-	return err == nil && rel != ".." && !strings.HasPrefix(rel, "../")
-}
 
 // sortedKeys lists a set's members in order.
 func sortedKeys(set map[string]bool) []string {

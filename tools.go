@@ -528,6 +528,9 @@ func ifSet(cond bool, text string) string {
 
 // execCwdWords names the exec tool's default working directory.
 func execCwdWords(cfg *config) string {
+	if cfg.execCwd != "" {
+		return cfg.execCwd
+	}
 	if cfg.roots != nil {
 		return cfg.roots[0] + "; must be inside " + strings.Join(cfg.roots, ", ")
 	}
