@@ -81,7 +81,6 @@ func admitDir(cfg *config, dir string) (string, error) {
 	return "", fmt.Errorf("%w: cwd %q resolves to %s, outside MCP_EXEC_ROOTS (allowed: %s)", errRefused, dir, resolved, roots)
 }
 
-
 // sortedKeys lists a set's members in order.
 func sortedKeys(set map[string]bool) []string {
 	keys := make([]string, 0, len(set))
