@@ -27,8 +27,12 @@ var (
 var errTooManyJobs = errors.New("too many running jobs")
 
 // tooManyJobs is such a refusal: its text is its own, and it is both
-// errRefused and errTooManyJobs.
-type tooManyJobs struct{ text string }
+// errRefused and errTooManyJobs. active is how many jobs ran when it was
+// refused.
+type tooManyJobs struct {
+	text   string
+	active int
+}
 
 func (e tooManyJobs) Error() string { return e.text }
 

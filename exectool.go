@@ -102,8 +102,8 @@ func runExec(c *toolCall, a *execArgs) (any, error) {
 	req := startRequest{argv: []string{execShell, "-c", a.Command}, dir: a.Cwd, env: a.Env, closeStdin: true, policy: c.cfg.capture,
 		silent: true, unsetEnv: execEnvRemoved, keepTail: int(min(maxOutput, math.MaxInt32))}
 	j, started, err := c.reg.start(req)
-	if errors.Is(err, errTooManyJobs) {
-		return execRefusal(c), nil
+	if refusal := (tooManyJobs{}); errors.As(err, &refusal) {
+		return execRefusal(c, refusal.active), nil
 	}
 	if err != nil {
 		return nil, err
@@ -199,8 +199,13 @@ func shareBudget(limit, a, b int64) (int64, int64) {
 
 // execRefusal is the refusal of an exec while MCP_EXEC_MAX_JOBS run: a tool
 // error holding the gateway's too_many_active_execs object.
-func execRefusal(c *toolCall) toolResult {
-	active, running := c.reg.slots()
+// active is the count the refusal saw; the jobs are listed a moment later,
+// so a count they do not reach is told as other.
+func execRefusal(c *toolCall, active int) toolResult {
+	running := c.reg.runningJobs()
+	if len(running) > active {
+		running = running[:active]
+	}
 	states := map[string]int{}
 	if other := active - len(running); other > 0 {
 		states["other"] = other // ending (killed, not yet reaped), or another session's

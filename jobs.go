@@ -164,15 +164,17 @@ func (r *registry) start(req startRequest) (*job, bool, error) {
 	req.dir = dir
 	r.mu.Lock()
 	if r.cfg.maxJobs > 0 && r.running >= r.cfg.maxJobs {
-		ids := r.runningIDsLocked()
+		// r.running also counts jobs forgotten (a cancelled call's) but not
+		// yet reaped: the count the limit holds, named as it was.
+		active, ids := r.running, r.runningIDsLocked()
 		r.mu.Unlock()
 		return nil, false, tooManyJobs{fmt.Sprintf("%v: %d jobs are running and MCP_EXEC_MAX_JOBS is %d (running: %s); wait for one or kill one first",
-			errRefused, len(ids), r.cfg.maxJobs, strings.Join(ids, ", "))}
+			errRefused, active, r.cfg.maxJobs, strings.Join(ids, ", ")), active}
 	}
-	if !r.everywhere.take(r.cfg.maxJobs) {
+	if ok, active := r.everywhere.take(r.cfg.maxJobs); !ok {
 		r.mu.Unlock()
 		return nil, false, tooManyJobs{fmt.Sprintf("%v: %d jobs are running across all sessions and MCP_EXEC_MAX_JOBS is %d; wait for one or kill one first",
-			errRefused, r.everywhere.count(), r.cfg.maxJobs)}
+			errRefused, active, r.cfg.maxJobs), int(active)}
 	}
 	r.running++ // the slot is taken before the fork, so no two starts can both take the last
 	id := r.newID(req)
@@ -315,17 +317,17 @@ type jobSlots struct {
 
 // take takes a slot if fewer than most (0: no limit) are taken; a nil
 // jobSlots always has room.
-func (s *jobSlots) take(most int) bool {
+func (s *jobSlots) take(most int) (ok bool, seen int64) {
 	if s == nil {
-		return true
+		return true, 0
 	}
 	for {
 		n := s.running.Load()
 		if most > 0 && n >= int64(most) {
-			return false
+			return false, n
 		}
 		if s.running.CompareAndSwap(n, n+1) {
-			return true
+			return true, n + 1
 		}
 	}
 }
@@ -867,20 +869,6 @@ func (r *registry) expiredWhy(id string) (string, bool) {
 	defer r.mu.Unlock()
 	why, ok := r.expired.why[id]
 	return why, ok
-}
-
-// slots is what counts against MCP_EXEC_MAX_JOBS, read at one moment: the
-// running jobs of every session sharing the count (or of this one), which
-// includes jobs already forgotten but not yet reaped; and this session's
-// listed running jobs, oldest first.
-func (r *registry) slots() (active int, running []*job) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	active = r.running
-	if r.everywhere != nil {
-		active = int(r.everywhere.count())
-	}
-	return active, r.runningLocked()
 }
 
 // runningJobs lists the running jobs, oldest first.
