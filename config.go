@@ -78,14 +78,17 @@ const (
 // toolSetNames lists the tool sets MCP_EXEC_TOOLS accepts.
 var toolSetNames = []string{toolSetJobs, toolSetExec, toolSetShell}
 
-// offers reports whether the configuration offers tool set name (none
+// offered is the tool sets the configuration offers, in order (none
 // named: the jobs set).
-func (c *config) offers(name string) bool {
+func (c *config) offered() []string {
 	if len(c.toolSets) == 0 {
-		return name == toolSetJobs
+		return []string{toolSetJobs}
 	}
-	return slices.Contains(c.toolSets, name)
+	return c.toolSets
 }
+
+// offers reports whether the configuration offers tool set name.
+func (c *config) offers(name string) bool { return slices.Contains(c.offered(), name) }
 
 // Profiles: compat keeps 1.0's defaults; agent sizes them for LLM hosts.
 const (

@@ -862,15 +862,6 @@ func (r *registry) lookup(id string) (*job, error) {
 	return r.lookupLocked(id)
 }
 
-// lookupLocked is lookup for a caller that holds r.mu.
-// expiredWhy says why the job id names was forgotten, if it expired.
-func (r *registry) expiredWhy(id string) (string, bool) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	why, ok := r.expired.why[id]
-	return why, ok
-}
-
 // runningJobs lists the running jobs, oldest first.
 func (r *registry) runningJobs() []*job {
 	r.mu.Lock()
@@ -878,15 +869,26 @@ func (r *registry) runningJobs() []*job {
 	return r.runningLocked()
 }
 
+// lookupLocked is lookup for a caller that holds r.mu. An id it does not
+// find is an expiredJob error when the job was forgotten for a reason.
 func (r *registry) lookupLocked(id string) (*job, error) {
 	if j, ok := r.jobs[id]; ok {
 		return j, nil
 	}
 	if why, ok := r.expired.why[id]; ok {
-		return nil, fmt.Errorf("%w: %s (expired: %s)", errUnknownJob, clipText(id), why)
+		return nil, expiredJob{id: clipText(id), why: why}
 	}
 	return nil, fmt.Errorf("%w: %s", errUnknownJob, clipText(id))
 }
+
+// expiredJob is errUnknownJob for a job forgotten by MCP_EXEC_JOB_TTL or
+// MCP_EXEC_MAX_FINISHED, saying why.
+type expiredJob struct{ id, why string }
+
+func (e expiredJob) Error() string {
+	return fmt.Sprintf("%v: %s (expired: %s)", errUnknownJob, e.id, e.why)
+}
+func (e expiredJob) Unwrap() error { return errUnknownJob }
 
 // The delivery rule, in one place. A call holds a job from the moment it
 // finds it in the registry, as the call is read (or, for a blocking execute,

@@ -545,7 +545,7 @@ func TestSurvivorsReported(t *testing.T) {
 		t.Fatalf("%d survivors, want 2: %+v", n, j.outcome().survivors)
 	}
 	c := &toolCall{reg: reg, cfg: reg.cfg, waiter: plainWaiter()}
-	list, err := runListJobs(c, &listJobsArgs{})
+	list, err := runListJobs(c, &noArgs{})
 	if err != nil || !strings.Contains(string(list.(json.RawMessage)), `"survivors":2`) {
 		t.Errorf("list_jobs: %s %v", list, err)
 	}

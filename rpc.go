@@ -618,9 +618,10 @@ func (s *session) prepareToolCall(ctx context.Context, m message) func() (any, e
 	if json.Unmarshal(params["name"], &name) != nil || name == "" {
 		return fail(newError(codeInvalidParams, "invalid params: tools/call needs a tool name string in params.name"))
 	}
-	call := &toolCall{reg: s.reg, cfg: s.cfg, waiter: s.waiterFor(ctx, params["_meta"], m.replyTo),
+	meta, _ := decodeObject(params["_meta"]) // absent or not an object: no progress, no messages
+	call := &toolCall{reg: s.reg, cfg: s.cfg, waiter: s.waiterFor(ctx, meta, m.replyTo),
 		structured: m.shape.structured, replyOverhead: len(textReply(m.id, m.shape, nil)) + len(waitWrapOpen) + 1,
-		log: loggerFor(ctx, params["_meta"], m)}
+		log: loggerFor(ctx, meta, m)}
 	run, err := prepareTool(call, name, params["arguments"])
 	if err != nil {
 		return fail(err)
@@ -629,22 +630,15 @@ func (s *session) prepareToolCall(ctx context.Context, m message) func() (any, e
 }
 
 // waiterFor builds the waiter of one call: progress notifications go out
-// only when the request carried _meta.progressToken.
-func (s *session) waiterFor(ctx context.Context, meta json.RawMessage, sink replySink) *waiter {
+// only when the request's _meta (nil when it has none) has progressToken.
+func (s *session) waiterFor(ctx context.Context, meta map[string]json.RawMessage, sink replySink) *waiter {
 	w := &waiter{ctx: ctx}
-	if meta == nil {
-		return w
-	}
-	obj, err := decodeObject(meta)
-	if err != nil {
-		return w
-	}
-	token, ok := obj["progressToken"]
+	token, ok := meta["progressToken"]
 	if !ok || !validID(token) {
 		return w
 	}
 	w.interval = s.cfg.progressInterval
-	w.showOutput = string(obj[metaProgressOutput]) == "true"
+	w.showOutput = string(meta[metaProgressOutput]) == "true"
 	w.report = func(n int, message string) {
 		if ctx.Err() != nil {
 			return // cancelled: nothing more goes out for the request
@@ -661,16 +655,12 @@ func (s *session) waiterFor(ctx context.Context, meta json.RawMessage, sink repl
 // or above, until it is cancelled. Any other request gets nil: the modern
 // era allows no message it did not ask for, and a legacy session's
 // messages would surface inside other requests.
-func loggerFor(ctx context.Context, meta json.RawMessage, m message) func(level, logger string, data any) {
-	if !m.shape.modern || meta == nil {
-		return nil
-	}
-	obj, err := decodeObject(meta)
-	if err != nil {
+func loggerFor(ctx context.Context, meta map[string]json.RawMessage, m message) func(level, logger string, data any) {
+	if !m.shape.modern {
 		return nil
 	}
 	var least string
-	if json.Unmarshal(obj[metaLogLevel], &least) != nil || !slices.Contains(logLevels, least) {
+	if json.Unmarshal(meta[metaLogLevel], &least) != nil || !slices.Contains(logLevels, least) {
 		return nil
 	}
 	floor := slices.Index(logLevels, least)

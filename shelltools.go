@@ -48,8 +48,6 @@ type shellOutputArgs struct {
 	Cursor string `arg:"cursor"`
 }
 
-type shellNoArgs struct{}
-
 const shellCommandDocs = "Program to run, spelled exactly as the allow list has it (a bare name is looked up in PATH). No shell: no quoting, globbing, pipes or variables."
 
 // shellRunDocs are the argument docs of run and start.
@@ -259,7 +257,8 @@ func streamShellRun(log func(level, logger string, data any), logger string, j *
 			w    *window
 		}{{"stdout", j.stdout}, {"stderr", j.stderr}} {
 			for {
-				b, from := s.w.since(at[i], shellStreamBatch)
+				read := s.w.readRange(at[i], shellStreamBatch, true, 0)
+				b, from := read.data, read.offset
 				if !final || len(b) == shellStreamBatch {
 					b = trimPartialRune(b) // the rest of the character comes with the next batch
 				}
@@ -370,8 +369,8 @@ func shellJob(c *toolCall, id string) (*job, error) {
 	if err == nil && j.set == toolSetShell {
 		return j, nil
 	}
-	if why, ok := c.reg.expiredWhy(id); ok {
-		return nil, fmt.Errorf("Job '%s' has expired (%s); start a new job rather than hoping", clipText(id), why)
+	if gone := (expiredJob{}); errors.As(err, &gone) {
+		return nil, fmt.Errorf("Job '%s' has expired (%s); start a new job rather than hoping", gone.id, gone.why)
 	}
 	return nil, fmt.Errorf("Unknown job '%s'", clipText(id))
 }
@@ -380,13 +379,17 @@ func shellJob(c *toolCall, id string) (*job, error) {
 // timeout was sent, even before its status arrives.
 func shellState(j *job) string {
 	switch {
-	case j.killSent.Load() || j.timedOut.Load():
+	case shellKilled(j):
 		return "killed"
 	case j.terminal():
 		return "exited"
 	}
 	return stateRunning
 }
+
+// shellKilled reports whether the server killed j for its caller: by the
+// kill tool, or its timeout.
+func shellKilled(j *job) bool { return j.killSent.Load() || j.timedOut.Load() }
 
 // shellPollJSON is sh_poll's result; its keys sort as the toolkit's do.
 type shellPollJSON struct {
@@ -406,7 +409,7 @@ func runShellPoll(c *toolCall, a *shellJobArgs) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	res := &shellPollJSON{Job: j.id, State: shellState(j), Killed: j.killSent.Load() || j.timedOut.Load(),
+	res := &shellPollJSON{Job: j.id, State: shellState(j), Killed: shellKilled(j),
 		Runtime: seconds3(j.runtime()), StartedAt: j.started.UTC().Format(time.RFC3339)}
 	if j.terminal() {
 		exit := shellExit(j.final)
@@ -463,7 +466,7 @@ func runShellKill(c *toolCall, a *shellJobArgs) (any, error) {
 			return nil, fmt.Errorf("cannot kill job '%s': %v", j.id, err)
 		}
 	}
-	return map[string]any{"job": j.id, "killed": j.killSent.Load() || j.timedOut.Load(), "state": shellState(j)}, nil
+	return map[string]any{"job": j.id, "killed": shellKilled(j), "state": shellState(j)}, nil
 }
 
 // shellEvent is the toolkit's notifications/job params for a shell job's
@@ -480,7 +483,7 @@ func shellEvent(cfg *config, j *job, event string) map[string]any {
 	return params
 }
 
-func runShellAllowed(c *toolCall, _ *shellNoArgs) (any, error) {
+func runShellAllowed(c *toolCall, _ *noArgs) (any, error) {
 	if c.cfg.allow == nil {
 		return textResult("Any program may run: no allow list is set (MCP_EXEC_ALLOW)."), nil
 	}

@@ -1001,20 +1001,7 @@ def test_pids_cgroup_refuses_jobs_clearly(fault):
             f.write("60")
         s = fault(argv=["/bin/sh", "-c", 'echo $$ > "$1/cgroup.procs" && exec "$0"', server_binary(), cg])
         s.roundtrip()
-        started, refused = [], 0
-        for _ in range(120):
-            res = s.tool_raw("execute", {"command": "exec sleep 60", "nowait": True})
-            text = res["content"][0]["text"]
-            if res.get("isError"):
-                assert text.startswith("cannot start a job: the process limit is reached") and "pids.max is 60" in text, text
-                refused += 1
-            else:
-                started.append(json.loads(text)["job_id"])
-        assert started and refused, (len(started), refused)
-        s.roundtrip()
-        for jid in started:
-            s.tool("kill", {"job_id": jid, "signal": "KILL", "timeout": 10})
-        assert s.tool("execute", {"command": "echo fine"})["stdout"]["data"] == "fine\n"
+        _start_past_the_process_limit(s, 120, "pids.max is 60")
     finally:
         if s is not None:
             s.close()
@@ -1078,16 +1065,24 @@ def test_process_limit_refuses_jobs_clearly(fault):
     s = fault(argv=["/bin/bash", "-c", 'ulimit -u 40 && exec setpriv --reuid=65534 --regid=65534 --clear-groups "$0"', binary])
     s.roundtrip()
     shutil.rmtree(os.path.dirname(binary), ignore_errors=True)  # the running server keeps its file
+    _start_past_the_process_limit(s, 80, "RLIMIT_NPROC is 40")
+
+
+def _start_past_the_process_limit(s, starts, names_limit):
+    """Makes starts nowait starts: some must start and the rest be refused,
+    each refusal naming the process limit (names_limit is in its text); then
+    the started jobs are killed and the server must still run a job."""
     started, refused = [], 0
-    for _ in range(80):
+    for _ in range(starts):
         res = s.tool_raw("execute", {"command": "exec sleep 60", "nowait": True})
         text = res["content"][0]["text"]
         if res.get("isError"):
-            assert text.startswith("cannot start a job: the process limit is reached") and "RLIMIT_NPROC is 40" in text, text
+            assert text.startswith("cannot start a job: the process limit is reached") and names_limit in text, text
             refused += 1
         else:
             started.append(json.loads(text)["job_id"])
     assert started and refused, (len(started), refused)
+    s.roundtrip()
     for jid in started:
         s.tool("kill", {"job_id": jid, "signal": "KILL", "timeout": 10})
     assert s.tool("execute", {"command": "echo fine"})["stdout"]["data"] == "fine\n"

@@ -1387,6 +1387,15 @@ def test_output_reader_that_falls_behind_gets_the_dropped_marker(small_srv, tmp)
     await_state(small_srv, jid)
 
 
+def _burst_of_100_lines(s, fifo, jid, written):
+    """Writes 100 short lines through the tee job after written bytes, and
+    returns them once the job has counted them all."""
+    burst = "".join("%03d\n" % i for i in range(100))
+    fifo.write(burst)
+    wait_until(lambda: ok(s, "sh_poll", {"job": jid})["stdout-bytes"] == written + len(burst), 10, "the burst")
+    return burst
+
+
 def test_output_line_budget_behind_reader_gets_the_marker(mk, tmp):
     s = mk({"MCP_EXEC_TOOLS": "shell", "MCP_EXEC_SHELL_MAX_OUTPUT_LINES": "20"})
     fifo = Fifo(os.path.join(tmp, "in"))
@@ -1395,10 +1404,7 @@ def test_output_line_budget_behind_reader_gets_the_marker(mk, tmp):
         first = "a\n" * 6  # past the 5-line head
         fifo.write(first)
         _, _, cursor, _ = read_until(s, jid, None, len(first))
-        burst = "".join("%03d\n" % i for i in range(100))
-        fifo.write(burst)
-        wait_until(lambda: ok(s, "sh_poll", {"job": jid})["stdout-bytes"] == len(first) + len(burst), 10,
-                   "the burst")
+        burst = _burst_of_100_lines(s, fifo, jid, len(first))
         o = ok(s, "sh_output", {"job": jid, "cursor": cursor})
         mk_ = MARKER.match(o["stdout"])
         assert mk_, "an instalment that fell behind starts with the marker: %r" % o["stdout"][:200]
@@ -1419,10 +1425,7 @@ def test_output_instalments_from_inside_the_head_concatenate_to_the_snapshot(mk,
         first = "a\n"  # the cursor stays inside the 5-line head
         fifo.write(first)
         got, _, cursor, _ = read_until(s, jid, None, len(first))
-        burst = "".join("%03d\n" % i for i in range(100))
-        fifo.write(burst)
-        wait_until(lambda: ok(s, "sh_poll", {"job": jid})["stdout-bytes"] == len(first) + len(burst), 10,
-                   "the burst")
+        burst = _burst_of_100_lines(s, fifo, jid, len(first))
         o = ok(s, "sh_output", {"job": jid, "cursor": cursor})
         snap = ok(s, "sh_output", {"job": jid})
         assert got + o["stdout"] == snap["stdout"], "the marker sits where the gap is"

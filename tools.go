@@ -299,7 +299,7 @@ type (
 		Timeout       *seconds        `arg:"timeout"`
 		MaxReplyBytes *replyBytes     `arg:"max_reply_bytes"`
 	}
-	listJobsArgs struct{}
+	noArgs struct{} // list_jobs, and any tool that takes none
 )
 
 const streamDoc = `"none" (default), "all" (the retained window), {"tail": N} (last N lines), or {"from": P, "length": N, "unaligned": false} (bytes from absolute offset P; the next page is from = offset + bytes)`
@@ -827,7 +827,7 @@ func runKill(c *toolCall, a *killArgs) (any, error) {
 // runListJobs answers {"jobs": [{"job_id", "state"}, ...]}. It writes the
 // JSON itself: ids are digits and states plain words, and a reflective
 // encoder took most of the time of a list of 10,000 jobs.
-func runListJobs(c *toolCall, _ *listJobsArgs) (any, error) {
+func runListJobs(c *toolCall, _ *noArgs) (any, error) {
 	jobs := c.reg.list()
 	var groups map[int][]procInfo // read once, and only if a job runs
 	for _, j := range jobs {

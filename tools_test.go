@@ -112,7 +112,7 @@ func TestListJobsWithinBudget(t *testing.T) {
 		awaitDone(t, startJob(t, reg, "true"))
 	}
 	c := &toolCall{reg: reg, cfg: reg.cfg, waiter: plainWaiter(), maxReply: minReplyBytes}
-	res, err := runListJobs(c, &listJobsArgs{})
+	res, err := runListJobs(c, &noArgs{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -53,12 +53,8 @@ func toolsFor(cfg *config) *toolTable {
 	if t, ok := toolTables.Load(cfg); ok {
 		return t.(*toolTable)
 	}
-	sets := cfg.toolSets
-	if len(sets) == 0 {
-		sets = []string{toolSetJobs}
-	}
 	table := &toolTable{byName: map[string]*toolSpec{}}
-	for _, name := range sets {
+	for _, name := range cfg.offered() {
 		table.list = append(table.list, toolSets[name].tools(cfg)...)
 	}
 	for i := range table.list {
@@ -75,10 +71,7 @@ func toolsFor(cfg *config) *toolTable {
 // instructionsFor is the initialize result's advice to the model under cfg:
 // each offered set's, then the policy in force.
 func instructionsFor(cfg *config) string {
-	sets := cfg.toolSets
-	if len(sets) == 0 {
-		sets = []string{toolSetJobs}
-	}
+	sets := cfg.offered()
 	parts := make([]string, len(sets))
 	for i, name := range sets {
 		parts[i] = toolSets[name].instructions(cfg)

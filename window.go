@@ -325,21 +325,6 @@ func (w *window) ends(head, tail int64) streamEnds {
 		total: total, lines: w.lines}
 }
 
-// since copies up to most retained bytes from offset from (from the oldest
-// retained byte after it, when the window has moved past from), and says
-// where they start.
-func (w *window) since(from, most int64) ([]byte, int64) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	lo, total := w.contiguous()
-	from = max(from, lo)
-	to := min(total, from+most)
-	if from >= to {
-		return nil, from
-	}
-	return w.copyRange(from, to), from
-}
-
 // at returns the retained byte at absolute offset p, from the head when the
 // ring no longer holds it. Caller holds w.mu and guarantees p is retained.
 func (w *window) at(p int64) byte {

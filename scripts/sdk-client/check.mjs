@@ -35,6 +35,12 @@ class AskingTransport extends StdioClientTransport {
   }
 }
 
+// testEnv is this process's environment without MCP_EXEC_* settings: each
+// check starts its server with exactly the settings it names.
+function testEnv() {
+  return Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith("MCP_EXEC_")));
+}
+
 function parse(result) {
   assert.equal(result.content[0].type, "text");
   return JSON.parse(result.content[0].text);
@@ -184,7 +190,7 @@ async function checkAgentProfile() {
   // The rest of our environment, without MCP_EXEC_* variables: the server
   // refuses unknown ones (MCP_EXEC_BIN) and explicit ones would override the
   // profile's defaults that this check is about.
-  const env = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith("MCP_EXEC_")));
+  const env = testEnv();
   const { client, errors, call } = await connect({ ...env, MCP_EXEC_PROFILE: "agent" });
   let idle;
   try {
@@ -229,7 +235,7 @@ async function checkAgentProfile() {
 // checkJobEvents: with MCP_EXEC_JOB_EVENTS=1 a nowait job's end reaches the
 // client as notifications/job, with no polling.
 async function checkJobEvents() {
-  const env = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith("MCP_EXEC_")));
+  const env = testEnv();
   const { client, call } = await connect({ ...env, MCP_EXEC_JOB_EVENTS: "1" });
   try {
     const events = [];
@@ -260,7 +266,7 @@ async function checkJobEvents() {
 // its lifecycle events and cursor-followed output all pass the SDK's
 // checks (structured results included, on the SDK's newest revision).
 async function checkToolSets() {
-  const env = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith("MCP_EXEC_")));
+  const env = testEnv();
   const { client } = await connect({ ...env, MCP_EXEC_TOOLS: "exec,shell", MCP_EXEC_ALLOW: "/bin/sh,sh,echo", MCP_EXEC_TOOL_PREFIX: "t" });
   try {
     const names = (await client.listTools()).tools.map((t) => t.name);
