@@ -63,17 +63,26 @@ type killResult struct {
 // startKill runs a kill of id in the background: it looks the job up at
 // once, as a kill call is read, and kills it on another goroutine.
 func startKill(reg *registry, id string, sig syscall.Signal) <-chan killResult {
+	return readKill(reg, id, sig)()
+}
+
+// readKill looks id up as a kill call is read and returns the start of its
+// run: the server reads requests that arrive together, and holds their
+// jobs, before it runs any of them.
+func readKill(reg *registry, id string, sig syscall.Signal) (run func() <-chan killResult) {
 	done := make(chan killResult, 1)
 	j, err := reg.lookup(id)
 	if err != nil {
 		done <- killResult{err: err}
+		return func() <-chan killResult { return done }
+	}
+	return func() <-chan killResult {
+		go func() {
+			out, err := reg.kill(plainWaiter(), j, killPlan{signals: []syscall.Signal{sig}, wait: jobDeadline})
+			done <- killResult{j, out, err}
+		}()
 		return done
 	}
-	go func() {
-		out, err := reg.kill(plainWaiter(), j, killPlan{signals: []syscall.Signal{sig}, wait: jobDeadline})
-		done <- killResult{j, out, err}
-	}()
-	return done
 }
 
 // receive takes one value from ch or fails the test after jobDeadline.
@@ -160,7 +169,11 @@ func TestKillsBackToBackBothDeliver(t *testing.T) {
 	reg := newRegistry(testConfig())
 	for i := 0; i < deliveryRounds; i++ {
 		j := startJob(t, reg, "exec sleep 60")
-		first, second := startKill(reg, j.id, syscall.SIGKILL), startKill(reg, j.id, syscall.SIGKILL)
+		// Both are read before either runs, as two kills arriving together
+		// are: a first kill run before the second was read could deliver
+		// and forget the job first.
+		readFirst, readSecond := readKill(reg, j.id, syscall.SIGKILL), readKill(reg, j.id, syscall.SIGKILL)
+		first, second := readFirst(), readSecond()
 		checkKilledResult(t, receive(t, "first kill", first), j, syscall.SIGKILL)
 		checkKilledResult(t, receive(t, "second kill", second), j, syscall.SIGKILL)
 		checkForgotten(t, reg, j)
