@@ -768,6 +768,16 @@ func (r *registry) publish(j *job, st exitStatus, wall time.Duration, survivors 
 	if st.code != 0 || st.signal != 0 {
 		j.final.state = stateError
 	}
+	// Its slot is free before its result can be seen: a caller handed the
+	// result may start the next job at once, and must not be refused for it.
+	r.everywhere.give()
+	jobsFinished.Add(1)
+	if j.final.timedOut {
+		jobsTimedOut.Add(1)
+	}
+	r.mu.Lock()
+	r.running--
+	r.mu.Unlock()
 	close(j.done)
 	if t := j.limit.Load(); t != nil {
 		t.Stop()
@@ -777,13 +787,7 @@ func (r *registry) publish(j *job, st exitStatus, wall time.Duration, survivors 
 	}
 	j.stdin.shut()
 	r.announceEnd(j)
-	r.everywhere.give()
-	jobsFinished.Add(1)
-	if j.final.timedOut {
-		jobsTimedOut.Add(1)
-	}
 	r.mu.Lock()
-	r.running--
 	r.changed.announce()
 	if r.jobs[j.id] == j {
 		r.finishedLocked(j)

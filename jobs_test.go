@@ -597,3 +597,22 @@ func TestTerminalJob(t *testing.T) {
 		t.Errorf("plain text %q", got)
 	}
 }
+
+// TestSlotFreeOnceResultSeen: under MCP_EXEC_MAX_JOBS=1 a job started the
+// moment the previous one's result was delivered is never refused (the
+// slot was given back after the result could be seen, and a CI run's next
+// execute was refused with "1 jobs are running (running: )").
+func TestSlotFreeOnceResultSeen(t *testing.T) {
+	onLinux(t)
+	t.Parallel()
+	reg := newRegistry(configOf(t, "MCP_EXEC_MAX_JOBS=1"))
+	for i := 0; i < 200; i++ {
+		j, started, err := reg.start(startRequest{command: "exit 0", policy: defaultCapture})
+		if err != nil || !started {
+			t.Fatalf("start %d: %v", i, err)
+		}
+		if _, _, err := reg.await(plainWaiter(), []*job{j}, awaitOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
