@@ -129,11 +129,14 @@ type startRequest struct {
 type registry struct {
 	cfg *config
 
-	mu      sync.Mutex      // guards every field below, and job.elem
-	jobs    map[string]*job // waitable jobs: running, or finished and not delivered
-	order   *list.List      // the same jobs, oldest first
-	kept    map[string]*job // delivered jobs whose result was cut: readable a while longer
-	running int             // jobs started and not finished, for MCP_EXEC_MAX_JOBS
+	mu    sync.Mutex      // guards every field below, and job.elem
+	jobs  map[string]*job // waitable jobs: running, or finished and not delivered
+	order *list.List      // the same jobs, oldest first
+	kept  map[string]*job // delivered jobs whose result was cut: readable a while longer
+	// running counts jobs started and not finished, for MCP_EXEC_MAX_JOBS.
+	// It is taken under mu (checked and added together) but given back
+	// without it, so publish frees a slot before the result shows.
+	running atomic.Int64
 	// everywhere counts the running jobs of every session that shares it
 	// (nil: this session only); randomIDs makes job ids unguessable, for
 	// transports where clients could try each other's. Both are set before
@@ -163,10 +166,10 @@ func (r *registry) start(req startRequest) (*job, bool, error) {
 	}
 	req.dir = dir
 	r.mu.Lock()
-	if r.cfg.maxJobs > 0 && r.running >= r.cfg.maxJobs {
+	if r.cfg.maxJobs > 0 && r.running.Load() >= int64(r.cfg.maxJobs) {
 		// r.running also counts jobs forgotten (a cancelled call's) but not
 		// yet reaped: the count the limit holds, named as it was.
-		active, ids := r.running, r.runningIDsLocked()
+		active, ids := int(r.running.Load()), r.runningIDsLocked()
 		r.mu.Unlock()
 		return nil, false, tooManyJobs{fmt.Sprintf("%v: %d jobs are running and MCP_EXEC_MAX_JOBS is %d (running: %s); wait for one or kill one first",
 			errRefused, active, r.cfg.maxJobs, strings.Join(ids, ", ")), active}
@@ -176,7 +179,7 @@ func (r *registry) start(req startRequest) (*job, bool, error) {
 		return nil, false, tooManyJobs{fmt.Sprintf("%v: %d jobs are running across all sessions and MCP_EXEC_MAX_JOBS is %d; wait for one or kill one first",
 			errRefused, active, r.cfg.maxJobs), int(active)}
 	}
-	r.running++ // the slot is taken before the fork, so no two starts can both take the last
+	r.running.Add(1) // the slot is taken before the fork, so no two starts can both take the last
 	id := r.newID(req)
 	r.mu.Unlock()
 	jobsStarted.Add(1)
@@ -187,9 +190,7 @@ func (r *registry) start(req startRequest) (*job, bool, error) {
 		stdout: newWindow(windowBytes, headBytes), stderr: newWindow(windowBytes, headBytes)}
 	err = j.launch(r.cfg, req, func(st exitStatus) { r.exited(j, st) })
 	if err != nil {
-		r.mu.Lock()
-		r.running--
-		r.mu.Unlock()
+		r.running.Add(-1)
 		r.everywhere.give()
 		jobsFailedToStart.Add(1)
 		if errors.Is(err, errExhausted) { // refused before any fork: a tool error, not a start failure
@@ -775,9 +776,7 @@ func (r *registry) publish(j *job, st exitStatus, wall time.Duration, survivors 
 	if j.final.timedOut {
 		jobsTimedOut.Add(1)
 	}
-	r.mu.Lock()
-	r.running--
-	r.mu.Unlock()
+	r.running.Add(-1)
 	close(j.done)
 	if t := j.limit.Load(); t != nil {
 		t.Stop()
