@@ -7,7 +7,6 @@ import (
 	"math"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -506,11 +505,13 @@ func loadConfig(environ []string) (*config, error) {
 	if c.sandbox == sandboxRoots && c.roots == nil {
 		return nil, errors.New("MCP_EXEC_SANDBOX=roots makes only MCP_EXEC_ROOTS writable, and MCP_EXEC_ROOTS is not set; set it, or use read-only")
 	}
-	c.shellSpelled = os.Getenv("SHELL")
+	// SHELL and PATH from environ, the environment the server was given,
+	// as every other setting is read: not from the process's own.
+	c.shellSpelled = envValue(environ, "SHELL")
 	if c.shellSpelled == "" {
 		c.shellSpelled = "/bin/sh"
 	}
-	c.shell = resolveShell(c.shellSpelled)
+	c.shell = resolveShell(c.shellSpelled, environ)
 	c.baseEnv = withoutOwnVariables(environ)
 	return c, nil
 }
@@ -556,17 +557,13 @@ func configNames() []string {
 	return names
 }
 
-// resolveShell picks $SHELL, or /bin/sh when it is unset, and finds it on
-// PATH when it is a bare name. A shell that cannot be found is kept as is:
-// each job then fails to start with a start_error that names it.
-func resolveShell(shell string) string {
-	if shell == "" {
-		return "/bin/sh"
-	}
-	if !strings.Contains(shell, "/") {
-		if path, err := exec.LookPath(shell); err == nil {
-			return path
-		}
+// resolveShell finds shell (as $SHELL spells it) on environ's PATH when it
+// is a bare name, as lookPath finds programs. A shell that cannot be found
+// is kept as is: each job then fails to start with a start_error that
+// names it.
+func resolveShell(shell string, environ []string) string {
+	if path, err := lookPath(shell, environ); err == nil {
+		return path
 	}
 	return shell
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"os"
 	"slices"
 	"sort"
 	"strconv"
@@ -37,10 +38,27 @@ func admitProgram(cfg *config, argv []string) error {
 		}
 		return nil
 	}
-	if !slices.Contains(cfg.allow, cfg.shellSpelled) && !slices.Contains(cfg.allow, cfg.shell) {
-		return fmt.Errorf("%w: a command runs in the shell %s, which MCP_EXEC_ALLOW does not list; use argv with one of: %s", errRefused, cfg.shellSpelled, allowed)
+	if !slices.ContainsFunc(cfg.allow, func(entry string) bool { return namesShell(cfg, entry) }) {
+		return fmt.Errorf("%w: a command runs in the shell %s (%s), which MCP_EXEC_ALLOW does not list; use argv with one of: %s", errRefused, cfg.shellSpelled, cfg.shell, allowed)
 	}
 	return nil
+}
+
+// namesShell reports whether an MCP_EXEC_ALLOW entry names the shell jobs
+// run in: spelled as $SHELL spells it or as its resolved path, or finding
+// the same file as the server's PATH finds it (sh allows SHELL=/bin/sh
+// when PATH's sh is /bin/sh, or /usr/bin/sh linked to it).
+func namesShell(cfg *config, entry string) bool {
+	if entry == cfg.shellSpelled || entry == cfg.shell {
+		return true
+	}
+	found, err := lookPath(entry, cfg.baseEnv)
+	if err != nil {
+		return false
+	}
+	a, errA := os.Stat(found)
+	b, errB := os.Stat(cfg.shell)
+	return errA == nil && errB == nil && os.SameFile(a, b)
 }
 
 // admitEnv checks the env argument's names against MCP_EXEC_ENV_DENY.

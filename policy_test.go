@@ -218,3 +218,37 @@ func TestJobsEndingBeforeListedCountAsFinished(t *testing.T) {
 		eventually(t, jobDeadline, "at most 1 finished job is listed", func() bool { return len(reg.list()) <= 1 })
 	}
 }
+
+// TestAllowListedShellNameAllowsCommands: MCP_EXEC_ALLOW=git,grep,ls,sh,
+// the README's own example, refused every command when SHELL=/bin/sh: the
+// bare sh names the same file as the shell, as PATH finds it.
+func TestAllowListedShellNameAllowsCommands(t *testing.T) {
+	t.Parallel()
+	cfg := testConfig()
+	cfg.baseEnv = []string{"PATH=/usr/bin:/bin"}
+	cfg.shellSpelled, cfg.shell = "/bin/sh", "/bin/sh"
+	cfg.allow = []string{"git", "grep", "ls", "sh"}
+	if _, err := admit(cfg, nil, nil, ""); err != nil {
+		t.Errorf("a command with sh listed and SHELL=/bin/sh: %v", err)
+	}
+	if _, err := admit(cfg, []string{"/bin/sh", "-c", "id"}, nil, ""); err == nil {
+		t.Error("argv /bin/sh is still refused: argv[0] is checked as spelled")
+	}
+	cfg.allow = []string{"ls"}
+	if _, err := admit(cfg, nil, nil, ""); err == nil || !strings.Contains(err.Error(), "shell /bin/sh") {
+		t.Errorf("a command with only ls listed: %v", err)
+	}
+}
+
+// TestShellReadFromGivenEnvironment: loadConfig read SHELL from the
+// process's environment, not from the environment it was given.
+func TestShellReadFromGivenEnvironment(t *testing.T) {
+	t.Setenv("SHELL", "/nonexistent/process-shell")
+	cfg, err := loadConfig([]string{"SHELL=sh", "PATH=/usr/bin:/bin"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.shellSpelled != "sh" || !filepath.IsAbs(cfg.shell) {
+		t.Errorf("shell %q (spelled %q), want sh found on the given PATH", cfg.shell, cfg.shellSpelled)
+	}
+}
