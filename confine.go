@@ -8,6 +8,17 @@ type confinement struct {
 	writable     []string // directories the job may write beneath, when fsRestricted
 	netOff       bool     // no IP sockets at all; TCP bind and connect refused as well
 	rlimits      []rlimit // set, soft and hard, in this order
+
+	// ownMounts (with fsRestricted) gives the job a mount namespace of its
+	// own in which every mount is read-only but the writable places, so
+	// that mode, owner, times, xattrs and flags, which Landlock does not
+	// check, cannot change outside them either. Without it a sandboxed
+	// job's seccomp filter refuses those changes everywhere.
+	ownMounts bool
+	// cwd is the job's working directory as admitted and resolved; with
+	// ownMounts it is opened again inside the job's namespace, since a
+	// directory pinned before would lead back to the server's mounts.
+	cwd string
 }
 
 // rlimit is one resource limit: a resource number (RLIMIT_*) and its value,

@@ -3,7 +3,6 @@ package main
 import (
 	"errors"
 	"fmt"
-	"runtime"
 	"syscall"
 	"unsafe"
 
@@ -63,31 +62,69 @@ func landlockABI() (int, error) {
 }
 
 // restrictThread imposes c's filesystem and network restrictions on the
-// calling thread, and on every process it forks from now on: no_new_privs,
-// a Landlock domain and a seccomp filter are per thread, and a child
-// inherits its parent thread's. The caller must have locked the goroutine
-// to its thread and must let the thread end with it (return from the
-// goroutine still locked), so the restriction never reaches the server's
-// other work; the Go runtime makes new threads from an unlocked one, so
-// it does not spread that way either. Errors are *confineError.
+// calling thread, and on every process it forks from now on: a mount
+// namespace, no_new_privs, capabilities, a Landlock domain and a seccomp
+// filter are all per thread, and a child inherits its parent thread's. The
+// caller must be on a thread it will discard (onDiscardedThread), so the
+// restriction never reaches the server's other work. Errors are
+// *confineError.
+//
+// A sandboxed (fsRestricted) job gets every layer, in this order:
+//   - its own mount namespace, all read-only but c.writable (ownMounts):
+//     metadata outside the writable places; it needs CAP_SYS_ADMIN,
+//     so it comes first;
+//   - no_new_privs: nothing it execs gains privileges, and unprivileged
+//     Landlock and seccomp require it;
+//   - no capabilities: no other process's /proc secrets, no owner
+//     override, no mounts;
+//   - Landlock: writes by path, ptrace, signals and abstract sockets
+//     outside its domain;
+//   - seccomp: other processes' limits and priorities, and metadata
+//     everywhere when it has no mount namespace of its own.
 func (c confinement) restrictThread() error {
-	if !c.fsRestricted && !c.netOff {
+	if !c.restrictsThread() {
 		return nil
 	}
-	// Landlock and seccomp both require it of an unprivileged process, and
-	// it keeps a setuid program from running with more than the job has.
+	fsFailed := func(what string, err error) error {
+		return &confineError{confineFailedFS, fmt.Errorf("%s: %w", what, err)}
+	}
+	if c.fsRestricted && c.ownMounts {
+		if err := readOnlyMounts(c.writable); err != nil {
+			return fsFailed("a read-only mount namespace", err)
+		}
+	}
 	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
-		return &confineError{confineFailedFS, fmt.Errorf("prctl(PR_SET_NO_NEW_PRIVS): %w", err)}
+		return fsFailed("prctl(PR_SET_NO_NEW_PRIVS)", err)
+	}
+	if c.fsRestricted {
+		if err := dropCapabilities(); err != nil {
+			return fsFailed("dropping capabilities", err)
+		}
 	}
 	if err := c.restrictLandlock(); err != nil {
 		return err
 	}
-	if c.netOff {
-		if err := denyIPSockets(); err != nil {
-			return &confineError{confineFailedNet, fmt.Errorf("seccomp filter: %w (network off needs seccomp filters: Linux 3.17 or later, allowed by podman's and docker's default profiles)", err)}
+	rules := seccompRules{netOff: c.netOff, othersUntouched: c.fsRestricted, noMetadata: c.fsRestricted && !c.ownMounts}
+	if !rules.any() {
+		return nil
+	}
+	if err := rules.install(); err != nil {
+		failed := confineFailedFS
+		if !c.fsRestricted {
+			failed = confineFailedNet
 		}
+		return &confineError{failed, fmt.Errorf("seccomp filter: %w (the sandbox and network off need seccomp filters: Linux 3.17 or later, allowed by podman's and docker's default profiles)", err)}
 	}
 	return nil
+}
+
+// jobDir is the working directory to give the job forked from a thread
+// restricted by c (see reopenDir), and what to release once it started.
+func (c confinement) jobDir(dir string) (string, func(), error) {
+	if !c.ownMounts {
+		return dir, func() {}, nil
+	}
+	return reopenDir(dir, c.cwd)
 }
 
 // setRlimits sets each limit, soft and hard, on the calling process: rlimits
@@ -130,6 +167,12 @@ func (c confinement) restrictLandlock() error {
 	}
 	if c.netOff && abi >= 4 {
 		attr.Handled_access_net = unix.LANDLOCK_ACCESS_NET_BIND_TCP | unix.LANDLOCK_ACCESS_NET_CONNECT_TCP
+	}
+	if c.fsRestricted && abi < 6 {
+		// Without signal scoping a sandboxed job could stop or kill the
+		// server and other sessions' jobs: refuse rather than run less
+		// confined than promised.
+		return &confineError{failed, fmt.Errorf("this kernel's Landlock is ABI %d: keeping a sandboxed job from signalling the server and other jobs needs ABI 6 (Linux 6.12)", abi)}
 	}
 	if abi >= 6 {
 		attr.Scoped = unix.LANDLOCK_SCOPE_SIGNAL
@@ -205,58 +248,6 @@ func allowBeneath(ruleset int, path string, rights uint64) error {
 		return fmt.Errorf("landlock_add_rule %s: %w", path, errno)
 	}
 	return nil
-}
-
-// denyIPSockets installs a seccomp filter on the calling thread: socket(2)
-// fails with EACCES for every family but AF_UNIX, and io_uring, which can
-// create sockets without socket(2), is unavailable. Landlock covers only
-// TCP; this covers UDP, raw and every other family too. A system call of
-// another architecture (i386 on amd64, x32) kills the process: its numbers
-// mean other calls and would slip past the checks.
-func denyIPSockets() error {
-	arch, ok := auditArch[runtime.GOARCH]
-	if !ok {
-		return fmt.Errorf("no seccomp filter for %s", runtime.GOARCH)
-	}
-	const (
-		ldW  = unix.BPF_LD | unix.BPF_W | unix.BPF_ABS
-		jeq  = unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K
-		jge  = unix.BPF_JMP | unix.BPF_JGE | unix.BPF_K
-		ret  = unix.BPF_RET | unix.BPF_K
-		nrAt = 0  // offsetof(struct seccomp_data, nr)
-		arAt = 4  // offsetof(struct seccomp_data, arch)
-		a0At = 16 // offsetof(struct seccomp_data, args[0]), its low half on little-endian
-	)
-	// Jumps count the instructions to skip: Jt when the test holds, Jf otherwise.
-	prog := []unix.SockFilter{
-		/* 0 */ {Code: ldW, K: arAt},
-		/* 1 */ {Code: jeq, K: arch, Jt: 1}, // native: on to 3
-		/* 2 */ {Code: ret, K: unix.SECCOMP_RET_KILL_PROCESS},
-		/* 3 */ {Code: ldW, K: nrAt},
-		/* 4 */ {Code: jge, K: 0x40000000, Jt: 5}, // an x32 call: to 10
-		/* 5 */ {Code: jeq, K: unix.SYS_IO_URING_SETUP, Jt: 5}, // to 11
-		/* 6 */ {Code: jeq, K: unix.SYS_SOCKET, Jf: 2}, // anything else: to 9
-		/* 7 */ {Code: ldW, K: a0At},
-		/* 8 */ {Code: jeq, K: unix.AF_UNIX, Jf: 1}, // another family: to 10
-		/* 9 */ {Code: ret, K: unix.SECCOMP_RET_ALLOW},
-		/* 10 */ {Code: ret, K: unix.SECCOMP_RET_ERRNO | uint32(unix.EACCES)},
-		/* 11 */ {Code: ret, K: unix.SECCOMP_RET_ERRNO | uint32(unix.ENOSYS)},
-	}
-	fprog := unix.SockFprog{Len: uint16(len(prog)), Filter: &prog[0]}
-	// Thread-local on purpose (no TSYNC): the caller execs from this thread.
-	if _, _, errno := unix.Syscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER, 0, uintptr(unsafe.Pointer(&fprog))); errno != 0 {
-		return errno
-	}
-	return nil
-}
-
-// auditArch is the seccomp architecture token of each supported GOARCH;
-// little-endian ones only, as the filter reads the low half of args[0] first.
-var auditArch = map[string]uint32{
-	"amd64":   unix.AUDIT_ARCH_X86_64,
-	"arm64":   unix.AUDIT_ARCH_AARCH64,
-	"riscv64": unix.AUDIT_ARCH_RISCV64,
-	"ppc64le": unix.AUDIT_ARCH_PPC64LE,
 }
 
 // rlimitName is the MCP_EXEC_RLIMITS name of a resource.

@@ -37,3 +37,9 @@ func setRlimits(limits []rlimit) error {
 
 // rlimitName is the resource's number: no names are known here.
 func rlimitName(resource int) string { return fmt.Sprint(resource) }
+
+// jobDir is dir: no job has a mount namespace of its own here.
+func (c confinement) jobDir(dir string) (string, func(), error) { return dir, func() {}, nil }
+
+// mountNamespaces reports that jobs get no mount namespaces here.
+func mountNamespaces() bool { return false }

@@ -447,6 +447,7 @@ func (j *job) launch(cfg *config, req startRequest, onExit func(exitStatus)) err
 		j.removeTemp()
 		return err
 	}
+	confine.cwd = req.dir // admitted and resolved: found again in the job's own mounts
 	pid, err := spawnNotify(spawnSpec{
 		path:    path,
 		argv:    argv,
@@ -568,10 +569,20 @@ func makeJobPipes() (in, out, errp jobPipe, err error) {
 func fdReserve(limit int) int { return max(64, limit/32) }
 
 // fdsExhausted is the refusal of a job for want of descriptors: what is in
-// use, of what limit, and what to do.
+// use, of what limit, and what to do. The limit is read again: the one
+// read at start may no longer be the one in force. With no descriptor
+// left even /proc/self/fd cannot be listed, and the text says so instead
+// of a count.
 func fdsExhausted(limit int) error {
-	return fmt.Errorf("%w: %d of %d file descriptors are in use (%d jobs hold pipes; %d stay reserved for the server); wait for or kill jobs, or raise the limit (ulimit -n)",
-		errExhausted, countOpenFds(), limit, jobsRunning(), fdReserve(limit))
+	if now := fdSoftLimit(); now > 0 {
+		limit = now
+	}
+	inUse := "all but a few"
+	if n := countOpenFds(); n >= 0 {
+		inUse = strconv.Itoa(n)
+	}
+	return fmt.Errorf("%w: %s of %d file descriptors are in use (%d jobs hold pipes; %d stay reserved for the server); wait for or kill jobs, or raise the limit (ulimit -n)",
+		errExhausted, inUse, limit, jobsRunning(), fdReserve(limit))
 }
 
 // processesExhausted is the refusal of a job for want of processes: the

@@ -182,36 +182,47 @@ func spawnNotify(spec spawnSpec, onExit func(exitStatus)) (int, error) {
 }
 
 // spawnConfined is spawnNotify from a thread of its own that is first
-// restricted by spec.confine. The thread ends with the spawn: it is never
-// unlocked, so the Go runtime discards it instead of running anything else
-// on it. The main thread is the exception: the runtime cannot end it and
-// parks it for good instead, restricted, so it is never the one restricted.
+// restricted by spec.confine, and that ends with the spawn.
 func spawnConfined(spec spawnSpec, onExit func(exitStatus)) (int, error) {
-	type spawned struct {
-		pid int
-		err error
-	}
-	result := make(chan spawned, 1) // carries the one spawn's outcome back
+	var pid int
+	err := onDiscardedThread(func() error {
+		if err := spec.confine.restrictThread(); err != nil {
+			return err
+		}
+		dir, release, err := spec.confine.jobDir(spec.dir)
+		if err != nil {
+			return err
+		}
+		defer release()
+		spec.dir, spec.confine = dir, nil
+		pid, err = spawnNotify(spec, onExit)
+		return err
+	})
+	return pid, err
+}
+
+// onDiscardedThread runs f on a thread of its own that ends with it, so
+// whatever f changes about its thread (namespaces, credentials, filters)
+// never reaches the server's other work: the thread is never unlocked, so
+// the Go runtime discards it instead of running anything else on it, and
+// the runtime makes new threads from an unlocked one, so it does not
+// spread that way either. The main thread, which the runtime parks for
+// good instead of ending, is never the one used.
+func onDiscardedThread(f func() error) error {
+	done := make(chan error, 1) // carries f's outcome back
 	go func() {
 		runtime.LockOSThread() // for good: see above
 		if onMainThread() {
 			// Held here, the main thread cannot take the next try: it
-			// lands on another thread, and this one goes back unrestricted.
-			pid, err := spawnConfined(spec, onExit)
+			// lands on another thread, and this one goes back untouched.
+			err := onDiscardedThread(f)
 			runtime.UnlockOSThread()
-			result <- spawned{pid, err}
+			done <- err
 			return
 		}
-		if err := spec.confine.restrictThread(); err != nil {
-			result <- spawned{0, err}
-			return
-		}
-		spec.confine = nil
-		pid, err := spawnNotify(spec, onExit)
-		result <- spawned{pid, err}
+		done <- f()
 	}()
-	s := <-result
-	return s.pid, s.err
+	return <-done
 }
 
 // decodeStatus turns a wait status into an exitStatus.

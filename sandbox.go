@@ -116,6 +116,7 @@ func launcherFail(status int, err error) {
 func confinementFor(cfg *config, tmp string) confinement {
 	c := confinement{fsRestricted: cfg.sandbox != sandboxOff, netOff: cfg.networkOff, rlimits: cfg.rlimits}
 	if c.fsRestricted {
+		c.ownMounts = mountNamespaces()
 		if tmp != "" {
 			c.writable = append(c.writable, tmp)
 		}

@@ -67,7 +67,8 @@ func denySyscalls(calls []uint32) error {
 // TestSandboxRefusedWithoutKernelSupport: when the kernel cannot enforce
 // the sandbox or the network setting the server refuses to start, naming
 // the setting and what is missing; never does it run jobs unconfined. With
-// Landlock gone, network off still stands on seccomp alone.
+// Landlock gone, network off still stands on seccomp alone; the sandbox
+// needs both.
 func TestSandboxRefusedWithoutKernelSupport(t *testing.T) {
 	onLinux(t)
 	t.Parallel()
@@ -77,7 +78,9 @@ func TestSandboxRefusedWithoutKernelSupport(t *testing.T) {
 		{"start without landlock", "MCP_EXEC_SANDBOX=read-only", "MCP_EXEC_SANDBOX=read-only cannot be enforced here"},
 		{"start without landlock", "MCP_EXEC_NETWORK=off", ""},
 		{"start without seccomp", "MCP_EXEC_NETWORK=off", "MCP_EXEC_NETWORK=off cannot be enforced here"},
-		{"start without seccomp", "MCP_EXEC_SANDBOX=read-only", ""},
+		// The sandbox needs seccomp too: Landlock does not keep a job
+		// off other processes' limits and priorities.
+		{"start without seccomp", "MCP_EXEC_SANDBOX=read-only", "MCP_EXEC_SANDBOX=read-only cannot be enforced here"},
 	} {
 		code, out := runChild(t, append(testConfig().baseEnv, childModeEnv+"="+tc.mode, tc.setting))
 		switch {

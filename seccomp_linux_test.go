@@ -1,0 +1,146 @@
+package main
+
+import (
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+// TestSeccompProgramAssemblesEverywhere: every rule set assembles for
+// every architecture the filter supports, jumps in range.
+func TestSeccompProgramAssemblesEverywhere(t *testing.T) {
+	t.Parallel()
+	for goarch := range auditArch {
+		for _, r := range []seccompRules{{netOff: true}, {othersUntouched: true}, {noMetadata: true}, {true, true, true}} {
+			prog, err := r.program(goarch)
+			if err != nil || len(prog) == 0 || len(prog) > unix.BPF_MAXINSNS {
+				t.Errorf("%s %+v: %d instructions, %v", goarch, r, len(prog), err)
+			}
+		}
+	}
+}
+
+// onFilteredThread runs f on a discarded thread under r's filter, with
+// no_new_privs, as a confined job's thread has them.
+func onFilteredThread(t *testing.T, r seccompRules, f func()) {
+	t.Helper()
+	err := onDiscardedThread(func() error {
+		if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+			return err
+		}
+		if err := r.install(); err != nil {
+			return err
+		}
+		f()
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestSandboxedJobCannotTouchOtherProcesses: a sandboxed job lowered the
+// server's RLIMIT_CPU with prlimit --pid $PPID (and the kernel then
+// killed the server), reniced it, and moved another session's job: the
+// filter lets these calls name the caller only (pid 0), and lets another
+// process's limits be read.
+func TestSandboxedJobCannotTouchOtherProcesses(t *testing.T) {
+	onLinux(t)
+	other := exec.Command("sleep", "60")
+	if err := other.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = other.Process.Kill(); _ = other.Wait() }()
+	pid := other.Process.Pid
+	lowered := unix.Rlimit{Cur: 1, Max: 1}
+	var cpus unix.CPUSet
+	cpus.Set(0)
+	refused := map[string]error{}
+	allowed := map[string]error{}
+	onFilteredThread(t, seccompRules{othersUntouched: true}, func() {
+		refused["prlimit another's cpu"] = unix.Prlimit(pid, unix.RLIMIT_CPU, &lowered, nil)
+		refused["setpriority another"] = unix.Setpriority(unix.PRIO_PROCESS, pid, 10)
+		refused["setpriority the user's processes"] = unix.Setpriority(unix.PRIO_USER, 0, 10)
+		refused["setpriority another group"] = unix.Setpriority(unix.PRIO_PGRP, pid, 10)
+		refused["sched_setaffinity another"] = unix.SchedSetaffinity(pid, &cpus)
+		_, _, errno := unix.Syscall(unix.SYS_IOPRIO_SET, ioprioWhoProcess, uintptr(pid), 7)
+		refused["ioprio_set another"] = errnoErr(errno)
+		_, _, errno = unix.Syscall(unix.SYS_SCHED_SETSCHEDULER, uintptr(pid), 0, 0)
+		refused["sched_setscheduler another"] = errnoErr(errno)
+		var old, core unix.Rlimit
+		allowed["prlimit reads another's"] = unix.Prlimit(pid, unix.RLIMIT_NOFILE, nil, &old)
+		if err := unix.Prlimit(0, unix.RLIMIT_CORE, nil, &core); err == nil {
+			allowed["prlimit the caller's"] = unix.Prlimit(0, unix.RLIMIT_CORE, &core, nil) // as it was: rlimits are the whole process's
+		}
+		allowed["nice the caller"] = unix.Setpriority(unix.PRIO_PROCESS, 0, 1)
+		allowed["affinity of the caller"] = unix.SchedGetaffinity(0, &cpus)
+	})
+	for what, err := range refused {
+		if !errors.Is(err, unix.EPERM) {
+			t.Errorf("%s: %v, want EPERM", what, err)
+		}
+	}
+	for what, err := range allowed {
+		if err != nil {
+			t.Errorf("%s: %v, want it allowed", what, err)
+		}
+	}
+	var lim unix.Rlimit
+	if err := unix.Prlimit(pid, unix.RLIMIT_CPU, nil, &lim); err != nil || lim.Cur == 1 {
+		t.Errorf("the other process's cpu limit: %+v, %v", lim, err)
+	}
+}
+
+// TestMetadataRefusedWithoutMountNamespace: where no mount namespace can be
+// made, mode, owner, times, xattrs and flags cannot change anywhere, while
+// touch's own way to finish a new file (its descriptor's times set to
+// now) still works.
+func TestMetadataRefusedWithoutMountNamespace(t *testing.T) {
+	onLinux(t)
+	path := filepath.Join(t.TempDir(), "f")
+	mustWrite(t, path, "x")
+	refused := map[string]error{}
+	var now error
+	onFilteredThread(t, seccompRules{noMetadata: true}, func() {
+		refused["chmod"] = unix.Fchmodat(unix.AT_FDCWD, path, 0o777, 0)
+		refused["chown"] = unix.Fchownat(unix.AT_FDCWD, path, os.Getuid(), os.Getgid(), 0)
+		refused["utimensat with times"] = unix.UtimesNanoAt(unix.AT_FDCWD, path, []unix.Timespec{{Sec: 1}, {Sec: 1}}, 0)
+		refused["setxattr"] = unix.Setxattr(path, "user.test", []byte("1"), 0)
+		refused["removexattr"] = unix.Removexattr(path, "user.test")
+		fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			refused["open"] = err
+			return
+		}
+		defer unix.Close(fd)
+		refused["fchmod"] = unix.Fchmod(fd, 0o777)
+		refused["fsetxattr"] = unix.Fsetxattr(fd, "user.test", []byte("1"), 0)
+		refused["chattr"] = unix.IoctlSetPointerInt(fd, unix.FS_IOC_SETFLAGS, 0)
+		refused["utimensat by path, now"] = unix.UtimesNanoAt(unix.AT_FDCWD, path, nil, 0)
+		_, _, errno := unix.Syscall6(unix.SYS_UTIMENSAT, uintptr(fd), 0, 0, 0, 0, 0)
+		now = errnoErr(errno)
+	})
+	for what, err := range refused {
+		if !errors.Is(err, unix.EPERM) {
+			t.Errorf("%s: %v, want EPERM", what, err)
+		}
+	}
+	if now != nil {
+		t.Errorf("futimens(fd, NULL): %v, want it allowed", now)
+	}
+	if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != 0o644 {
+		t.Errorf("the file's mode changed: %v %v", fi.Mode(), err)
+	}
+}
+
+// errnoErr is nil for 0, else the errno.
+func errnoErr(errno unix.Errno) error {
+	if errno == 0 {
+		return nil
+	}
+	return errno
+}
