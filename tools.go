@@ -561,9 +561,9 @@ func policyWords(cfg *config) string {
 	}
 	switch cfg.sandbox {
 	case sandboxReadOnly:
-		parts = append(parts, "read-only sandbox: jobs write only to their own $TMPDIR and /dev/null (kernel-enforced; other writes fail with Permission denied)")
+		parts = append(parts, "read-only sandbox: jobs write only to their own $TMPDIR and /dev/null (kernel-enforced; other writes fail with Permission denied or Read-only file system)"+metadataWords())
 	case sandboxRoots:
-		parts = append(parts, "sandbox: jobs write only inside "+strings.Join(cfg.roots, ", ")+", their own $TMPDIR and /dev/null (kernel-enforced)")
+		parts = append(parts, "sandbox: jobs write only inside "+strings.Join(cfg.roots, ", ")+", their own $TMPDIR and /dev/null (kernel-enforced)"+metadataWords())
 	}
 	if cfg.networkOff {
 		parts = append(parts, "network off: jobs cannot open IP sockets (no downloads, no package installs)")
@@ -587,6 +587,15 @@ func policyWords(cfg *config) string {
 		return ""
 	}
 	return " Policy: " + strings.Join(parts, "; ") + "."
+}
+
+// metadataWords tells a model, where jobs have no mount namespace of their
+// own, that changing files' metadata fails even where they may write.
+func metadataWords() string {
+	if mountNamespaces() {
+		return ""
+	}
+	return "; chmod, chown, setting times (touch -d, cp -p) and xattrs fail everywhere"
 }
 
 // sizeWords writes a byte count for people: 1 MiB, 64 KiB, 1500 bytes.
