@@ -41,5 +41,5 @@ func rlimitName(resource int) string { return fmt.Sprint(resource) }
 // jobDir is dir: no job has a mount namespace of its own here.
 func (c confinement) jobDir(dir string) (string, func(), error) { return dir, func() {}, nil }
 
-// mountNamespaces reports that jobs get no mount namespaces here.
-func mountNamespaces() bool { return false }
+// probeMountNamespace refuses: there are no mount namespaces here.
+func probeMountNamespace() error { return errNoConfinement }

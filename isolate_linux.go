@@ -11,18 +11,11 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// mountNamespaces reports, once, whether this server can give its jobs
-// mount namespaces of their own with read-only mounts (it needs
-// CAP_SYS_ADMIN, and mount_setattr, Linux 5.12). It tries on a thread that
-// is discarded afterwards. Where it cannot, a sandboxed job's metadata
-// changes are refused everywhere by its seccomp filter instead.
-var mountNamespaces = sync.OnceValue(func() bool {
-	err := onDiscardedThread(func() error { return readOnlyMounts(nil) })
-	if err != nil {
-		logf("sandbox: no mount namespace for jobs (%v): changes of mode, owner, times and xattrs are refused everywhere, inside the roots too", err)
-	}
-	return err == nil
-})
+// probeMountNamespace checks that the calling thread, which it leaves
+// changed and must be discarded, can have the read-only mount namespace a
+// sandboxed job gets: it needs CAP_SYS_ADMIN, and mount_setattr (Linux
+// 5.12).
+func probeMountNamespace() error { return readOnlyMounts(nil) }
 
 // readOnlyMounts moves the calling thread into a mount namespace of its own
 // in which every mount is read-only except writable (each directory and
@@ -91,7 +84,7 @@ func reopenDir(dir, resolved string) (string, func(), error) {
 	}
 	if err := unix.Fstat(fd, &here); err != nil || here.Dev != pinned.Dev || here.Ino != pinned.Ino {
 		release()
-		return "", none, fmt.Errorf("%w: cwd %s changed while the job started", errRefused, resolved)
+		return "", none, fmt.Errorf("cwd %s changed while the job started", resolved)
 	}
 	return "/proc/self/fd/" + strconv.Itoa(fd), release, nil
 }

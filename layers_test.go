@@ -41,7 +41,8 @@ var layers = [][]string{
 	{"wake.go"},                 // waiting with deadlines, waking without blocking
 	{"json.go"},                 // JSON decoding and escaping helpers
 	{"errors.go", "log.go"},
-	{"sys.go", "sys_linux.go", "sys_other.go", "confine.go", "confine_linux.go", "confine_other.go"},
+	{"sys.go", "sys_linux.go", "sys_other.go", "confine.go", "confine_linux.go", "confine_other.go",
+		"isolate_linux.go", "seccomp_linux.go"}, // the kernel's layers a confined job's thread takes on
 }
 
 // TestLayersPointDown type-checks the package and fails on every reference

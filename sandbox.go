@@ -111,6 +111,19 @@ func launcherFail(status int, err error) {
 	os.Exit(status)
 }
 
+// mountNamespaces reports, once, whether this server can give its
+// sandboxed jobs mount namespaces of their own with read-only mounts. It
+// tries on a thread that is discarded afterwards. Where it cannot, a
+// sandboxed job's metadata changes are refused everywhere by its seccomp
+// filter instead, and the server says so once.
+var mountNamespaces = sync.OnceValue(func() bool {
+	err := onDiscardedThread(probeMountNamespace)
+	if err != nil {
+		logf("sandbox: no mount namespace for jobs (%v): changes of mode, owner, times and xattrs are refused everywhere, inside the roots too", err)
+	}
+	return err == nil
+})
+
 // confinementFor is what cfg imposes on a job whose private temporary
 // directory is tmp ("" for none).
 func confinementFor(cfg *config, tmp string) confinement {

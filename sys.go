@@ -1,8 +1,11 @@
 package main
 
 import (
+	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 )
 
@@ -28,3 +31,51 @@ func fdSoftLimit() int {
 	}
 	return int(lim.Cur)
 }
+
+// lookPath finds program the way a shell would with the job's PATH, except
+// that only absolute PATH entries are searched: an empty or relative entry
+// names a directory relative to wherever the search happens, which is not
+// where the job runs (it changes to its cwd first), so a file planted in a
+// job's cwd could stand in for the program checked (os/exec refuses the
+// same case with ErrDot). A name with a slash is used as it is. The path
+// returned is absolute for a bare name, so a launcher runs that very file.
+func lookPath(program string, env []string) (string, error) {
+	if strings.Contains(program, "/") {
+		return program, nil
+	}
+	pathList := envValue(env, "PATH")
+	skipped := false
+	for _, dir := range filepath.SplitList(pathList) {
+		if !filepath.IsAbs(dir) {
+			skipped = true
+			continue
+		}
+		candidate := filepath.Join(dir, program)
+		if fi, err := os.Stat(candidate); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
+			return candidate, nil
+		}
+	}
+	why := fmt.Sprintf("argv[0] %q: not found in PATH (%s)", program, pathList)
+	if skipped {
+		why += "; its empty and relative entries are not searched"
+	}
+	return "", notFoundError{why}
+}
+
+// envValue is the value of name in env (NAME=value entries; the last wins,
+// as for execve's callers), or "".
+func envValue(env []string, name string) string {
+	value := ""
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, name+"="); ok {
+			value = v
+		}
+	}
+	return value
+}
+
+// notFoundError is a program missing from PATH: ENOENT, as exec would say.
+type notFoundError struct{ text string }
+
+func (e notFoundError) Error() string { return e.text }
+func (e notFoundError) Unwrap() error { return syscall.ENOENT }
