@@ -42,7 +42,6 @@ at its start), so a promise that does not hold yet fails its own test only.
 """
 
 import ctypes
-import errno
 import fcntl
 import http.client
 import json
@@ -536,6 +535,17 @@ class Lab:
             self._tools[key] = set(out.out.split())
         return self._tools[key]
 
+    def own_mount_ns(self, user, mode, image):
+        """Whether a confined job gets a mount namespace of its own (its
+        /proc/self/ns/mnt differs from the server's, read from the test side)."""
+        key = ("mntns", user, mode, image)
+        if key not in self._caps:
+            srv = self.server(user, mode, image)
+            out = srv.job("readlink /proc/self/ns/mnt")
+            assert out.ok, out
+            self._caps[key] = out.out.strip() != os.readlink("/proc/%d/ns/mnt" % srv.hpid)
+        return self._caps[key]
+
     def caps(self, user, image):
         key = (user, image)
         if key not in self._caps:
@@ -818,6 +828,9 @@ class Case:
 class FileAttack:
     def __init__(self, name, command, needs=()):
         self.name, self.command, self.needs = name, command, tuple(needs)
+        # README, The sandbox, "not covered": without a mount namespace of its own a job
+        # may still set a file's times to *now* through a descriptor it holds
+        self.documented_gap = name.endswith("_now_read_only_fd")
 
     def render(self, case):
         kw = case.fields()
@@ -895,6 +908,11 @@ TIMES = [
     fa("python_futimens_read_only_fd", py('import os,sys; os.utime(os.open(sys.argv[1], os.O_RDONLY), (1, 1))',
                                           "{{f}}"), "python3"),
     fa("perl_futimes_read_only_fd", pl(OPEN_RO + ' utime(1, 1, $h) or die "futimes: $!"', "{{f}}"), "perl"),
+    # futimens(fd, NULL): "now", through a descriptor opened only for reading
+    fa("python_futimens_now_read_only_fd", py('import os,sys; os.utime(os.open(sys.argv[1], os.O_RDONLY))', "{{f}}"),
+       "python3"),
+    fa("perl_futimes_now_read_only_fd", pl(OPEN_RO + ' utime(undef, undef, $h) or die "futimes: $!"', "{{f}}"),
+       "perl"),
 ]
 XATTRS = [
     fa("setfattr", "setfattr -n user.mcpx -v 1 {{f}}", "setfattr", "xattr"),
@@ -952,6 +970,10 @@ def file_attack(lab, user, mode, attack):
     srv = lab.server(user, mode, image)
     out = srv.job(attack.render(case))
     after = snapshot(case.dir)
+    if before != after and attack.documented_gap and not lab.own_mount_ns(user, mode, image):
+        pytest.xfail("documented gap (README, The sandbox, not covered): with no mount namespace of its own "
+                     "(here: %s, %s) a job sets a file's times to now through a descriptor it holds: %s"
+                     % (user, TARGET, snapshot_diff(before, after)))
     assert before == after, "a %s job (as %s) changed what is outside its roots with %s: %s; job: %r" % (
         mode, user, attack.name, snapshot_diff(before, after), out)
     assert not out.ok, "a %s job's %s says it succeeded, yet nothing changed: %r" % (mode, attack.name, out)
@@ -1025,8 +1047,9 @@ def test_sandboxed_job_cannot_set_inode_flags_outside(lab, user, mode, attack):
 def test_sandboxed_job_still_writes_its_tmpdir(lab, user, mode):
     need_user(user)
     srv = lab.server(user, mode, image_for(()))
+    # plain writes only: metadata inside the writable places is not promised either way
     out = srv.job('cd "$TMPDIR" && echo data > f && mkdir d && mv f d/g && ln -s g d/l && ln d/g d/h '
-                  '&& chmod 600 d/g && cat d/l && rm d/h && ls d')
+                  '&& cat d/l && rm d/h && ls d')
     assert out.ok and out.out == "data\ng\nl\n", out
 
 
