@@ -293,13 +293,22 @@ def test_allow_default_shell_when_shell_unset(make_server):
     assert stdout_of(s, {"command": "echo default"}) == "default\n"
 
 
-def test_allow_bare_sh_does_not_allow_the_shell_spelled_with_a_path(make_server):
-    """$SHELL=/bin/sh is neither spelled `sh` nor resolves to `sh`: refused."""
+def test_allow_bare_sh_allows_the_shell_it_finds_on_path(make_server):
+    """$SHELL=/bin/sh and `sh` on PATH is /bin/sh (or the same file): a listed
+    bare sh allows commands (the README's own MCP_EXEC_ALLOW=git,grep,ls,sh
+    refused every command)."""
     s = make_server(env={"MCP_EXEC_ALLOW": "sh", "SHELL": "/bin/sh"})
+    assert stdout_of(s, {"command": "echo yes"}) == "yes\n"
+    # the bare name is allowed through argv, spelled exactly; the path is not
+    assert stdout_of(s, {"argv": ["sh", "-c", "echo yes"]}) == "yes\n"
+    text = refusal(s, {"argv": ["/bin/sh", "-c", "echo no"]})
+    assert "MCP_EXEC_ALLOW" in text, text
+
+
+def test_allow_other_program_does_not_allow_the_shell(make_server):
+    s = make_server(env={"MCP_EXEC_ALLOW": "ls", "SHELL": "/bin/sh"})
     text = refusal(s, {"command": "echo no"})
     assert "/bin/sh" in text, text
-    # the bare name is allowed through argv, spelled exactly
-    assert stdout_of(s, {"argv": ["sh", "-c", "echo yes"]}) == "yes\n"
 
 
 def _fake_programs(tmp, gone_marker):
