@@ -230,6 +230,12 @@ type replySink interface {
 	send(msg []byte)
 }
 
+// dropSink is a replySink that may drop a message the client can do
+// without (a progress or log notification) when its client is not reading.
+type dropSink interface {
+	sendDroppable(msg []byte)
+}
+
 // session serves one client: its requests, its jobs, its replies.
 type session struct {
 	cfg *config
@@ -451,23 +457,48 @@ func (s *session) dispatchBatch(line []byte) {
 }
 
 // batchReplies gathers the replies to one batch and sends them as one
-// array line when the last arrives.
+// array line when the last arrives. A member cancelled in an era that
+// answers nothing gives no reply (abandon), and the array goes out without
+// it; notifications of its members are no replies and go out at once.
 type batchReplies struct {
-	out  replySink
-	want int // replies the batch's requests will give
+	out replySink
 
-	mu  sync.Mutex // guards got
-	got [][]byte   // replies so far, without their newlines
+	mu   sync.Mutex // guards want and got
+	want int        // replies the batch's requests will give
+	got  [][]byte   // replies so far, without their newlines
 }
 
+// send gathers one reply.
 func (b *batchReplies) send(msg []byte) {
 	b.mu.Lock()
 	b.got = append(b.got, bytes.TrimSuffix(msg, []byte("\n")))
 	done := len(b.got) == b.want
 	b.mu.Unlock()
 	if done {
-		b.out.send(append(append([]byte("["), bytes.Join(b.got, []byte(","))...), "]\n"...))
+		b.out.send(b.array())
 	}
+}
+
+// abandon stops waiting for a member's reply that will never come.
+func (b *batchReplies) abandon() {
+	b.mu.Lock()
+	b.want--
+	done := b.want > 0 && len(b.got) == b.want
+	b.mu.Unlock()
+	if done {
+		b.out.send(b.array())
+	}
+}
+
+// sendDroppable passes a member's progress or log notification on: it
+// goes out when sent, outside the array.
+func (b *batchReplies) sendDroppable(msg []byte) { notifyOn(b.out, msg) }
+
+// array is the batch's reply line, once every reply is in.
+func (b *batchReplies) array() []byte {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return append(append([]byte("["), bytes.Join(b.got, []byte(","))...), "]\n"...)
 }
 
 // start runs a request on its own goroutine, registered so that
@@ -643,7 +674,7 @@ func (s *session) waiterFor(ctx context.Context, meta map[string]json.RawMessage
 		if ctx.Err() != nil {
 			return // cancelled: nothing more goes out for the request
 		}
-		notify(sink, "notifications/progress", map[string]any{
+		notifyDroppable(sink, "notifications/progress", map[string]any{
 			"progressToken": token, "progress": n, "message": message,
 		})
 	}
@@ -668,19 +699,46 @@ func loggerFor(ctx context.Context, meta map[string]json.RawMessage, m message) 
 		if slices.Index(logLevels, level) < floor || ctx.Err() != nil {
 			return
 		}
-		notify(m.replyTo, "notifications/message", map[string]any{"level": level, "logger": logger, "data": data})
+		notifyDroppable(m.replyTo, "notifications/message", map[string]any{"level": level, "logger": logger, "data": data})
 	}
 }
 
-// notify sends a notification to sink from a request goroutine: it goes
-// where the request's reply will, as the modern era wants of progress.
+// notify sends a notification that must arrive (a job event) to sink.
 func notify(sink replySink, method string, params any) {
+	if msg := notification(method, params); msg != nil {
+		sink.send(msg)
+	}
+}
+
+// notifyDroppable sends a notification from a request goroutine: it goes
+// where the request's reply will, as the modern era wants of progress. A
+// sink whose client is not reading may drop it: progress and log messages
+// only tell what a later one or the reply tells again.
+func notifyDroppable(sink replySink, method string, params any) {
+	if msg := notification(method, params); msg != nil {
+		notifyOn(sink, msg)
+	}
+}
+
+// notifyOn sends a droppable notification's line to sink: as droppable
+// when sink can drop it.
+func notifyOn(sink replySink, msg []byte) {
+	if d, ok := sink.(dropSink); ok {
+		d.sendDroppable(msg)
+		return
+	}
+	sink.send(msg)
+}
+
+// notification is the line of a notification, nil if params cannot be
+// encoded.
+func notification(method string, params any) []byte {
 	p, err := marshal(params)
 	if err != nil {
 		logf("notify %s: %v", method, err)
-		return
+		return nil
 	}
-	sink.send(concat(`{"jsonrpc":"2.0","method":"`, []byte(method), `","params":`, p, "}\n"))
+	return concat(`{"jsonrpc":"2.0","method":"`, []byte(method), `","params":`, p, "}\n")
 }
 
 // initialize answers the handshake, echoing the client's protocol version

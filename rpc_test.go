@@ -875,3 +875,68 @@ func TestProgressCarriesOutputWhenAsked(t *testing.T) {
 	}
 	cl.next(jobDeadline) // the reply
 }
+
+// TestBatchProgressIsNoReplyOfTheBatch: a batch member's progress
+// notifications go out on their own lines as they come; the batch's array
+// holds exactly its replies, one per request.
+func TestBatchProgressIsNoReplyOfTheBatch(t *testing.T) {
+	onLinux(t)
+	t.Parallel()
+	cfg := testConfig()
+	cfg.progressInterval = 50 * time.Millisecond
+	cl := newRPCClient(t, cfg)
+	cl.call(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-03-26"}}`)
+	cl.send(`[{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"execute","arguments":{"command":"sleep 0.3"},"_meta":{"progressToken":"p"}}},` +
+		`{"jsonrpc":"2.0","id":3,"method":"ping"}]`)
+	progress := 0
+	for {
+		line := cl.next(jobDeadline)
+		if line[0] != '[' {
+			if msg := decodeReply(t, line); msg["method"] != "notifications/progress" {
+				t.Fatalf("a line outside the batch's array that is no progress: %s", line)
+			}
+			progress++
+			continue
+		}
+		var replies []map[string]any
+		if err := json.Unmarshal(line, &replies); err != nil {
+			t.Fatalf("the batch's array %s: %v", line, err)
+		}
+		ids := map[any]bool{}
+		for _, r := range replies {
+			ids[r["id"]] = r["result"] != nil
+		}
+		if len(replies) != 2 || !ids[float64(2)] || !ids[float64(3)] {
+			t.Fatalf("the batch's array %s: want the results of ids 2 and 3, nothing else", line)
+		}
+		break
+	}
+	if progress == 0 {
+		t.Errorf("no progress notification before the batch's array")
+	}
+	cl.expectNoReply("the batch's array")
+}
+
+// TestCancelledBatchMemberHoldsNoReplies: a batch member that a cancel
+// leaves without a reply (a 2026-07-28 request) does not hold the batch
+// back: its array goes out with the other replies.
+func TestCancelledBatchMemberHoldsNoReplies(t *testing.T) {
+	onLinux(t)
+	t.Parallel()
+	cl := newRPCClient(t, testConfig())
+	cl.call(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-03-26"}}`)
+	cl.send(`[{"jsonrpc":"2.0","id":"slow","method":"tools/call","params":{"name":"execute","arguments":{"command":"sleep 60"},` +
+		`"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}},{"jsonrpc":"2.0","id":3,"method":"ping"}]`)
+	eventually(t, 10*time.Second, "the slow member is in flight", func() bool {
+		cl.c.mu.Lock()
+		defer cl.c.mu.Unlock()
+		key, _ := idKey(json.RawMessage(`"slow"`))
+		_, ok := cl.c.inflight[key]
+		return ok
+	})
+	cl.send(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"slow"}}`)
+	if got, want := string(cl.next(jobDeadline)), `[{"jsonrpc":"2.0","id":3,"result":{}}]`; got != want {
+		t.Fatalf("after the cancel: %s, want the batch's array %s", got, want)
+	}
+	cl.expectNoReply("the batch's array")
+}
