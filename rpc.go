@@ -236,6 +236,12 @@ type dropSink interface {
 	sendDroppable(msg []byte)
 }
 
+// intakeGate is a replySink that holds the session's reader, in awaitRoom,
+// while its client leaves too much unread: no request is read meanwhile.
+type intakeGate interface {
+	awaitRoom()
+}
+
 // session serves one client: its requests, its jobs, its replies.
 type session struct {
 	cfg *config
@@ -293,7 +299,13 @@ type inflight struct {
 func (s *session) serve(in io.Reader) error {
 	r := bufio.NewReaderSize(in, 64<<10)
 	defer s.startPending()
+	gate, _ := s.out.(intakeGate)
 	for {
+		if gate != nil {
+			// A client that does not read what it is sent gets no more
+			// requests read: their replies would pile up without bound.
+			gate.awaitRoom()
+		}
 		line, err := readLine(r, maxLineBytes)
 		switch {
 		case errors.Is(err, errLineTooLong):

@@ -22,7 +22,7 @@ type stdio struct {
 
 // openStdio opens the session of the process's own stdin and stdout.
 func openStdio(srv *server) (*stdio, error) {
-	out := newWriter(os.Stdout)
+	out := newBoundedWriter(os.Stdout, intakeBoundBytes(srv.cfg))
 	ss, err := srv.open(out)
 	if err != nil {
 		return nil, err
@@ -73,19 +73,47 @@ func pollableStdin() *os.File {
 	return stdinFile
 }
 
+// minIntakeBoundBytes is the least the stdout queue may hold before the
+// session stops reading requests (intakeBoundBytes).
+const minIntakeBoundBytes = 4 << 20
+
+// intakeBoundBytes is how many bytes of messages may wait to be written to
+// stdout before the session stops reading requests: twice the reply budget,
+// so a reply of the largest size fits with room to spare and a client that
+// reads goes on undisturbed, and at least minIntakeBoundBytes, so a small
+// budget does not pause a client that reads a little late.
+func intakeBoundBytes(cfg *config) int {
+	return max(minIntakeBoundBytes, 2*cfg.maxReplyBytes)
+}
+
 // writer owns stdout. Messages are queued, never written by their sender,
 // and one goroutine writes them in batches, whole messages only: lines
 // never interleave, and no session goroutine waits on a slow client.
 // (Writing on the sender's goroutine when the queue was empty measured no
 // faster: 1.27 vs 1.28 of the round-trip floor here.)
+//
+// A client that stops reading must not grow the queue without bound. Once
+// boundBytes wait to be written the writer pauses the session's intake:
+// awaitRoom holds the session's reader, so no new request is read, until
+// the client has read the queue down to half the bound; droppable messages
+// (progress and log notifications) are dropped meanwhile. Replies and job
+// events are always queued: they come only from requests already read and
+// jobs already running, which a paused intake no longer adds to.
 type writer struct {
-	out io.Writer
+	out        io.Writer
+	boundBytes int                              // queued bytes that pause the intake
+	notice     func(format string, args ...any) // says when the intake pauses and resumes (logf)
 
-	mu     sync.Mutex    // guards queue and failed
-	queue  []outItem     // messages not yet written
-	failed bool          // a write failed: the client is gone
-	wake   chan struct{} // 1-buffered: the queue may have items for the loop
-	gone   chan struct{} // closed when a write fails
+	mu       sync.Mutex    // guards queue, queued, paused, pausedAt, dropped and failed
+	queue    []outItem     // messages not yet taken by the loop
+	queued   int           // bytes of messages not yet handed to out
+	paused   bool          // queued reached boundBytes and has not fallen below half of it since
+	pausedAt time.Time     // when the pause began
+	dropped  int           // droppable messages dropped during this pause
+	failed   bool          // a write failed: the client is gone
+	wake     chan struct{} // 1-buffered: the queue may have items for the loop
+	room     chan struct{} // 1-buffered: the pause may have ended
+	gone     chan struct{} // closed when a write fails
 }
 
 // outItem is one queued message (ending in a newline), or a flush marker
@@ -95,17 +123,32 @@ type outItem struct {
 	flushed chan struct{}
 }
 
-// newWriter starts the writer goroutine for out.
-func newWriter(out io.Writer) *writer {
-	w := &writer{out: out, wake: make(chan struct{}, 1), gone: make(chan struct{})}
+// newWriter starts the writer goroutine for out, with the least bound.
+func newWriter(out io.Writer) *writer { return newBoundedWriter(out, minIntakeBoundBytes) }
+
+// newBoundedWriter starts the writer goroutine for out; its intake pauses
+// once boundBytes wait to be written.
+func newBoundedWriter(out io.Writer, boundBytes int) *writer {
+	w := &writer{out: out, boundBytes: boundBytes, notice: logf, wake: make(chan struct{}, 1),
+		room: make(chan struct{}, 1), gone: make(chan struct{})}
 	go w.loop()
 	return w
 }
 
-// send queues one message for the writer goroutine; it never blocks.
+// send queues one message for the writer goroutine; it never blocks and
+// never drops the message.
 func (w *writer) send(msg []byte) { w.enqueue(outItem{msg: msg}) }
 
-func (w *writer) enqueue(it outItem) {
+// sendDroppable queues a message the client can do without (a progress or
+// log notification); while the intake is paused it is dropped instead: a
+// later notification, or the reply, tells the client as much.
+func (w *writer) sendDroppable(msg []byte) { w.offer(outItem{msg: msg}, true) }
+
+// enqueue queues an item that must be written.
+func (w *writer) enqueue(it outItem) { w.offer(it, false) }
+
+// offer queues an item, unless it is droppable and the intake is paused.
+func (w *writer) offer(it outItem, droppable bool) {
 	w.mu.Lock()
 	if w.failed {
 		w.mu.Unlock()
@@ -114,9 +157,63 @@ func (w *writer) enqueue(it outItem) {
 		}
 		return
 	}
+	if droppable && w.paused {
+		w.dropped++
+		w.mu.Unlock()
+		return
+	}
 	w.queue = append(w.queue, it)
+	w.queued += len(it.msg)
+	pausing := !w.paused && w.queued >= w.boundBytes
+	if pausing {
+		w.paused, w.pausedAt = true, time.Now()
+	}
+	queued := w.queued
 	w.mu.Unlock()
 	nudge(w.wake)
+	if pausing {
+		w.notice("stdout: %d bytes wait for the client to read them; no request is read until it does", queued)
+	}
+}
+
+// awaitRoom returns once the intake is not paused, or the client is gone.
+// Only one goroutine may call it at a time (the session's reader): room's
+// one-value buffer wakes a single waiter.
+func (w *writer) awaitRoom() {
+	for {
+		w.mu.Lock()
+		open := w.failed || !w.paused
+		w.mu.Unlock()
+		if open {
+			return
+		}
+		select {
+		case <-w.room:
+		case <-w.gone:
+		}
+	}
+}
+
+// written counts n bytes as handed to out; the pause ends when the queue
+// falls below half the bound, so a client reading at the edge of it does
+// not wake the reader for every reply.
+func (w *writer) written(n int) {
+	w.mu.Lock()
+	w.queued -= n
+	resuming := w.paused && w.queued < w.boundBytes/2
+	var pause time.Duration
+	var dropped int
+	if resuming {
+		w.paused = false
+		pause, dropped, w.dropped = time.Since(w.pausedAt), w.dropped, 0
+	}
+	w.mu.Unlock()
+	if resuming {
+		// Said before the reader wakes, so it comes before the next pause's.
+		w.notice("stdout: the client reads again after %v; requests are read again (%d progress or log notifications were dropped)",
+			pause.Round(time.Millisecond), dropped)
+		nudge(w.room)
+	}
 }
 
 // flush waits, at most timeout, until everything queued so far is written.
@@ -139,7 +236,7 @@ func (w *writer) loop() {
 			if len(batch) == 0 {
 				break
 			}
-			if err := writeBatch(buf, batch); err != nil {
+			if err := w.writeBatch(buf, batch); err != nil {
 				w.fail(err)
 				break
 			}
@@ -165,15 +262,29 @@ func (w *writer) fail(err error) {
 }
 
 // writeBatch writes and flushes a batch, then releases its flush markers.
-func writeBatch(buf *bufio.Writer, batch []outItem) error {
+// Messages count as written once they reach out, not the buffer, and each
+// is let go as soon as the buffer has taken it: the client may take long
+// over the rest of a batch.
+func (w *writer) writeBatch(buf *bufio.Writer, batch []outItem) error {
 	var err error
-	for _, it := range batch {
-		if it.msg != nil && err == nil {
-			_, err = buf.Write(it.msg)
+	handed := 0 // bytes given to buf and not yet counted as written
+	for i := range batch {
+		msg := batch[i].msg
+		if msg == nil || err != nil {
+			continue
+		}
+		_, err = buf.Write(msg)
+		batch[i].msg = nil
+		handed += len(msg)
+		if buf.Buffered() == 0 {
+			w.written(handed)
+			handed = 0
 		}
 	}
 	if err == nil {
-		err = buf.Flush()
+		if err = buf.Flush(); err == nil {
+			w.written(handed)
+		}
 	}
 	for _, it := range batch {
 		if it.flushed != nil {

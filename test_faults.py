@@ -35,7 +35,7 @@ import pytest
 
 from conftest import (
     EXIT_WITHIN, MIB, SLACK, TARGET, TERM_IGNORING_TREE, Server, assert_inflight_cancelled,
-    await_no_token_processes, idkey, read_file, start_shutdown_scenario, token_processes,
+    await_no_token_processes, idkey, marker, read_file, start_shutdown_scenario, token_processes,
     wait_until)
 
 KIB = 1024
@@ -443,6 +443,84 @@ def test_1000_concurrent_requests_one_connection(fault):
         assert not s.null_id, s.null_id
     assert s.list_ids() == [idle]
     s.cleanup(idle)
+
+
+# ==========================================================================
+# A client that stops reading
+# ==========================================================================
+
+STALL_REQUESTS = 300
+STALL_RESULT_BYTES = 3000000
+
+
+def _status_kib(pid, field):
+    """A size field (VmRSS, VmHWM) of /proc/PID/status of a host process, in KiB."""
+    for line in (read_file("/proc/%d/status" % pid, "r") or "").splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1])
+    raise AssertionError("no %s for pid %d" % (field, pid))
+
+
+def test_stalled_client_keeps_memory_bounded_and_gets_every_reply(fault):
+    # 300 executes whose command prints 3 MB arrive one after the other and
+    # nobody reads stdout.  With the defaults each result keeps the last MiB
+    # of its output (MCP_EXEC_MAX_OUTPUT_BYTES), and the reply carries it
+    # twice (as text and as structuredContent): a line of a little over
+    # 2 MiB, 600 MiB in all.  Once 16 MiB (twice the 8 MiB reply budget)
+    # wait to be written, the server reads no more requests, says so on
+    # stderr, and its memory stays bounded however long the client stalls.
+    # Reading again delivers every reply.
+    s = fault()
+    pid = s.host_pid()
+    s.read_gate.clear()
+    s.roundtrip()  # the client's reader takes this reply, then waits at the gate: it reads nothing more
+    done = marker()  # job i touches done-i once it has printed its 3 MB
+    ids = [s.new_id() for _ in range(STALL_REQUESTS)]
+    lines = [json.dumps({"jsonrpc": "2.0", "id": rid, "method": "tools/call", "params": {"name": "execute", "arguments": {
+        "command": "head -c %d /dev/zero | tr '\\0' a; : > %s-%d" % (STALL_RESULT_BYTES, done, i)}}},
+        separators=(",", ":")).encode() + b"\n" for i, rid in enumerate(ids)]
+    assert sum(map(len, lines)) < 64 * KIB, "the requests must fit a pipe: sending those never read must not block"
+
+    def paused():
+        return "no request is read until it does" in s.stderr_text
+
+    def finished(i):  # seen where the server runs it: /proc/PID/root is its root on every target
+        return os.path.exists("/proc/%d/root%s-%d" % (pid, done, i))
+
+    sent = 0
+    while sent < len(lines) and not paused():
+        # The next request arrives once the last one's job has finished, or
+        # the server has paused its intake.
+        s.send_raw(lines[sent])
+        sent += 1
+        wait_until(lambda: paused() or finished(sent - 1), 60 + SLACK,
+                   "request %d's job finishing, or the intake pausing" % sent)
+    assert paused(), "all %d requests were read with nobody reading a reply; stderr: %s" % (sent, s.stderr_text)
+    # 8 replies of a little over 2 MiB reach the bound; a request or two
+    # more may be read while the last of them is made.
+    assert 8 <= sent <= 20, "the intake paused after %d requests" % sent
+    for line in lines[sent:]:
+        s.send_raw(line)
+    rss = []
+    watch_until = time.monotonic() + 3
+    while time.monotonic() < watch_until:
+        rss.append(_status_kib(pid, "VmRSS"))
+        time.sleep(0.05)
+    peak = _status_kib(pid, "VmHWM")
+    ran = sum(1 for i in range(len(lines)) if finished(i))
+    print("paused after %d requests; RSS %d..%d KiB while stalled, peak %d KiB; %d jobs ran"
+          % (sent, min(rss), max(rss), peak, ran))
+    assert peak < 256 * KIB, "peak RSS %d KiB while the client read nothing" % peak
+    assert ran <= sent, "%d jobs ran, but only %d requests were read before the pause" % (ran, sent)
+
+    s.read_gate.set()
+    for rid in ids:
+        r = s.decode(s.tool_response(rid, timeout=120 + SLACK))
+        out = r["stdout"]
+        assert r["state"] == "success" and out["total_bytes"] == STALL_RESULT_BYTES, (rid, r["state"], out["total_bytes"])
+        assert out["data"] == "a" * MIB and out["offset"] == STALL_RESULT_BYTES - MIB, (rid, out["offset"], out["bytes"])
+    wait_until(lambda: "requests are read again" in s.stderr_text, 10 + SLACK, "the resume said on stderr")
+    s.sh("rm -f %s-*" % done)
 
 
 # ==========================================================================
