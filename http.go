@@ -194,13 +194,26 @@ func (t *httpTransport) serveMCP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// declaresTooLarge reports whether r's Content-Length is over
+// maxLineBytes: such a request is refused before a byte of its body is
+// read, not after waiting for a body that may come slowly or never. A body
+// of no declared length (chunked) is cut at maxLineBytes as it is read.
+func declaresTooLarge(r *http.Request) bool { return r.ContentLength > maxLineBytes }
+
 // post handles one JSON-RPC message.
 func (t *httpTransport) post(w http.ResponseWriter, r *http.Request) {
+	tooLarge := func() {
+		rpcFail(w, http.StatusRequestEntityTooLarge, nil, newError(codeInvalidRequest, "invalid request: the body exceeds %d bytes", maxLineBytes))
+	}
+	if declaresTooLarge(r) {
+		tooLarge()
+		return
+	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxLineBytes))
 	var tooBig *http.MaxBytesError
 	switch {
 	case errors.As(err, &tooBig):
-		rpcFail(w, http.StatusRequestEntityTooLarge, nil, newError(codeInvalidRequest, "invalid request: the body exceeds %d bytes", maxLineBytes))
+		tooLarge()
 		return
 	case err != nil:
 		httpFail(w, http.StatusBadRequest, "reading the body: %v", err)
@@ -584,6 +597,10 @@ func (t *httpTransport) serveExec(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", "POST")
 		httpFail(w, http.StatusMethodNotAllowed, "use POST")
+		return
+	}
+	if declaresTooLarge(r) {
+		httpFail(w, http.StatusRequestEntityTooLarge, "the body exceeds %d bytes", maxLineBytes)
 		return
 	}
 	var req execRequest

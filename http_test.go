@@ -2,10 +2,13 @@ package main
 
 import (
 	"bufio"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 )
 
 // httpServer starts the HTTP transport on a free loopback port with the
@@ -215,5 +218,54 @@ func TestHTTPModernRunStreamsMessages(t *testing.T) {
 	if resp.Header.Get("Content-Type") != "text/event-stream" || message < 0 || result < message ||
 		!strings.Contains(got, `"text":"streamed\n"`) {
 		t.Errorf("%s: %s", resp.Header.Get("Content-Type"), got)
+	}
+}
+
+// rawRequest sends head (the request line and headers, without the blank
+// line that ends them) and then body, on a connection of its own, and
+// returns the response with its body read; the whole exchange must end
+// within timeout. A write the server cut short by answering first is no
+// failure: the response is what counts.
+func rawRequest(t *testing.T, url, head string, body []byte, timeout time.Duration) (*http.Response, string) {
+	t.Helper()
+	conn, err := net.Dial("tcp", strings.TrimPrefix(url, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if err := conn.SetDeadline(time.Now().Add(timeout)); err != nil {
+		t.Fatal(err)
+	}
+	go func() { _, _ = conn.Write(append([]byte(head+"\r\n\r\n"), body...)) }()
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatalf("%s: no response within %v: %v", strings.SplitN(head, "\r\n", 2)[0], timeout, err)
+	}
+	defer resp.Body.Close()
+	text, _ := io.ReadAll(resp.Body)
+	return resp, string(text)
+}
+
+// TestDeclaredOversizeBodyRefusedBeforeItIsRead: a request that declares
+// a body over the limit in Content-Length is answered 413 at once, without
+// a byte of the body sent (it waited for the body until the read time-out,
+// 30 s, and got 400). A chunked body, of no declared length, is refused 413
+// once the limit is read.
+func TestDeclaredOversizeBodyRefusedBeforeItIsRead(t *testing.T) {
+	url := httpServer(t)
+	// Far below httpBodyTimeout: the answer must not wait for the body.
+	const within = 10 * time.Second
+	for _, path := range []string{"/mcp", "/exec"} {
+		head := fmt.Sprintf("POST %s HTTP/1.1\r\nHost: test\r\nContent-Type: application/json\r\nContent-Length: %d", path, 100_000_000)
+		resp, text := rawRequest(t, url, head, nil, within)
+		if resp.StatusCode != http.StatusRequestEntityTooLarge || !strings.Contains(text, fmt.Sprint(maxLineBytes)) {
+			t.Errorf("%s declaring 100 MB: %d %q, want 413 naming the limit", path, resp.StatusCode, text)
+		}
+
+		head = fmt.Sprintf("POST %s HTTP/1.1\r\nHost: test\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked", path)
+		chunk := fmt.Appendf(nil, "%x\r\n%s\r\n0\r\n\r\n", maxLineBytes+1, strings.Repeat(" ", maxLineBytes+1))
+		if resp, text := rawRequest(t, url, head, chunk, within); resp.StatusCode != http.StatusRequestEntityTooLarge {
+			t.Errorf("%s with a chunked body of %d bytes: %d %q, want 413", path, maxLineBytes+1, resp.StatusCode, text)
+		}
 	}
 }
