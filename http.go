@@ -66,7 +66,26 @@ type httpSession struct {
 	ss       *session
 	dispatch sync.Mutex   // one handleMessage at a time, as the session requires
 	lastUsed atomic.Int64 // unix nanoseconds of the last request's end
-	active   atomic.Int32 // requests in flight: a session with any is not idle
+	// active counts requests in flight: a session with any is not idle. It
+	// goes up only under httpTransport.mu, in the lookup that finds the
+	// session, so the idle sweep (under the same lock) cannot end a
+	// session a request has found.
+	active atomic.Int32
+}
+
+// acquire counts one more request in flight on hs (nil: none); the caller
+// holds httpTransport.mu.
+func (hs *httpSession) acquire() *httpSession {
+	if hs != nil {
+		hs.active.Add(1)
+	}
+	return hs
+}
+
+// release ends a request acquire counted; its end is the session's last use.
+func (hs *httpSession) release() {
+	hs.lastUsed.Store(time.Now().UnixNano()) // before the count drops: a sweep that sees none in flight sees this use
+	hs.active.Add(-1)
 }
 
 // openHTTP listens on cfg.listen; it fails when the address cannot be had
@@ -247,11 +266,7 @@ func (t *httpTransport) post(w http.ResponseWriter, r *http.Request) {
 		rpcFail(w, http.StatusServiceUnavailable, m.id, newError(codeInternal, "the server is shutting down"))
 		return
 	}
-	hs.active.Add(1)
-	defer func() {
-		hs.lastUsed.Store(time.Now().UnixNano())
-		hs.active.Add(-1)
-	}()
+	defer hs.release()
 	if m.id == nil { // a notification or a response: nothing comes back
 		if !(modern && m.method == "notifications/cancelled") {
 			// A modern cancellation names the client's id, which other
@@ -290,7 +305,8 @@ func (t *httpTransport) ownID(body []byte) ([]byte, json.RawMessage, error) {
 }
 
 // legacySession finds the session a legacy request belongs to, or makes
-// one for initialize; when it cannot, it answers and returns an error.
+// one for initialize, acquired for the request; when it cannot, it answers
+// and returns an error.
 func (t *httpTransport) legacySession(w http.ResponseWriter, r *http.Request, m message) (*httpSession, *rpcError) {
 	if v := r.Header.Get("MCP-Protocol-Version"); v != "" && m.method != "initialize" && !slices.Contains(supportedVersions, v) {
 		e := newError(codeInvalidRequest, "invalid request: MCP-Protocol-Version %q is not one of %s", clipText(v), strings.Join(supportedVersions, ", "))
@@ -313,7 +329,7 @@ func (t *httpTransport) legacySession(w http.ResponseWriter, r *http.Request, m 
 		return nil, e
 	}
 	t.mu.Lock()
-	hs := t.sessions[id]
+	hs := t.sessions[id].acquire()
 	t.mu.Unlock()
 	if hs == nil {
 		// Another client's id answers exactly as one never issued.
@@ -347,9 +363,10 @@ func checkModernHeaders(r *http.Request, m message) *rpcError {
 	return nil
 }
 
-// newSession opens a legacy session under a fresh unguessable id. The
-// count is checked and the session added under one lock, so concurrent
-// initializes cannot all pass the last free place.
+// newSession opens a legacy session under a fresh unguessable id, acquired
+// for the initialize that opens it. The count is checked and the session
+// added under one lock, so concurrent initializes cannot all pass the last
+// free place.
 func (t *httpTransport) newSession() (*httpSession, string, *rpcError) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -362,11 +379,11 @@ func (t *httpTransport) newSession() (*httpSession, string, *rpcError) {
 	}
 	id := randomID()
 	t.sessions[id] = hs
-	return hs, id, nil
+	return hs.acquire(), id, nil
 }
 
-// modernSession is the session of the modern era's requests: one per
-// credential, and this server knows one credential.
+// modernSession is the session of the modern era's requests, acquired for
+// one: one per credential, and this server knows one credential.
 func (t *httpTransport) modernSession() *httpSession {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -377,7 +394,7 @@ func (t *httpTransport) modernSession() *httpSession {
 		}
 		t.modern = hs
 	}
-	return t.modern
+	return t.modern.acquire()
 }
 
 // open opens a server session whose jobs have unguessable ids and count
@@ -530,24 +547,32 @@ func (t *httpTransport) sweepIdle() {
 			return
 		case <-tick.C:
 		}
-		cutoff := time.Now().Add(-idle).UnixNano()
-		var ended []*httpSession
-		t.mu.Lock()
-		for id, hs := range t.sessions {
-			if hs.active.Load() == 0 && hs.lastUsed.Load() < cutoff {
-				delete(t.sessions, id)
-				ended = append(ended, hs)
-			}
-		}
-		if hs := t.modern; hs != nil && hs.active.Load() == 0 && hs.lastUsed.Load() < cutoff {
-			t.modern = nil
-			ended = append(ended, hs)
-		}
-		t.mu.Unlock()
-		for _, hs := range ended {
+		for _, hs := range t.takeIdle(time.Now().Add(-idle)) {
 			go t.srv.end(hs.ss)
 		}
 	}
+}
+
+// takeIdle removes, and returns, the sessions with no request in flight
+// whose last request ended before cutoff. A request holds its session from
+// the lookup that found it (acquire), under the same lock: the session it
+// found is never taken from under it.
+func (t *httpTransport) takeIdle(cutoff time.Time) []*httpSession {
+	idle := func(hs *httpSession) bool { return hs.active.Load() == 0 && hs.lastUsed.Load() < cutoff.UnixNano() }
+	var taken []*httpSession
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for id, hs := range t.sessions {
+		if idle(hs) {
+			delete(t.sessions, id)
+			taken = append(taken, hs)
+		}
+	}
+	if hs := t.modern; hs != nil && idle(hs) {
+		t.modern = nil
+		taken = append(taken, hs)
+	}
+	return taken
 }
 
 // serveHealth says whether the server accepts work; it needs no token.

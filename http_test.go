@@ -2,11 +2,15 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
+	"runtime"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -14,6 +18,14 @@ import (
 // httpServer starts the HTTP transport on a free loopback port with the
 // given settings and returns its base URL.
 func httpServer(t *testing.T, settings ...string) string {
+	t.Helper()
+	_, url := httpTransportFor(t, settings...)
+	return url
+}
+
+// httpTransportFor is httpServer that also returns the transport. Its idle
+// sweep does not run: a test calls takeIdle itself.
+func httpTransportFor(t *testing.T, settings ...string) (*httpTransport, string) {
 	t.Helper()
 	onLinux(t)
 	cfg, err := loadConfig(append(testConfig().baseEnv, append([]string{"MCP_EXEC_LISTEN=127.0.0.1:0"}, settings...)...))
@@ -31,7 +43,7 @@ func httpServer(t *testing.T, settings ...string) string {
 		srv.shutdown()
 		tr.close()
 	})
-	return "http://" + tr.addr()
+	return tr, "http://" + tr.addr()
 }
 
 // post sends one JSON-RPC body to /mcp with the given headers.
@@ -267,5 +279,108 @@ func TestDeclaredOversizeBodyRefusedBeforeItIsRead(t *testing.T) {
 		if resp, text := rawRequest(t, url, head, chunk, within); resp.StatusCode != http.StatusRequestEntityTooLarge {
 			t.Errorf("%s with a chunked body of %d bytes: %d %q, want 413", path, maxLineBytes+1, resp.StatusCode, text)
 		}
+	}
+}
+
+// TestIdleSweepSparesTheSessionARequestFound: the idle sweep cannot end a
+// session between a request's lookup of it and the request's work in it
+// (the request was answered -32800 "the server is shutting down", and a
+// job it started could outlive its ended session). Once the request is
+// done the idle session is swept, and its id is unknown.
+func TestIdleSweepSparesTheSessionARequestFound(t *testing.T) {
+	tr, url := httpTransportFor(t)
+	resp, _ := post(t, url, initBody, nil)
+	id := resp.Header.Get("Mcp-Session-Id")
+	body := `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"execute","arguments":{"command":"echo found"}}}`
+	r := httptest.NewRequest(http.MethodPost, "/mcp", strings.NewReader(body))
+	r.Header.Set("Mcp-Session-Id", id)
+	m, _, _ := decodeMessage([]byte(body))
+
+	// The request finds its session; the sweep runs, every session past its
+	// idle time; the request goes on in the session it found.
+	hs, rerr := tr.legacySession(httptest.NewRecorder(), r, m)
+	if rerr != nil {
+		t.Fatalf("the session of a fresh initialize: %v", rerr)
+	}
+	if taken := tr.takeIdle(time.Now().Add(time.Hour)); len(taken) != 0 {
+		t.Fatalf("the sweep took %d sessions while a request was in the one it had found", len(taken))
+	}
+	reply := newResponseStream()
+	hs.handle([]byte(body), reply)
+	select {
+	case <-reply.ready:
+	case <-time.After(jobDeadline):
+		t.Fatalf("no reply within %v", jobDeadline)
+	}
+	if got := string(bytes.Join(reply.take(), nil)); !strings.Contains(got, `found\\n`) {
+		t.Fatalf("the request in the session it found: %s", got)
+	}
+	hs.release()
+
+	if taken := tr.takeIdle(time.Now().Add(time.Hour)); len(taken) != 1 || taken[0] != hs {
+		t.Fatalf("the sweep took %d sessions once the request was done; want the idle one", len(taken))
+	}
+	tr.srv.end(hs.ss)
+	if resp, text := post(t, url, `{"jsonrpc":"2.0","id":3,"method":"ping"}`, map[string]string{"Mcp-Session-Id": id}); resp.StatusCode != http.StatusNotFound {
+		t.Errorf("a request on the swept session: %d %s, want 404", resp.StatusCode, text)
+	}
+}
+
+// TestIdleSweepRacingRequests: requests of the modern era's shared session
+// race a sweep that takes every session with nothing in flight, over and
+// over: each request is served in full, none answered as if its session
+// had ended under it.
+func TestIdleSweepRacingRequests(t *testing.T) {
+	tr, url := httpTransportFor(t)
+	headers := map[string]string{"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": "execute"}
+	body := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"execute","arguments":{"command":"echo served"},` +
+		`"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`
+	stop := make(chan struct{}) // closed when the requests are done: the sweep stops
+	swept := make(chan int)     // carries how many sessions the sweep took
+	go func() {
+		n := 0
+		for {
+			select {
+			case <-stop:
+				swept <- n
+				return
+			default:
+			}
+			for _, hs := range tr.takeIdle(time.Now().Add(time.Hour)) {
+				n++
+				go tr.srv.end(hs.ss)
+			}
+			runtime.Gosched()
+		}
+	}()
+	var clients sync.WaitGroup
+	for c := 0; c < 4; c++ {
+		clients.Add(1)
+		go func() {
+			defer clients.Done()
+			for i := 0; i < 40; i++ {
+				// Not post: a client goroutine must not call t.Fatal.
+				req, _ := http.NewRequest(http.MethodPost, url+"/mcp", strings.NewReader(body))
+				for k, v := range headers {
+					req.Header.Set(k, v)
+				}
+				resp, err := http.DefaultClient.Do(req)
+				if err != nil {
+					t.Errorf("a request racing the sweep: %v", err)
+					return
+				}
+				text, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != http.StatusOK || !strings.Contains(string(text), `served\\n`) {
+					t.Errorf("a request racing the sweep: %d %s", resp.StatusCode, text)
+					return
+				}
+			}
+		}()
+	}
+	clients.Wait()
+	close(stop)
+	if n := <-swept; n == 0 {
+		t.Errorf("the sweep took no session: it never raced a request")
 	}
 }
