@@ -295,7 +295,8 @@ type inflight struct {
 	silenced bool
 }
 
-// serve reads requests from in until EOF or a read error.
+// serve reads requests from in until EOF or a read error. While the
+// session's replySink is an intakeGate that is closed, it reads nothing.
 func (s *session) serve(in io.Reader) error {
 	r := bufio.NewReaderSize(in, 64<<10)
 	defer s.startPending()
