@@ -1297,6 +1297,21 @@ def tee_job(s, fifo):
     return jid
 
 
+def wait_counted(s, jid, n, what, timeout=10):
+    """Wait until sh_poll counts n bytes on stdout and on stderr alike.
+    tee writes each chunk to stdout and to stderr with two separate writes,
+    read by two separate pumps, so stdout's count says nothing about
+    stderr's: a test that reads both streams must wait for both."""
+    last = {}
+
+    def counted():
+        last.update(ok(s, "sh_poll", {"job": jid}))
+        return last["stdout-bytes"] == n and last["stderr-bytes"] == n
+
+    wait_until(counted, timeout, lambda: "%s (%d bytes on each stream; sh_poll: stdout-bytes %s, stderr-bytes %s)"
+               % (what, n, last.get("stdout-bytes"), last.get("stderr-bytes")))
+
+
 def read_until(s, jid, cursor, want, timeout=10):
     """Read instalments from cursor until `want` bytes of stdout and stderr
     each have arrived; return (stdout, stderr, cursor, last reply)."""
@@ -1363,8 +1378,7 @@ def test_output_reader_that_falls_behind_gets_the_dropped_marker(small_srv, tmp)
         _, _, cursor, _ = read_until(small_srv, jid, None, len(first))
         burst = lines64(80, 4)  # 5120 bytes while nobody reads: far past 3/4 of 1024
         fifo.write(burst)
-        wait_until(lambda: ok(small_srv, "sh_poll", {"job": jid})["stdout-bytes"] == len(first) + len(burst),
-                   10, "the burst being written")
+        wait_counted(small_srv, jid, len(first) + len(burst), "the burst being written")
         o = ok(small_srv, "sh_output", {"job": jid, "cursor": cursor})
         for stream in ("stdout", "stderr"):
             text = o[stream]
@@ -1392,7 +1406,7 @@ def _burst_of_100_lines(s, fifo, jid, written):
     returns them once the job has counted them all."""
     burst = "".join("%03d\n" % i for i in range(100))
     fifo.write(burst)
-    wait_until(lambda: ok(s, "sh_poll", {"job": jid})["stdout-bytes"] == written + len(burst), 10, "the burst")
+    wait_counted(s, jid, written + len(burst), "the burst")
     return burst
 
 
