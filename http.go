@@ -677,7 +677,18 @@ func (t *httpTransport) serveExec(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(http.StatusOK)
 	es := &eventStream{w: w, flusher: w.(http.Flusher), cap: req.MaxOutputBytes}
+	if !started {
+		es.exit(j) // it has no pipes to follow: its start_error is the whole answer
+		return
+	}
 	if !es.follow(r.Context(), j) {
+		// Nobody reads any more: open the gates before teardown, which
+		// waits for the job's end, and the end waits for the pumps to
+		// drain the pipes. Left to the defers, a pump held at a full
+		// window kept the job (and its MCP_EXEC_MAX_JOBS slot) running
+		// through both of teardown's graces after its processes died.
+		j.outGate.release()
+		j.errGate.release()
 		j.teardown(teardownGraceDuration) // the client left: nobody wants the job
 		return
 	}

@@ -188,6 +188,23 @@ func TestHTTPExecStreams(t *testing.T) {
 	}
 }
 
+// TestExecOfMissingProgramAnswersStartError: POST /exec of a program that
+// cannot start closed the connection with no answer (the stream followed
+// pipes the job never had); it answers an exit event with start_error.
+func TestExecOfMissingProgramAnswersStartError(t *testing.T) {
+	url := httpServer(t)
+	resp, err := http.Post(url+"/exec", "application/json", strings.NewReader(`{"argv":["mcp-exec-no-such-program"]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK || !strings.Contains(string(body), "event: exit") ||
+		!strings.Contains(string(body), `"start_error":`) || !strings.Contains(string(body), "mcp-exec-no-such-program") {
+		t.Errorf("%d %v %s", resp.StatusCode, err, body)
+	}
+}
+
 // TestListenNeedsTokenOffLoopback: a server reachable from other machines
 // without a token does not start.
 func TestListenNeedsTokenOffLoopback(t *testing.T) {
