@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -26,6 +27,12 @@ func probeMountNamespace() error { return readOnlyMounts(nil) }
 // files stay writable (a read-only mount does not stop writing a device).
 // The caller must be on a thread it will discard.
 func readOnlyMounts(writable []string) error {
+	if slices.Contains(writable, "/") {
+		// Everything is writable: nothing to make read-only. (A copy of
+		// "/" mounted back on "/" would not even be seen: a path walk
+		// starts at the thread's root, beneath what is mounted on it.)
+		return nil
+	}
 	if err := unix.Unshare(unix.CLONE_NEWNS); err != nil {
 		return fmt.Errorf("unshare(CLONE_NEWNS): %w", err)
 	}

@@ -135,3 +135,15 @@ func serverLimits(t *testing.T) string {
 	}
 	return fmt.Sprintf("%v priority %d", kept, prio)
 }
+
+// TestSandboxRootsOfSlashStayWritable: with MCP_EXEC_ROOTS=/ every write
+// failed with Read-only file system: the copy of / put back on / is
+// beneath the thread's root, where no path walk looks.
+func TestSandboxRootsOfSlashStayWritable(t *testing.T) {
+	dir := t.TempDir()
+	reg := sandboxRegistry(t, "MCP_EXEC_SANDBOX=roots", "MCP_EXEC_ROOTS=/")
+	r := runIn(t, reg, dir, `echo x > new && chmod 600 new && stat -c %a new`)
+	if r.State != stateSuccess || r.Stdout.Data != "600\n" {
+		t.Errorf("writing under MCP_EXEC_ROOTS=/: %s %q %q", r.State, r.Stdout.Data, r.Stderr.Data)
+	}
+}
