@@ -112,7 +112,11 @@ func runExec(c *toolCall, a *execArgs) (any, error) {
 		return nil, fmt.Errorf("cannot start the command: %s", j.final.startError)
 	}
 	j.limitTime(timeout, c.cfg.killGrace)
-	if _, _, err := c.reg.await(c.waiter, []*job{j}, awaitOptions{}); err != nil {
+	_, _, err = c.reg.await(c.waiter, []*job{j}, awaitOptions{})
+	if err == nil {
+		err = c.roomForReply()
+	}
+	if err != nil { // nobody else can collect the job, ended or not
 		c.reg.forget(j)
 		j.teardown(teardownGraceDuration)
 		return nil, err

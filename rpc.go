@@ -104,6 +104,7 @@ type message struct {
 	response bool       // a reply from the client, or a malformed notification: ignored
 	shape    replyShape // how its result is dressed: its era and revision
 	replyTo  replySink  // where its reply goes: the transport, or a batch's gathering
+	room     *replyHold // a started request's room for its reply in replyTo; nil when replyTo bounds nothing
 }
 
 // decodeMessage parses one line. On failure it returns the error reply and
@@ -240,6 +241,56 @@ type dropSink interface {
 // while its client leaves too much unread: no request is read meanwhile.
 type intakeGate interface {
 	awaitRoom()
+}
+
+// roomGate is a replySink that bounds the replies waiting for its client
+// (stdio's writer): takeRoom returns once a reply may be built and queued,
+// holding that room until release, or with ok false when done closes or
+// the client is gone first. A started request takes room before it copies
+// job output into its reply (toolCall.roomForReply) and keeps it until the
+// reply is queued, so such replies materialize only as fast as the client
+// reads them, however many requests finished at once. Replies built from
+// no output (errors, status, a kill that did not end the job) are small
+// and take no room: they go out as soon as they are made.
+//
+// HTTP's sinks are no roomGate, by design: each reply there is the
+// response to its own request, written by that request's handler, and is
+// queued behind no other. What a client that stops reading holds up is
+// one reply per request it keeps open, each within the reply budget.
+type roomGate interface {
+	takeRoom(done <-chan struct{}) (release func(), ok bool)
+}
+
+// replyHold is one started request's claim on room for its reply in a
+// roomGate; it is the toolCall's replyRoom. Only the request's goroutine
+// uses it; its methods do nothing on a nil hold.
+type replyHold struct {
+	gate    roomGate
+	done    <-chan struct{} // closed when the request is cancelled or its session ends
+	release func()          // gives the room back; set while room is held
+}
+
+// take waits until the reply has room, and holds it; errCancelled when the
+// request is cancelled, or its session ends, first. Held already, it
+// returns at once.
+func (h *replyHold) take() error {
+	if h == nil || h.release != nil {
+		return nil
+	}
+	release, ok := h.gate.takeRoom(h.done)
+	if !ok {
+		return errCancelled
+	}
+	h.release = release
+	return nil
+}
+
+// settle gives the room back: the reply is queued, or none will be.
+func (h *replyHold) settle() {
+	if h != nil && h.release != nil {
+		h.release()
+		h.release = nil
+	}
 }
 
 // session serves one client: its requests, its jobs, its replies.
@@ -473,6 +524,10 @@ func (s *session) dispatchBatch(line []byte) {
 // array line when the last arrives. A member cancelled in an era that
 // answers nothing gives no reply (abandon), and the array goes out without
 // it; notifications of its members are no replies and go out at once.
+// It is no roomGate: its members' replies must all be held until the last
+// arrives, and room they took in the writer would only free once the
+// array is queued, after all of them. A batch's members build their
+// replies at once, as any request did before replies waited for room.
 type batchReplies struct {
 	out replySink
 
@@ -536,12 +591,16 @@ func (s *session) start(m message, spec methodSpec) {
 	s.inflight[key] = req
 	s.handlers.Add(1)
 	s.mu.Unlock()
+	if gate, ok := m.replyTo.(roomGate); ok {
+		m.room = &replyHold{gate: gate, done: ctx.Done()}
+	}
 	run := func() (any, error) { return spec.call(s, ctx, m) }
 	if spec.prepare != nil {
 		run = spec.prepare(s, ctx, m)
 	}
 	s.pending = append(s.pending, func() {
 		defer s.handlers.Done()
+		defer m.room.settle() // after the reply is queued: the next call's check counts it
 		res, err := run()
 		s.mu.Lock()
 		delete(s.inflight, key)
@@ -666,6 +725,9 @@ func (s *session) prepareToolCall(ctx context.Context, m message) func() (any, e
 	call := &toolCall{reg: s.reg, cfg: s.cfg, waiter: s.waiterFor(ctx, meta, m.replyTo),
 		structured: m.shape.structured, replyOverhead: len(textReply(m.id, m.shape, nil)) + len(waitWrapOpen) + 1,
 		log: loggerFor(ctx, meta, m)}
+	if m.room != nil { // a nil *replyHold would make a non-nil replyRoom
+		call.room = m.room
+	}
 	run, err := prepareTool(call, name, params["arguments"])
 	if err != nil {
 		return fail(err)

@@ -221,7 +221,10 @@ func runShellRun(c *toolCall, a *shellRunArgs) (any, error) {
 		}
 		_, _, err := c.reg.await(c.waiter, []*job{j}, awaitOptions{})
 		finish() // the last batch goes before the result
-		if err != nil {
+		if err == nil {
+			err = c.roomForReply()
+		}
+		if err != nil { // nobody else can collect the job, ended or not
 			c.reg.forget(j)
 			j.teardown(teardownGraceDuration)
 			return nil, err
@@ -445,6 +448,9 @@ func runShellOutput(c *toolCall, a *shellOutputArgs) (any, error) {
 		if from, err = parseShellCursor(a.Cursor, j); err != nil {
 			return nil, err
 		}
+	}
+	if err := c.roomForReply(); err != nil {
+		return nil, err
 	}
 	finished := j.terminal() // before the read: a finished job's windows hold all it wrote
 	return fitShell(c, func(b shellBudget) any {

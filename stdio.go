@@ -99,6 +99,14 @@ func intakeBoundBytes(cfg *config) int {
 // (progress and log notifications) are dropped meanwhile. Replies and job
 // events are always queued: they come only from requests already read and
 // jobs already running, which a paused intake no longer adds to.
+//
+// Requests already read can still be many: a burst that arrived at once is
+// read before the first reply is queued. So a reply made from job output
+// is built only when there is room for it (takeRoom): one call at a time,
+// while fewer than boundBytes wait. Calls that finish meanwhile hold their
+// jobs, not copies of their output, and the queue grows past the bound by
+// one such reply, besides the small replies and job events that wait for
+// nothing.
 type writer struct {
 	out        io.Writer
 	boundBytes int                              // queued bytes that pause the intake
@@ -114,6 +122,8 @@ type writer struct {
 	wake     chan struct{} // 1-buffered: the queue may have items for the loop
 	room     chan struct{} // 1-buffered: the pause may have ended
 	gone     chan struct{} // closed when a write fails
+	ticket   chan struct{} // 1-buffered: holds a value while a call holds room for its reply (takeRoom)
+	spaced   chan struct{} // 1-buffered: the queue may have fallen below the bound, for the ticket's holder
 }
 
 // outItem is one queued message (ending in a newline), or a flush marker
@@ -130,7 +140,8 @@ func newWriter(out io.Writer) *writer { return newBoundedWriter(out, minIntakeBo
 // once boundBytes wait to be written.
 func newBoundedWriter(out io.Writer, boundBytes int) *writer {
 	w := &writer{out: out, boundBytes: boundBytes, notice: logf, wake: make(chan struct{}, 1),
-		room: make(chan struct{}, 1), gone: make(chan struct{})}
+		room: make(chan struct{}, 1), gone: make(chan struct{}), ticket: make(chan struct{}, 1),
+		spaced: make(chan struct{}, 1)}
 	go w.loop()
 	return w
 }
@@ -194,12 +205,53 @@ func (w *writer) awaitRoom() {
 	}
 }
 
+// takeRoom returns once the caller may build a reply and queue it: it
+// holds the writer's one ticket, and fewer than boundBytes wait to be
+// written. The caller queues its reply, then calls release, once. With
+// ok false nothing is held: done closed (the call was cancelled, or its
+// session ends) or the client is gone first.
+//
+// One ticket, held from the check to the reply's queueing, so calls that
+// finished together cannot all pass the check before any of them queues:
+// their replies take the queue past the bound by one at most. The holder
+// waits for the client, everyone else for the holder; nothing here holds a
+// lock while it waits.
+func (w *writer) takeRoom(done <-chan struct{}) (release func(), ok bool) {
+	select {
+	case w.ticket <- struct{}{}:
+	case <-done:
+		return nil, false
+	case <-w.gone:
+		return nil, false
+	}
+	release = func() { <-w.ticket }
+	for {
+		w.mu.Lock()
+		room, failed := w.queued < w.boundBytes, w.failed
+		w.mu.Unlock()
+		if failed || isClosed(done) { // done may have closed as the ticket came
+			release()
+			return nil, false
+		}
+		if room {
+			return release, true
+		}
+		select {
+		case <-w.spaced:
+		case <-done:
+		case <-w.gone:
+		}
+	}
+}
+
 // written counts n bytes as handed to out; the pause ends when the queue
 // falls below half the bound, so a client reading at the edge of it does
-// not wake the reader for every reply.
+// not wake the reader for every reply. A call waiting for room for its
+// reply is woken as soon as the queue is below the bound.
 func (w *writer) written(n int) {
 	w.mu.Lock()
 	w.queued -= n
+	spaced := w.queued < w.boundBytes
 	resuming := w.paused && w.queued < w.boundBytes/2
 	var pause time.Duration
 	var dropped int
@@ -208,6 +260,9 @@ func (w *writer) written(n int) {
 		pause, dropped, w.dropped = time.Since(w.pausedAt), w.dropped, 0
 	}
 	w.mu.Unlock()
+	if spaced {
+		nudge(w.spaced)
+	}
 	if resuming {
 		// Said before the reader wakes, so it comes before the next pause's.
 		w.notice("stdout: the client reads again after %v; requests are read again (%d progress or log notifications were dropped)",

@@ -3,9 +3,12 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -178,5 +181,217 @@ func TestStalledClientLosesProgressNotReplies(t *testing.T) {
 	}
 	if n := awaitNotice(t, notices, 10*time.Second); !strings.Contains(n, "(1 progress or log notifications were dropped)") {
 		t.Errorf("notice %q: want one dropped notification counted", n)
+	}
+}
+
+// watchedWriter is a bounded writer whose sends and waits for room a test
+// watches: the most bytes ever sent and not yet read by the client, and
+// how many calls wait for room now.
+type watchedWriter struct {
+	*writer
+	read    *atomic.Int64 // bytes the client has read
+	waiting atomic.Int32  // calls in takeRoom now
+
+	mu      sync.Mutex // guards sent, lines, most and biggest
+	sent    int64      // bytes of messages sent
+	lines   int        // messages sent
+	most    int64      // the most bytes sent and not yet read, counting the message being sent
+	biggest int        // the longest message sent
+}
+
+func (w *watchedWriter) send(msg []byte) {
+	w.mu.Lock()
+	w.sent += int64(len(msg))
+	w.lines++
+	w.most = max(w.most, w.sent-w.read.Load())
+	w.biggest = max(w.biggest, len(msg))
+	w.mu.Unlock()
+	w.writer.send(msg)
+}
+
+func (w *watchedWriter) takeRoom(done <-chan struct{}) (func(), bool) {
+	w.waiting.Add(1)
+	defer w.waiting.Add(-1)
+	return w.writer.takeRoom(done)
+}
+
+// snapshot returns lines, most and biggest.
+func (w *watchedWriter) snapshot() (lines int, most int64, biggest int) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.lines, w.most, w.biggest
+}
+
+// countingReader counts the bytes read through it.
+type countingReader struct {
+	r io.Reader
+	n *atomic.Int64
+}
+
+func (c countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n.Add(int64(n))
+	return n, err
+}
+
+// stalledSession serves a session whose client reads nothing until the
+// test reads outR, through a writer bounded at bound.
+func stalledSession(t *testing.T, bound int) (ss *session, out *watchedWriter, notices <-chan string, in *io.PipeWriter, outR *io.PipeReader) {
+	inR, in := io.Pipe()
+	outR, outW := io.Pipe()
+	out = &watchedWriter{writer: newBoundedWriter(outW, bound), read: new(atomic.Int64)}
+	notices = noticeChannel(out.writer)
+	ss = newSession(testConfig(), out, nil)
+	go func() { _ = ss.serve(inR) }()
+	t.Cleanup(func() {
+		in.Close()
+		outR.Close()
+		ss.cancelAll()
+		for _, j := range ss.reg.list() {
+			killGroup(j.pid)
+		}
+	})
+	return ss, out, notices, in, outR
+}
+
+// TestBurstOfLargeResultsWaitsForRoom: requests that arrive at once are
+// all read before any reply is queued. When their jobs finish with nobody
+// reading, each call builds its reply only once fewer than the bound's
+// bytes wait, so the queue never holds more than the bound and one reply
+// (it held every reply before). Read again, every reply arrives whole.
+func TestBurstOfLargeResultsWaitsForRoom(t *testing.T) {
+	onLinux(t)
+	t.Parallel()
+	const (
+		bound    = 256 << 10
+		requests = 40
+		output   = 64 << 10
+	)
+	ss, out, notices, in, outR := stalledSession(t, bound)
+	var burst []byte
+	for i := range requests {
+		burst = fmt.Appendf(burst, `{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"execute","arguments":{"command":"head -c %d /dev/zero | tr '\\0' a"}}}`+"\n", i, output)
+	}
+	// One write, taken by one read of the session's: every request is read
+	// before any of them runs.
+	if _, err := in.Write(burst); err != nil {
+		t.Fatal(err)
+	}
+	if n := awaitNotice(t, notices, jobDeadline); !strings.Contains(n, "no request is read") {
+		t.Fatalf("notice %q: want the intake paused", n)
+	}
+	// Paused, nothing more is queued until the client reads: every call
+	// ends replied or waiting for room, its job delivered.
+	eventually(t, jobDeadline, "every call replied or waiting for room", func() bool {
+		lines, _, _ := out.snapshot()
+		return lines+int(out.waiting.Load()) == requests && len(ss.reg.list()) == 0
+	})
+	lines, most, biggest := out.snapshot()
+	t.Logf("stalled: %d replies queued (%d bytes at most, the longest %d), %d calls wait for room", lines, most, biggest, out.waiting.Load())
+	if most > bound+int64(biggest) {
+		t.Fatalf("%d bytes waited for the client: more than the bound %d and one reply (%d)", most, bound, biggest)
+	}
+	if lines > bound/output+1 {
+		t.Fatalf("%d replies were built with nobody reading; room for %d", lines, bound/output+1)
+	}
+
+	replies := newLineReader(t, countingReader{outR, out.read})
+	seen := map[int]bool{}
+	for range requests {
+		line := replies.next(jobDeadline)
+		var reply struct {
+			ID     int
+			Result struct{ Content []struct{ Text string } }
+		}
+		var res resultJSON
+		if err := json.Unmarshal(line, &reply); err != nil || len(reply.Result.Content) != 1 ||
+			json.Unmarshal([]byte(reply.Result.Content[0].Text), &res) != nil {
+			t.Fatalf("reply %.200s: not a tool result (%v)", line, err)
+		}
+		if seen[reply.ID] || res.State != stateSuccess || res.Stdout == nil || res.Stdout.TotalBytes != output ||
+			res.Stdout.Data != strings.Repeat("a", output) {
+			t.Fatalf("reply %d (seen before: %v): state %s, stdout %+.200v", reply.ID, seen[reply.ID], res.State, res.Stdout)
+		}
+		seen[reply.ID] = true
+	}
+	if _, most, biggest := out.snapshot(); most > bound+int64(biggest) {
+		t.Fatalf("%d bytes waited for the client as it read: more than the bound %d and one reply (%d)", most, bound, biggest)
+	}
+}
+
+// TestCancelledWaitForRoomLeavesTheJobCollectable: a wait whose job ended
+// while the client was not reading has delivered it, and waits for room
+// for its result; cancelled there, it gives the job back, to be collected
+// by the next wait.
+func TestCancelledWaitForRoomLeavesTheJobCollectable(t *testing.T) {
+	onLinux(t)
+	t.Parallel()
+	const bound = 4096
+	ss, out, notices, in, outR := stalledSession(t, bound)
+	j := startJob(t, ss.reg, "read line; echo collectable")
+	// Read while the queue is empty, the wait holds the job and blocks.
+	if _, err := fmt.Fprintf(in, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"wait","arguments":{"job_ids":[%q],"timeout":60}}}`+"\n", j.id); err != nil {
+		t.Fatal(err)
+	}
+	out.send([]byte(strings.Repeat(" ", bound) + "\n")) // the client reads none of it: no room
+	if n := awaitNotice(t, notices, jobDeadline); !strings.Contains(n, "no request is read") {
+		t.Fatalf("notice %q: want the intake paused", n)
+	}
+	if err := j.input(plainWaiter(), "", true); err != nil { // the job ends
+		t.Fatal(err)
+	}
+	eventually(t, jobDeadline, "the wait delivering the job and waiting for room", func() bool {
+		return out.waiting.Load() == 1 && len(ss.reg.list()) == 0
+	})
+	// What the reader does with notifications/cancelled; the reader itself
+	// reads nothing while the client does not.
+	ss.cancelRequest(message{params: json.RawMessage(`{"requestId":1}`)})
+	eventually(t, jobDeadline, "the cancelled wait giving the job back", func() bool {
+		jobs := ss.reg.list()
+		return out.waiting.Load() == 0 && len(jobs) == 1 && jobs[0] == j
+	})
+
+	replies := newLineReader(t, countingReader{outR, out.read})
+	if filler := replies.next(jobDeadline); len(filler) != bound+1 {
+		t.Fatalf("first line %.100q: want the filler", filler)
+	}
+	if got := decodeReply(t, replies.next(jobDeadline)); fmt.Sprint(got["error"]) != fmt.Sprint(map[string]any{"code": json.Number("-32800"), "message": "request cancelled"}) {
+		t.Fatalf("cancelled wait answered %v, want -32800", got)
+	}
+	if _, err := fmt.Fprintf(in, `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"wait","arguments":{"job_ids":[%q],"timeout":60}}}`+"\n", j.id); err != nil {
+		t.Fatal(err)
+	}
+	if line := replies.next(jobDeadline); !bytes.Contains(line, []byte(`\"data\":\"collectable\\n\"`)) {
+		t.Fatalf("the next wait answered %s, want the job's result", line)
+	}
+}
+
+// TestRoomWaitEndsWithItsCallOrTheClient: a call waiting for room stops
+// waiting when it is cancelled, and every waiter stops when the client is
+// gone; none of them holds room then.
+func TestRoomWaitEndsWithItsCallOrTheClient(t *testing.T) {
+	t.Parallel()
+	outR, outW := io.Pipe()
+	w := newBoundedWriter(outW, 100)
+	_ = noticeChannel(w)
+	w.send([]byte(strings.Repeat(" ", 100) + "\n")) // the bound: no room until the client reads
+
+	cancelled := make(chan struct{})
+	close(cancelled)
+	if _, ok := w.takeRoom(cancelled); ok {
+		t.Fatal("a cancelled call got room with the queue full")
+	}
+	got := make(chan bool, 2) // carries each waiter's ok
+	for range 2 {             // one holds the ticket and waits for the client, the other for the ticket
+		go func() { _, ok := w.takeRoom(nil); got <- ok }()
+	}
+	outR.CloseWithError(errors.New("the client is gone"))
+	for range 2 {
+		if ok := receive(t, "a waiter for room", got); ok {
+			t.Fatal("a waiter got room from a client that is gone")
+		}
+	}
+	if _, ok := w.takeRoom(nil); ok {
+		t.Fatal("room was given after the client left")
 	}
 }

@@ -461,6 +461,30 @@ def _status_kib(pid, field):
     raise AssertionError("no %s for pid %d" % (field, pid))
 
 
+def _stall_requests(s, spacing=0):
+    """The stalled-client tests' executes: their ids, request lines, and
+    finished(i), true once job i has printed its 3 MB (it touches a marker
+    file then, seen where the server runs it: /proc/PID/root is its root on
+    every target).  With spacing, job i first sleeps i * spacing seconds."""
+    pid = s.host_pid()
+    done = marker()
+    ids = [s.new_id() for _ in range(STALL_REQUESTS)]
+    lines = [json.dumps({"jsonrpc": "2.0", "id": rid, "method": "tools/call", "params": {"name": "execute", "arguments": {
+        "command": "%shead -c %d /dev/zero | tr '\\0' a; : > %s-%d"
+                   % ("sleep %.2f; " % (i * spacing) if spacing else "", STALL_RESULT_BYTES, done, i)}}},
+        separators=(",", ":")).encode() + b"\n" for i, rid in enumerate(ids)]
+    assert sum(map(len, lines)) < 64 * KIB, "the requests must fit a pipe: sending those never read must not block"
+
+    def finished(i):
+        return os.path.exists("/proc/%d/root%s-%d" % (pid, done, i))
+
+    return ids, lines, finished, done
+
+
+def _stall_paused(s):
+    return "no request is read until it does" in s.stderr_text
+
+
 def test_stalled_client_keeps_memory_bounded_and_gets_every_reply(fault):
     # 300 executes whose command prints 3 MB arrive one after the other and
     # nobody reads stdout.  With the defaults each result keeps the last MiB
@@ -474,28 +498,16 @@ def test_stalled_client_keeps_memory_bounded_and_gets_every_reply(fault):
     pid = s.host_pid()
     s.read_gate.clear()
     s.roundtrip()  # the client's reader takes this reply, then waits at the gate: it reads nothing more
-    done = marker()  # job i touches done-i once it has printed its 3 MB
-    ids = [s.new_id() for _ in range(STALL_REQUESTS)]
-    lines = [json.dumps({"jsonrpc": "2.0", "id": rid, "method": "tools/call", "params": {"name": "execute", "arguments": {
-        "command": "head -c %d /dev/zero | tr '\\0' a; : > %s-%d" % (STALL_RESULT_BYTES, done, i)}}},
-        separators=(",", ":")).encode() + b"\n" for i, rid in enumerate(ids)]
-    assert sum(map(len, lines)) < 64 * KIB, "the requests must fit a pipe: sending those never read must not block"
-
-    def paused():
-        return "no request is read until it does" in s.stderr_text
-
-    def finished(i):  # seen where the server runs it: /proc/PID/root is its root on every target
-        return os.path.exists("/proc/%d/root%s-%d" % (pid, done, i))
-
+    ids, lines, finished, done = _stall_requests(s)
     sent = 0
-    while sent < len(lines) and not paused():
+    while sent < len(lines) and not _stall_paused(s):
         # The next request arrives once the last one's job has finished, or
         # the server has paused its intake.
         s.send_raw(lines[sent])
         sent += 1
-        wait_until(lambda: paused() or finished(sent - 1), 60 + SLACK,
+        wait_until(lambda: _stall_paused(s) or finished(sent - 1), 60 + SLACK,
                    "request %d's job finishing, or the intake pausing" % sent)
-    assert paused(), "all %d requests were read with nobody reading a reply; stderr: %s" % (sent, s.stderr_text)
+    assert _stall_paused(s), "all %d requests were read with nobody reading a reply; stderr: %s" % (sent, s.stderr_text)
     # 8 replies of a little over 2 MiB reach the bound; a request or two
     # more may be read while the last of them is made.
     assert 8 <= sent <= 20, "the intake paused after %d requests" % sent
@@ -519,6 +531,61 @@ def test_stalled_client_keeps_memory_bounded_and_gets_every_reply(fault):
         out = r["stdout"]
         assert r["state"] == "success" and out["total_bytes"] == STALL_RESULT_BYTES, (rid, r["state"], out["total_bytes"])
         assert out["data"] == "a" * MIB and out["offset"] == STALL_RESULT_BYTES - MIB, (rid, out["offset"], out["bytes"])
+    wait_until(lambda: "requests are read again" in s.stderr_text, 10 + SLACK, "the resume said on stderr")
+    s.sh("rm -f %s-*" % done)
+
+
+def _open_files_limit(pid):
+    """The soft RLIMIT_NOFILE of a host process, from /proc/PID/limits."""
+    for line in (read_file("/proc/%d/limits" % pid, "r") or "").splitlines():
+        if line.startswith("Max open files"):
+            soft = line.split()[3]
+            return float("inf") if soft == "unlimited" else int(soft)
+    raise AssertionError("no open files limit for pid %d" % pid)
+
+
+def test_stalled_client_burst_keeps_memory_bounded_and_gets_every_reply(fault):
+    # The same 300 executes, written all at once, and nobody reads stdout.
+    # They fit a pipe, so the server reads every one before the first reply
+    # is queued (only queued bytes pause the intake), and all 300 jobs
+    # start; MCP_EXEC_MEMORY_LIMIT bounds their windows together.  Job i
+    # prints after sleeping i * 30 ms, so each ends with its full MiB.  A
+    # call whose job has ended builds its reply only when fewer than 16 MiB
+    # wait to be written, one call at a time: the others hold their jobs,
+    # not copies of their output.  (Before, every call built and queued its
+    # reply as its job ended, 2 MiB each: 600 MiB.  Ending all at once, the
+    # jobs shared the 64 MiB and their replies were small.)  Reading again
+    # delivers every reply, each whole.
+    s = fault(env={"MCP_EXEC_MEMORY_LIMIT": "64MiB"})
+    pid = s.host_pid()
+    if _open_files_limit(pid) < 4096:
+        pytest.skip("300 jobs at once hold 900 pipe ends: the server may open only %d files" % _open_files_limit(pid))
+    s.read_gate.clear()
+    s.roundtrip()  # the client's reader takes this reply, then waits at the gate: it reads nothing more
+    ids, lines, finished, done = _stall_requests(s, spacing=0.03)
+    s.send_raw(b"".join(lines))
+    wait_until(lambda: all(finished(i) for i in range(len(lines))), 60 + SLACK,
+               lambda: "every job of the burst finishing (%d of %d did)" % (sum(map(finished, range(len(lines)))), len(lines)))
+    wait_until(lambda: _stall_paused(s), 10 + SLACK, "the intake pausing")
+    assert not await_no_token_processes(s.token, timeout=30 + SLACK), "the burst's jobs did not all end"
+    stalled = _status_kib(pid, "VmHWM")  # every job has ended: its call has built its reply or waits for room
+
+    s.read_gate.set()
+    for rid in ids:
+        res = s.tool_response(rid, timeout=60 + SLACK)
+        r = s.decode(res)
+        out = r["stdout"]
+        assert res.get("structuredContent") == r, (rid, "the structured copy differs from the text")
+        # The windows' bound cut each stream's oldest bytes; what is kept
+        # is its newest, and what went is counted.
+        assert r["state"] == "success" and out["total_bytes"] == STALL_RESULT_BYTES, (rid, r["state"], out["total_bytes"])
+        assert out["bytes"] > 0 and out["data"] == "a" * out["bytes"], (rid, out["bytes"], len(out["data"]))
+        assert out["offset"] + out["bytes"] == STALL_RESULT_BYTES, (rid, out["offset"], out["bytes"])
+        assert out.get("dropped_bytes", 0) == out["offset"] and out["truncated"] == (out["offset"] > 0), (rid, out)
+    peak = _status_kib(pid, "VmHWM")
+    print("burst of %d: peak RSS %d KiB with every job ended and nobody reading, %d KiB after reading every reply"
+          % (len(ids), stalled, peak))
+    assert peak < 256 * KIB, "peak RSS %d KiB (%d KiB before the client read again)" % (peak, stalled)
     wait_until(lambda: "requests are read again" in s.stderr_text, 10 + SLACK, "the resume said on stderr")
     s.sh("rm -f %s-*" % done)
 

@@ -57,6 +57,33 @@ type toolCall struct {
 	// log sends notifications/message at a level on the request's own
 	// channel; nil unless a 2026-07-28 request asked for messages.
 	log func(level, logger string, data any)
+	// room is where the call waits, before it copies job output into its
+	// reply, for its client to have room for the reply; nil when the
+	// transport bounds nothing (see roomForReply).
+	room replyRoom
+}
+
+// replyRoom is room for one reply among those waiting for the client to
+// read them. take waits until there is room and holds it until the reply
+// is sent; it returns errCancelled when the call is cancelled, or its
+// session ends, first. Taking it again while held returns at once.
+type replyRoom interface {
+	take() error
+}
+
+// roomForReply waits until the client has room for the call's reply. A
+// handler calls it after any blocking and right before it copies job
+// output (windows) into its result, or builds a result that can fill the
+// reply budget, so a call that finished while the client was not reading
+// holds its jobs, whose windows are bounded, rather than a reply built
+// from them. It holds no lock while it waits. On errCancelled the handler
+// leaves what it delivered collectable, as a call cancelled while it
+// blocked does.
+func (c *toolCall) roomForReply() error {
+	if c.room == nil {
+		return nil
+	}
+	return c.room.take()
 }
 
 // replyBudget is how many bytes the result's escaped text may take.
@@ -663,8 +690,12 @@ func runExecute(c *toolCall, a *executeArgs) (any, error) {
 		opts.deadline = time.Now().Add(yieldAfter)
 	}
 	delivered, inputWanted, err := c.reg.await(c.waiter, []*job{j}, opts)
+	if err == nil && delivered[j.id] != nil {
+		err = c.roomForReply()
+	}
 	if errors.Is(err, errCancelled) {
-		// The caller never learned the job_id: nobody can collect it.
+		// The caller never learned the job_id: nobody can collect it,
+		// whether it still ran or its result waited for room.
 		c.reg.forget(j)
 		j.teardown(teardownGraceDuration)
 		return nil, err
@@ -750,6 +781,15 @@ func runWait(c *toolCall, a *waitArgs) (any, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := c.roomForReply(); err != nil { // even without results, one entry per job id can fill the budget
+		for _, j := range delivered {
+			// Cancelled: the results go back for the next wait. (Another
+			// call that held a job may have answered it meanwhile: a
+			// result may reach several calls, never none.)
+			c.reg.undeliver(j)
+		}
+		return nil, err
+	}
 	entries := make([]*resultJSON, len(jobs))
 	for i, j := range jobs {
 		if delivered[j.id] != nil {
@@ -782,6 +822,9 @@ func liveStatusOf(j *job) *resultJSON {
 }
 
 func runOutput(c *toolCall, a *outputArgs) (any, error) {
+	if err := c.roomForReply(); err != nil {
+		return nil, err
+	}
 	j := c.job(a.JobID)
 	r := liveStatusOf(j)
 	r.Stdout, _ = sliceWithin(j.stdout, a.Stdout, c.replyBudget())
@@ -826,6 +869,10 @@ func runKill(c *toolCall, a *killArgs) (any, error) {
 	k := &killJSON{JobID: j.id, Terminated: out.terminated, AlreadyTerminated: out.alreadyTerminated,
 		SignalSent: int(out.sent), Escalated: out.escalated}
 	if out.terminated {
+		if err := c.roomForReply(); err != nil {
+			c.reg.undeliver(j) // cancelled: the result goes back for a wait, as in runWait
+			return nil, err
+		}
 		k.Result = resultWithin(j, c.replyBudget())
 	} else {
 		k.State, k.Detail = j.outcome().state, out.survivors
@@ -837,6 +884,9 @@ func runKill(c *toolCall, a *killArgs) (any, error) {
 // JSON itself: ids are digits and states plain words, and a reflective
 // encoder took most of the time of a list of 10,000 jobs.
 func runListJobs(c *toolCall, _ *noArgs) (any, error) {
+	if err := c.roomForReply(); err != nil { // no output in it, but up to the reply budget of ids
+		return nil, err
+	}
 	jobs := c.reg.list()
 	var groups map[int][]procInfo // read once, and only if a job runs
 	for _, j := range jobs {
