@@ -486,6 +486,8 @@ def _stall_paused(s):
 
 
 def test_stalled_client_keeps_memory_bounded_and_gets_every_reply(fault):
+    if TARGET == "container":
+        pytest.skip("podman stops relaying stdin while its stdout relay is blocked: requests sent to a server nobody reads never arrive")
     # 300 executes whose command prints 3 MB arrive one after the other and
     # nobody reads stdout.  With the defaults each result keeps the last MiB
     # of its output (MCP_EXEC_MAX_OUTPUT_BYTES), and the reply carries it
@@ -545,6 +547,8 @@ def _open_files_limit(pid):
 
 
 def test_stalled_client_burst_keeps_memory_bounded_and_gets_every_reply(fault):
+    if TARGET == "container":
+        pytest.skip("podman stops relaying stdin while its stdout relay is blocked: requests sent to a server nobody reads never arrive")
     # The same 300 executes, written all at once, and nobody reads stdout.
     # They fit a pipe, so the server reads every one before the first reply
     # is queued (only queued bytes pause the intake), and all 300 jobs
