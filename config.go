@@ -274,11 +274,9 @@ func readGatewaySettings(c *config, environ []string, given map[string]string) e
 		if _, ours := given[g.ours]; ours {
 			continue
 		}
-		for _, kv := range environ {
-			if value, ok := strings.CutPrefix(kv, g.name+"="); ok && value != "" {
-				if err := g.set(c, value); err != nil {
-					return fmt.Errorf("%s=%q (the exec-mcp gateway's setting, read for MCP_EXEC_TOOLS=exec): %w", g.name, value, err)
-				}
+		if value := envValue(environ, g.name); value != "" {
+			if err := g.set(c, value); err != nil {
+				return fmt.Errorf("%s=%q (the exec-mcp gateway's setting, read for MCP_EXEC_TOOLS=exec): %w", g.name, value, err)
 			}
 		}
 	}

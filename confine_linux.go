@@ -88,7 +88,7 @@ func (c confinement) restrictThread() error {
 	fsFailed := func(what string, err error) error {
 		return &confineError{confineFailedFS, fmt.Errorf("%s: %w", what, err)}
 	}
-	if c.fsRestricted && c.ownMounts {
+	if c.ownMounts { // set only with fsRestricted
 		if err := readOnlyMounts(c.writable); err != nil {
 			return fsFailed("a read-only mount namespace", err)
 		}

@@ -3,6 +3,8 @@ package main
 import (
 	"fmt"
 	"runtime"
+	"slices"
+	"sync"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -85,7 +87,7 @@ var auditArch = map[string]uint32{
 // process, since its numbers mean other calls and would slip past the
 // checks; an x32 call fails with EACCES.
 func (r seccompRules) install() error {
-	prog, err := r.program(runtime.GOARCH)
+	prog, err := r.native()
 	if err != nil {
 		return err
 	}
@@ -94,6 +96,25 @@ func (r seccompRules) install() error {
 		return errno
 	}
 	return nil
+}
+
+// nativePrograms holds each rule set's filter for this machine (a
+// seccompRules → []unix.SockFilter), assembled at its first spawn: there
+// are a few rule sets and many spawns. The kernel copies a filter it is
+// given, so one slice serves every thread.
+var nativePrograms sync.Map
+
+// native is r's filter for this machine's architecture.
+func (r seccompRules) native() ([]unix.SockFilter, error) {
+	if prog, ok := nativePrograms.Load(r); ok {
+		return prog.([]unix.SockFilter), nil
+	}
+	prog, err := r.program(runtime.GOARCH)
+	if err != nil {
+		return nil, err
+	}
+	nativePrograms.Store(r, prog)
+	return prog, nil
 }
 
 // program assembles r's filter for goarch.
@@ -124,7 +145,7 @@ func (r seccompRules) program(goarch string) ([]unix.SockFilter, error) {
 		}
 	}
 	if r.noMetadata {
-		for _, nr := range append(metadataCalls, legacy.metadata...) {
+		for _, nr := range slices.Concat(metadataCalls, legacy.metadata) {
 			a.jeq(nr, "eperm", "")
 		}
 		a.jeq(unix.SYS_UTIMENSAT, "utimensat", "")
