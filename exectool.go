@@ -101,27 +101,17 @@ func runExec(c *toolCall, a *execArgs) (any, error) {
 	// /bin/sh, whatever $SHELL says: the gateway's contract names it.
 	req := startRequest{argv: []string{execShell, "-c", a.Command}, dir: a.Cwd, env: a.Env, closeStdin: true, policy: c.cfg.capture,
 		silent: true, unsetEnv: execEnvRemoved, keepTail: int(min(maxOutput, math.MaxInt32))}
-	j, started, err := c.reg.start(req)
+	ran, err := c.runJob(jobRun{startRequest: req, timeLimit: timeout, killGrace: c.cfg.killGrace})
 	if refusal := (tooManyJobs{}); errors.As(err, &refusal) {
 		return execRefusal(c, refusal.active), nil
 	}
 	if err != nil {
 		return nil, err
 	}
-	if !started {
-		return nil, fmt.Errorf("cannot start the command: %s", j.final.startError)
+	if !ran.started {
+		return nil, fmt.Errorf("cannot start the command: %s", ran.job.final.startError)
 	}
-	j.limitTime(timeout, c.cfg.killGrace)
-	_, _, err = c.reg.await(c.waiter, []*job{j}, awaitOptions{})
-	if err == nil {
-		err = c.roomForReply()
-	}
-	if err != nil { // nobody else can collect the job, ended or not
-		c.reg.forget(j)
-		j.teardown(teardownGraceDuration)
-		return nil, err
-	}
-	return textResult(execReport(j, maxOutput, c.replyBudget(), lineCost{})), nil // plain text: no structured copy
+	return textResult(execReport(ran.job, maxOutput, c.replyBudget(), lineCost{})), nil // plain text: no structured copy
 }
 
 // execTimeout is the exec tool's timeout when a call gives none.

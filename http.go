@@ -34,9 +34,7 @@ const (
 	httpBodyTimeout   = 30 * time.Second
 	httpIdleTimeout   = 2 * time.Minute
 	httpShutdownGrace = 2 * time.Second
-	httpWriteTimeout  = 30 * time.Second      // a client that stops reading a stream is dropped after this
-	execPollInterval  = 20 * time.Millisecond // how often POST /exec looks for new output, besides being woken
-	execDrainQuiet    = 2 * time.Second       // how long a finished job's pipes may stay quiet before /exec ends
+	httpWriteTimeout  = 30 * time.Second // a client that stops reading a stream is dropped after this
 )
 
 // Status codes the spec names for modern-era header checks.
@@ -48,7 +46,6 @@ type httpTransport struct {
 	cfg     *config
 	token   []byte          // the bearer token; nil: none needed (loopback only)
 	origins map[string]bool // browser origins allowed besides none
-	slots   *jobSlots       // MCP_EXEC_MAX_JOBS across every session
 	nextID  atomic.Int64    // numbers the server's own ids of modern requests
 	execCfg *config         // the settings of POST /exec jobs: cfg, with usage reported
 
@@ -93,7 +90,7 @@ func (hs *httpSession) release() {
 func openHTTP(srv *server) (*httpTransport, error) {
 	cfg := srv.cfg
 	t := &httpTransport{srv: srv, cfg: cfg, token: cfg.token, origins: map[string]bool{},
-		slots: &jobSlots{}, sessions: map[string]*httpSession{}, done: make(chan struct{})}
+		sessions: map[string]*httpSession{}, done: make(chan struct{})}
 	for _, o := range cfg.allowedOrigins {
 		t.origins[o] = true
 	}
@@ -400,11 +397,10 @@ func (t *httpTransport) modernSession() *httpSession {
 // open opens a server session whose jobs have unguessable ids and count
 // toward MCP_EXEC_MAX_JOBS with every other session's.
 func (t *httpTransport) open() (*httpSession, error) {
-	ss, err := t.srv.open(discard{})
+	ss, err := t.srv.openShared(t.cfg, discard{})
 	if err != nil {
 		return nil, err
 	}
-	ss.reg.randomIDs, ss.reg.everywhere = true, t.slots
 	ss.quietCancel = true // no 1.0 client to stay compatible with over HTTP
 	hs := &httpSession{ss: ss}
 	hs.lastUsed.Store(time.Now().UnixNano())
@@ -586,7 +582,7 @@ func (t *httpTransport) serveHealth(w http.ResponseWriter, r *http.Request) {
 	t.mu.Lock()
 	sessions := len(t.sessions)
 	t.mu.Unlock()
-	fmt.Fprintf(w, `{"status":"ok","sessions":%d,"running_jobs":%d}`+"\n", sessions, t.slots.count())
+	fmt.Fprintf(w, `{"status":"ok","sessions":%d,"running_jobs":%d}`+"\n", sessions, t.srv.figures().sharedJobs)
 }
 
 // serveMetrics writes the Prometheus text format.
@@ -594,30 +590,19 @@ func (t *httpTransport) serveMetrics(w http.ResponseWriter, r *http.Request) {
 	t.mu.Lock()
 	sessions := len(t.sessions)
 	t.mu.Unlock()
+	f := t.srv.figures()
 	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
 	writeMetrics(w, []metric{
 		{"mcp_exec_sessions", "Open legacy MCP sessions over HTTP.", "gauge", float64(sessions)},
-		{"mcp_exec_running_jobs", "Jobs running in HTTP sessions and /exec.", "gauge", float64(t.slots.count())},
-		{"mcp_exec_resident_bytes", "Resident memory of the server process.", "gauge", float64(residentKiB()) * 1024},
-		{"mcp_exec_open_fds", "Open file descriptors of the server process.", "gauge", float64(countOpenFds())},
+		{"mcp_exec_running_jobs", "Jobs running in HTTP sessions and /exec.", "gauge", float64(f.sharedJobs)},
+		{"mcp_exec_resident_bytes", "Resident memory of the server process.", "gauge", float64(f.residentBytes)},
+		{"mcp_exec_open_fds", "Open file descriptors of the server process.", "gauge", float64(f.openFds)},
 	})
 }
 
-// execRequest is the body of POST /exec.
-type execRequest struct {
-	Command        string            `json:"command"`
-	Argv           []string          `json:"argv"`
-	Cwd            string            `json:"cwd"`
-	Env            map[string]string `json:"env"`
-	Stdin          string            `json:"stdin"`
-	TimeoutSeconds float64           `json:"timeout_seconds"`
-	MaxOutputBytes int64             `json:"max_output_bytes"`
-}
-
-// serveExec runs one command and streams its output as server-sent events:
-// "stdout" and "stderr" chunks as they come, "dropped" when the job wrote
-// faster than the stream was read, then one "exit". Every policy applies as
-// to execute. A client that goes away kills the job.
+// serveExec runs one command and streams its output as server-sent events
+// (see runExecStream): every policy applies as to execute, and a client
+// that goes away kills the job. Each request has a session of its own.
 func (t *httpTransport) serveExec(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", "POST")
@@ -628,193 +613,58 @@ func (t *httpTransport) serveExec(w http.ResponseWriter, r *http.Request) {
 		httpFail(w, http.StatusRequestEntityTooLarge, "the body exceeds %d bytes", maxLineBytes)
 		return
 	}
-	var req execRequest
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxLineBytes))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&req); err != nil {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxLineBytes))
+	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
 			httpFail(w, http.StatusRequestEntityTooLarge, "the body exceeds %d bytes", maxLineBytes)
 			return
 		}
-		httpFail(w, http.StatusBadRequest, "invalid body: %v (fields: command or argv, cwd, env, stdin, timeout_seconds, max_output_bytes)", err)
+		httpFail(w, http.StatusBadRequest, "invalid body: %v", err)
 		return
 	}
-	if (req.Command == "") == (req.Argv == nil) || req.TimeoutSeconds < 0 || req.MaxOutputBytes < 0 {
-		httpFail(w, http.StatusBadRequest, "invalid body: give command or argv (one of them); timeout_seconds and max_output_bytes must not be negative")
-		return
-	}
-	limit := t.cfg.timeLimit
-	if req.TimeoutSeconds > 0 {
-		given := seconds(req.TimeoutSeconds)
-		var err error
-		if limit, err = callTimeLimit(t.cfg, "timeout_seconds", &given, 0); err != nil {
-			httpFail(w, http.StatusBadRequest, "%v", err)
-			return
-		}
-	}
-	hs, err := t.open()
+	ss, err := t.srv.openShared(t.execCfg, discard{})
 	if err != nil {
 		httpFail(w, http.StatusServiceUnavailable, "%v", err)
 		return
 	}
-	defer t.srv.end(hs.ss)
-	hs.ss.reg.cfg = t.execCfg // before its first job
-	j, started, err := hs.ss.reg.start(startRequest{command: req.Command, argv: req.Argv, dir: req.Cwd, env: req.Env,
-		stdin: req.Stdin, closeStdin: true, policy: capturePolicy{}, streamed: true})
-	if err != nil {
+	defer t.srv.end(ss)
+	sink := &sseSink{w: w, flusher: w.(http.Flusher)}
+	err = ss.streamExec(r.Context(), body, sink)
+	switch {
+	case err == nil || sink.begun:
+	case errors.Is(err, errInvalid):
+		httpFail(w, http.StatusBadRequest, "invalid body: %v", err)
+	default:
 		httpFail(w, http.StatusForbidden, "%v", err)
-		return
-	}
-	if started {
-		defer j.outGate.release()
-		defer j.errGate.release()
-	}
-	if started && limit > 0 {
-		j.limitTime(limit, t.cfg.killGrace)
-	}
-	w.Header().Set("Content-Type", "text/event-stream")
-	w.Header().Set("Cache-Control", "no-store")
-	w.WriteHeader(http.StatusOK)
-	es := &eventStream{w: w, flusher: w.(http.Flusher), cap: req.MaxOutputBytes}
-	if !started {
-		es.exit(j) // it has no pipes to follow: its start_error is the whole answer
-		return
-	}
-	if !es.follow(r.Context(), j) {
-		// Nobody reads any more: open the gates before teardown, which
-		// waits for the job's end, and the end waits for the pumps to
-		// drain the pipes. Left to the defers, a pump held at a full
-		// window kept the job (and its MCP_EXEC_MAX_JOBS slot) running
-		// through both of teardown's graces after its processes died.
-		j.outGate.release()
-		j.errGate.release()
-		j.teardown(teardownGraceDuration) // the client left: nobody wants the job
-		return
-	}
-	es.exit(j)
-}
-
-// eventStream writes one /exec response.
-type eventStream struct {
-	w         http.ResponseWriter
-	flusher   http.Flusher
-	cap       int64    // bytes of output to forward, 0: all
-	forwarded int64    // bytes forwarded so far
-	next      [2]int64 // the next offset to forward of stdout and stderr
-	truncated bool     // the cap stopped forwarding
-	gone      bool     // a write failed: the client stopped reading or left
-}
-
-// follow forwards the job's output until the job has finished and its
-// pipes are read to the end (or, when processes it left behind hold them,
-// have been quiet for execDrainQuiet); it reports false when the client
-// went away first.
-func (es *eventStream) follow(ctx context.Context, j *job) bool {
-	tick := time.NewTicker(execPollInterval)
-	defer tick.Stop()
-	var quiet time.Time // since when a finished job's pipes brought nothing
-	for {
-		drained := j.terminal() && isClosed(j.stdoutPump.finished) && isClosed(j.errPump.finished)
-		moved := es.forward(j)
-		if es.gone {
-			return false
-		}
-		switch {
-		case drained:
-			return true
-		case !j.terminal():
-		case moved || quiet.IsZero():
-			quiet = time.Now()
-		case time.Since(quiet) > execDrainQuiet:
-			return true
-		}
-		var outWrote, errWrote <-chan struct{}
-		if j.outGate != nil {
-			outWrote, errWrote = j.outGate.wrote, j.errGate.wrote
-		}
-		select {
-		case <-ctx.Done():
-			return false
-		case <-j.done:
-		case <-outWrote:
-		case <-errWrote:
-		case <-tick.C:
-		}
 	}
 }
 
-// forward sends what each stream wrote since the last call, lets the
-// pumps read on, and reports whether it sent anything.
-func (es *eventStream) forward(j *job) bool {
-	moved := false
-	for i, s := range []struct {
-		name string
-		w    *window
-		gate *readGate
-	}{{"stdout", j.stdout, j.outGate}, {"stderr", j.stderr, j.errGate}} {
-		start, total := s.w.stats()
-		if start > es.next[i] {
-			es.event("dropped", map[string]any{"stream": s.name, "offset": es.next[i], "bytes": start - es.next[i]})
-			es.next[i] = start
-		}
-		for es.next[i] < total {
-			want := total - es.next[i]
-			if es.cap > 0 {
-				want = min(want, es.cap-es.forwarded)
-			}
-			if want <= 0 {
-				es.truncated, es.next[i] = true, total // drained, not forwarded
-				break
-			}
-			sl := s.w.readRange(es.next[i], min(want, 64<<10), true, 0)
-			if len(sl.data) == 0 {
-				break
-			}
-			es.event(s.name, map[string]any{"data": string(sl.data), "offset": sl.offset})
-			es.next[i] = sl.offset + int64(len(sl.data))
-			es.forwarded += int64(len(sl.data))
-			moved = true
-		}
-		if s.gate != nil {
-			s.gate.take(es.next[i])
-		}
-	}
-	es.flusher.Flush()
-	return moved
+// sseSink writes a streamed exec's events as one server-sent event stream.
+type sseSink struct {
+	w       http.ResponseWriter
+	flusher http.Flusher
+	begun   bool // the status line and headers went out
 }
 
-// exit sends the final event.
-func (es *eventStream) exit(j *job) {
-	o := j.outcome()
-	_, stdoutTotal := j.stdout.stats()
-	_, stderrTotal := j.stderr.stats()
-	ev := map[string]any{"exit_code": o.exitCode, "timed_out": o.timedOut, "stdout_bytes": stdoutTotal,
-		"stderr_bytes": stderrTotal, "truncated": es.truncated, "duration_ms": time.Since(j.started).Milliseconds()}
-	if o.startError != "" {
-		ev["start_error"] = o.startError
-	}
-	if o.signal != 0 {
-		ev["signal"] = signalWords(o.signal)
-	}
-	if u := o.usage; u != nil {
-		ev["duration_ms"] = u.wall.Milliseconds()
-		ev["usage"] = usageJSON{WallMs: u.wall.Milliseconds(), UserMs: u.userMs, SysMs: u.sysMs, MaxRSSKiB: u.maxRSSKiB}
-	}
-	es.event("exit", ev)
-	es.flusher.Flush()
+func (s *sseSink) begin() {
+	s.w.Header().Set("Content-Type", "text/event-stream")
+	s.w.Header().Set("Cache-Control", "no-store")
+	s.w.WriteHeader(http.StatusOK)
+	s.begun = true
 }
 
 // event writes one server-sent event. A client that stops reading is
 // dropped once a write has waited httpWriteTimeout: its request context
 // ends, and the stream with it.
-func (es *eventStream) event(name string, data any) {
+func (s *sseSink) event(name string, data any) bool {
 	b, _ := json.Marshal(data) // cannot fail: strings and numbers
-	_ = http.NewResponseController(es.w).SetWriteDeadline(time.Now().Add(httpWriteTimeout))
-	if _, err := fmt.Fprintf(es.w, "event: %s\ndata: %s\n\n", name, b); err != nil {
-		es.gone = true
-	}
+	_ = http.NewResponseController(s.w).SetWriteDeadline(time.Now().Add(httpWriteTimeout))
+	_, err := fmt.Fprintf(s.w, "event: %s\ndata: %s\n\n", name, b)
+	return err == nil
 }
+
+func (s *sseSink) flush() { s.flusher.Flush() }
 
 // countingHandler counts every response by status, for /metrics.
 type countingHandler struct{ next http.Handler }

@@ -64,7 +64,7 @@ type job struct {
 	tmpDir   string        // the private TMPDIR of a sandboxed job; "" for none
 	command  string        // what was asked to run, its first characters, for job events
 	program  string        // the program asked for (argv[0], or the shell), for the shell set's events
-	set      string        // the tool set that started it: how its events are told
+	contract *jobContract  // what the caller that started it asked of it; nil: the defaults
 	silent   bool          // it sends no events
 	stdinIno uint64        // inode of the stdin pipe, to see a process blocked reading it
 	inputMu  sync.Mutex    // guards sighting
@@ -113,14 +113,24 @@ type startRequest struct {
 	streamed   bool     // a reader takes the output as it comes: the pumps wait for it
 	tty        *ttySpec // run on a pseudo-terminal of this size; nil: on pipes
 
-	// For the other tool sets' contracts; zero values are the jobs set's.
-	set        string                                    // the tool set asking: how events are told
-	silent     bool                                      // send no events: the caller blocks on it anyway
-	name       func(seq uint64, unguessable bool) string // mints the job id; nil: the next number
-	unsetEnv   []string                                  // variables removed from the job's environment
-	keepHead   int                                       // first bytes of each stream kept, at least
-	keepTail   int                                       // last bytes of each stream kept, at least
-	keepFailed bool                                      // a job that cannot start stays listed, finished
+	// What a tool contract asks beyond the defaults; the zero values are
+	// 1.0's.
+	contract   *jobContract // how the job is named and told; nil: numbered, never told
+	silent     bool         // send no events: the caller blocks on it anyway
+	unsetEnv   []string     // variables removed from the job's environment
+	keepHead   int          // first bytes of each stream kept, at least
+	keepTail   int          // last bytes of each stream kept, at least
+	keepFailed bool         // a job that cannot start stays listed, finished
+}
+
+// jobContract is what one tool contract asks of every job it starts: how
+// the job's id is minted and how its start and end are told. The registry
+// calls both and knows nothing else of the contract; a contract compares
+// jobs' contracts by identity to tell its own jobs from others'. Its
+// functions must not block: events are made on the reaper's goroutine.
+type jobContract struct {
+	name   func(seq uint64, unguessable bool) string              // mints an id; nil: the next number
+	events func(cfg *config, j *job, event string) map[string]any // notifications/job params; nil, or a nil result: none sent
 }
 
 // registry holds the jobs of one client session. Jobs of different sessions
@@ -185,7 +195,7 @@ func (r *registry) start(req startRequest) (*job, bool, error) {
 
 	windowBytes, headBytes := max(r.cfg.maxOutputBytes, req.keepTail), max(r.cfg.keepHeadBytes, req.keepHead)
 	j := &job{id: id, policy: req.policy, done: make(chan struct{}), started: time.Now(), command: commandWords(req),
-		program: programOf(r.cfg, req), set: req.set, silent: req.silent,
+		program: programOf(r.cfg, req), contract: req.contract, silent: req.silent,
 		stdout: newWindow(windowBytes, headBytes), stderr: newWindow(windowBytes, headBytes)}
 	err = j.launch(r.cfg, req, func(st exitStatus) { r.exited(j, st) })
 	if err != nil {
@@ -290,12 +300,12 @@ func firstRunes(s string, most int) string {
 	return string([]rune(s)[:most])
 }
 
-// newID names a new job: as req's tool set names them, else the next
+// newID names a new job: as req's contract names them, else the next
 // number, or 128 random bits in hex. Caller holds r.mu.
 func (r *registry) newID(req startRequest) string {
 	r.nextID++
-	if req.name != nil {
-		return req.name(r.nextID, r.randomIDs)
+	if req.contract != nil && req.contract.name != nil {
+		return req.contract.name(r.nextID, r.randomIDs)
 	}
 	if r.randomIDs {
 		return randomID()

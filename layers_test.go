@@ -22,7 +22,7 @@ var layers = [][]string{
 	{"stdio.go", "http.go"}, // the transports: one session on stdin/stdout; sessions over HTTP
 	{"server.go"},           // what is process-wide: sessions, signals, shutdown
 	{"rpc.go", "era.go"},    // a session: JSON-RPC framing, dispatch, replies; the protocol revisions
-	{"toolsets.go", "tools.go", "exectool.go", "shelltools.go"}, // the tool sets; the tool tables and handlers: jobs, exec, shell
+	{"toolsets.go", "tools.go", "exectool.go", "shelltools.go", "execstream.go", "lifecycle.go"}, // the tool sets; the tool tables and handlers: jobs, exec, shell
 	{"budget.go"},               // cutting results to a reply budget
 	{"results.go"},              // the wire form of results
 	{"shellview.go"},            // the Shell toolkit's view of a stream

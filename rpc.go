@@ -325,6 +325,13 @@ func newSession(cfg *config, out replySink, activity chan<- struct{}) *session {
 	return s
 }
 
+// streamExec runs a streamed exec (the gateway's POST /exec) in the
+// session and sends its events to sink; ctx ends when the client leaves,
+// which tears the job down. See runExecStream for what errors mean.
+func (s *session) streamExec(ctx context.Context, body []byte, sink execSink) error {
+	return runExecStream(&toolCall{reg: s.reg, cfg: s.cfg, waiter: &waiter{ctx: ctx}}, body, sink)
+}
+
 // jobEvent sends notifications/job for a job's start or end, once the
 // client has initialized a legacy session: the modern era allows no
 // notification outside a request's own.
@@ -332,7 +339,10 @@ func (s *session) jobEvent(j *job, event string) {
 	if !s.eventsOn.Load() {
 		return
 	}
-	if params := jobEventParams(s.cfg, j, event); params != nil {
+	if j.contract == nil || j.contract.events == nil {
+		return
+	}
+	if params := j.contract.events(s.cfg, j, event); params != nil {
 		notify(s.out, "notifications/job", params)
 	}
 }

@@ -29,6 +29,10 @@ type server struct {
 
 	ownsProcess bool // started by startServer: shutdown also ends every other descendant
 
+	// shared counts the running jobs of every shared session (see
+	// openShared) against MCP_EXEC_MAX_JOBS.
+	shared jobSlots
+
 	mu       sync.Mutex            // guards sessions and closing
 	sessions map[*session]struct{} // the open sessions
 	closing  bool                  // shutdown began: no new sessions
@@ -62,7 +66,24 @@ func (s *server) isClosing() bool {
 // open starts a session that writes to out. After shutdown began it fails
 // with errServerClosing.
 func (s *server) open(out replySink) (*session, error) {
-	ss := newSession(s.cfg, out, s.activity)
+	return s.openWith(s.cfg, out)
+}
+
+// openShared opens a session for a transport whose clients could try each
+// other's job ids: its ids are unguessable, and MCP_EXEC_MAX_JOBS counts
+// the running jobs of every shared session together. cfg is the session's
+// settings: the server's, or a view made from them once.
+func (s *server) openShared(cfg *config, out replySink) (*session, error) {
+	ss, err := s.openWith(cfg, out)
+	if err == nil {
+		ss.reg.randomIDs, ss.reg.everywhere = true, &s.shared
+	}
+	return ss, err
+}
+
+// openWith is open with the session's settings cfg.
+func (s *server) openWith(cfg *config, out replySink) (*session, error) {
+	ss := newSession(cfg, out, s.activity)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closing {
@@ -70,6 +91,20 @@ func (s *server) open(out replySink) (*session, error) {
 	}
 	s.sessions[ss] = struct{}{}
 	return ss, nil
+}
+
+// processFigures is what a transport may report of the process (HTTP's
+// /healthz and /metrics), read in one place so transports need not reach
+// into the job core.
+type processFigures struct {
+	sharedJobs    int64 // jobs running in shared sessions
+	residentBytes int64 // the process's resident memory
+	openFds       int   // the process's open descriptors
+}
+
+// figures reads the process's figures now.
+func (s *server) figures() processFigures {
+	return processFigures{sharedJobs: s.shared.count(), residentBytes: int64(residentKiB()) * 1024, openFds: countOpenFds()}
 }
 
 // end ends one session: its blocked calls answer -32800, its jobs' trees

@@ -114,54 +114,57 @@ func shellBudgetOf(cfg *config) shellBudget {
 	return shellBudget{int64(cfg.shellOutputBytes), int64(cfg.shellOutputLines)}
 }
 
-// shellStart checks a run or start call and starts its job; started is
-// false when the program could not be spawned (the job then holds why).
-func shellStart(c *toolCall, a *shellRunArgs, background bool) (j *job, started bool, err error) {
+// shellRun checks a run or start call and says how its job runs.
+func shellRun(cfg *config, a *shellRunArgs, background bool) (jobRun, error) {
 	if a.Command == "" || strings.ContainsRune(a.Command, 0) {
-		return nil, false, errors.New("command must be a non-empty string without NUL bytes")
+		return jobRun{}, errors.New("command must be a non-empty string without NUL bytes")
 	}
-	if c.cfg.allow != nil && !slices.Contains(c.cfg.allow, a.Command) {
-		return nil, false, fmt.Errorf("Command '%s' is not allowlisted. Allowed: %s", a.Command, strings.Join(sortedAllow(c.cfg), ", "))
+	if cfg.allow != nil && !slices.Contains(cfg.allow, a.Command) {
+		return jobRun{}, fmt.Errorf("Command '%s' is not allowlisted. Allowed: %s", a.Command, strings.Join(sortedAllow(cfg), ", "))
 	}
 	def := time.Duration(0) // a background job has no timeout unless asked
 	if !background {
-		def = shellRunDefault(c.cfg)
+		def = shellRunDefault(cfg)
 	}
-	timeout, err := callTimeLimit(c.cfg, "timeout", a.Timeout, def)
+	timeout, err := callTimeLimit(cfg, "timeout", a.Timeout, def)
 	if err != nil {
-		return nil, false, err
+		return jobRun{}, err
 	}
 	if err := checkCwd(a.Cwd); err != nil {
-		return nil, false, err
+		return jobRun{}, err
 	}
-	b := shellBudgetOf(c.cfg)
-	req := startRequest{argv: append([]string{a.Command}, a.Args...), dir: a.Cwd, closeStdin: true, policy: c.cfg.capture,
-		set: toolSetShell, silent: !background, keepFailed: background, name: shellJobName,
+	b := shellBudgetOf(cfg)
+	req := startRequest{argv: append([]string{a.Command}, a.Args...), dir: a.Cwd, closeStdin: true, policy: cfg.capture,
+		contract: shellContract, silent: !background, keepFailed: background,
 		keepHead: int(b.bytes / 4), keepTail: int(b.bytes - b.bytes/4)}
 	if a.Stdin != nil {
 		req.stdin = *a.Stdin
 	}
-	j, started, err = c.reg.start(req)
-	if err == nil && !started {
-		// Its stderr says why, for run and output alike.
-		_, _ = j.stderr.Write([]byte(spawnFailure(a.Command, j.final))) // never fails
-	}
+	return jobRun{startRequest: req, timeLimit: timeout, killGrace: killAtOnce, nowait: background}, nil
+}
+
+// shellRunJob runs a run or start call's job. One that could not be
+// spawned comes back finished, with why on its stderr, for run and output
+// alike.
+func shellRunJob(c *toolCall, run jobRun) (ranJob, error) {
+	ran, err := c.runJob(run)
 	if errors.Is(err, errTooManyJobs) {
 		var ids []string
 		for _, r := range c.reg.runningJobs() {
 			ids = append(ids, r.id)
 		}
-		return nil, false, fmt.Errorf("Too many jobs are running (at most %d, MCP_EXEC_MAX_JOBS): %s. Wait for one to finish or kill one first",
+		return ran, fmt.Errorf("Too many jobs are running (at most %d, MCP_EXEC_MAX_JOBS): %s. Wait for one to finish or kill one first",
 			c.cfg.maxJobs, strings.Join(ids, ", "))
 	}
-	if err != nil || !started {
-		return j, false, err
+	if err == nil && !ran.started {
+		_, _ = ran.job.stderr.Write([]byte(spawnFailure(run.argv[0], ran.job.final))) // never fails
 	}
-	if timeout > 0 {
-		j.limitTime(timeout, killAtOnce)
-	}
-	return j, true, nil
+	return ran, err
 }
+
+// shellContract is what the shell set asks of its jobs: the toolkit's ids
+// and events. Only jobs started under it are the set's to see.
+var shellContract = &jobContract{name: shellJobName, events: shellEvent}
 
 // shellJobName names a shell job as the toolkit does, j<N>-<random>; the
 // random part is long enough to be unguessable where clients could try
@@ -210,27 +213,19 @@ type shellDropJSON struct {
 }
 
 func runShellRun(c *toolCall, a *shellRunArgs) (any, error) {
-	j, started, err := shellStart(c, a, false)
+	run, err := shellRun(c.cfg, a, false)
 	if err != nil {
 		return nil, err
 	}
-	if started {
-		finish := func() {}
-		if c.log != nil {
-			finish = streamShellRun(c.log, c.cfg.toolPrefix+"_run", j)
-		}
-		_, _, err := c.reg.await(c.waiter, []*job{j}, awaitOptions{})
-		finish() // the last batch goes before the result
-		if err == nil {
-			err = c.roomForReply()
-		}
-		if err != nil { // nobody else can collect the job, ended or not
-			c.reg.forget(j)
-			j.teardown(teardownGraceDuration)
-			return nil, err
-		}
+	if c.log != nil {
+		logger := c.cfg.toolPrefix + "_run"
+		run.follow = func(j *job) func() { return streamShellRun(c.log, logger, j) } // the last batch goes before the result
 	}
-	o := j.outcome()
+	ran, err := shellRunJob(c, run)
+	if err != nil {
+		return nil, err
+	}
+	j, o := ran.job, ran.job.outcome()
 	return fitShell(c, func(b shellBudget) any {
 		res := &shellRunJSON{Exit: shellExit(o), TimedOut: o.timedOut, Sandbox: shellSandbox(c.cfg)}
 		out, errs := readShellStream(j.stdout, shellPos{}, b, true), readShellStream(j.stderr, shellPos{}, b, true)
@@ -355,21 +350,25 @@ func shellDrops(out, errs shellPiece) map[string]shellDropJSON {
 }
 
 func runShellStart(c *toolCall, a *shellRunArgs) (any, error) {
-	j, started, err := shellStart(c, a, true)
+	run, err := shellRun(c.cfg, a, true)
+	if err != nil {
+		return nil, err
+	}
+	ran, err := shellRunJob(c, run)
 	if err != nil {
 		return nil, err
 	}
 	state := stateRunning
-	if !started {
-		state = shellState(j)
+	if !ran.started {
+		state = shellState(ran.job)
 	}
-	return map[string]string{"job": j.id, "state": state}, nil
+	return map[string]string{"job": ran.job.id, "state": state}, nil
 }
 
 // shellJob finds a job of the shell set by id, with the toolkit's errors.
 func shellJob(c *toolCall, id string) (*job, error) {
 	j, err := c.reg.lookup(id)
-	if err == nil && j.set == toolSetShell {
+	if err == nil && j.contract == shellContract {
 		return j, nil
 	}
 	if gone := (expiredJob{}); errors.As(err, &gone) {

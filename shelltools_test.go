@@ -225,7 +225,7 @@ func TestShutdownSparesTheServersGroupAfterASpawnFailure(t *testing.T) {
 		t.Errorf("signalGroup(0) = %v, want errGroupGone: there is no such group", err)
 	}
 	reg := newRegistry(configOf(t, "MCP_EXEC_TOOLS=shell"))
-	j, started, err := reg.start(startRequest{argv: []string{"no-such-program-here"}, keepFailed: true, set: toolSetShell})
+	j, started, err := reg.start(startRequest{argv: []string{"no-such-program-here"}, keepFailed: true, contract: shellContract})
 	if err != nil || started || j.pid != 0 {
 		t.Fatalf("start: %v, started %v, pid %d", err, started, j.pid)
 	}

@@ -658,55 +658,46 @@ func captureWords(p capturePolicy) string {
 }
 
 func runExecute(c *toolCall, a *executeArgs) (any, error) {
-	req, err := startRequestOf(c.cfg, a)
+	run, err := executeRun(c.cfg, a)
 	if err != nil {
 		return nil, err
 	}
-	limit, err := callTimeLimit(c.cfg, "time_limit", a.TimeLimit, c.cfg.timeLimit)
-	if err != nil {
+	ran, err := c.runJob(run)
+	switch {
+	case err != nil:
 		return nil, err
+	case !ran.started || ran.ended:
+		return resultWithin(ran.job, c.replyBudget()), nil
+	case a.Nowait:
+		return &resultJSON{JobID: ran.job.id, State: stateRunning}, nil
 	}
-	yieldAfter, err := optionalSeconds("yield_after", a.YieldAfter, c.cfg.yieldAfter, true)
+	// Yielded: the job runs on, to be collected by wait.
+	return &resultJSON{JobID: ran.job.id, State: stateRunning, Yielded: true,
+		WaitingForInput: ran.inputWanted || ran.job.waitingForInput()}, nil
+}
+
+// executeRun checks execute's arguments and says how its job runs. The
+// execute holds its job from the start, so it gets the result even if a
+// kill or a wait that guessed the id took it first.
+func executeRun(cfg *config, a *executeArgs) (jobRun, error) {
+	req, err := startRequestOf(cfg, a)
 	if err != nil {
-		return nil, err
+		return jobRun{}, err
 	}
-	j, started, err := c.reg.start(req)
+	limit, err := callTimeLimit(cfg, "time_limit", a.TimeLimit, cfg.timeLimit)
 	if err != nil {
-		return nil, err
+		return jobRun{}, err
 	}
-	if !started {
-		return resultWithin(j, c.replyBudget()), nil
+	yieldAfter, err := optionalSeconds("yield_after", a.YieldAfter, cfg.yieldAfter, true)
+	if err != nil {
+		return jobRun{}, err
 	}
-	if limit > 0 {
-		j.limitTime(limit, c.cfg.killGrace)
-	}
-	if a.Nowait {
-		return &resultJSON{JobID: j.id, State: stateRunning}, nil
-	}
-	// The execute holds its job from the start, so it gets the result even
-	// if a kill or a wait that guessed the id took it first.
-	opts := awaitOptions{yieldOnInput: yieldAfter > 0}
+	run := jobRun{startRequest: req, timeLimit: limit, killGrace: cfg.killGrace, nowait: a.Nowait,
+		await: awaitOptions{yieldOnInput: yieldAfter > 0}}
 	if yieldAfter > 0 {
-		opts.deadline = time.Now().Add(yieldAfter)
+		run.await.deadline = time.Now().Add(yieldAfter)
 	}
-	delivered, inputWanted, err := c.reg.await(c.waiter, []*job{j}, opts)
-	if err == nil && delivered[j.id] != nil {
-		err = c.roomForReply()
-	}
-	if errors.Is(err, errCancelled) {
-		// The caller never learned the job_id: nobody can collect it,
-		// whether it still ran or its result waited for room.
-		c.reg.forget(j)
-		j.teardown(teardownGraceDuration)
-		return nil, err
-	}
-	if err != nil {
-		return nil, err
-	}
-	if delivered[j.id] == nil { // yielded: the job runs on, to be collected by wait
-		return &resultJSON{JobID: j.id, State: stateRunning, Yielded: true, WaitingForInput: inputWanted || j.waitingForInput()}, nil
-	}
-	return resultWithin(j, c.replyBudget()), nil
+	return run, nil
 }
 
 // startRequestOf checks execute's arguments and makes its start request.
@@ -722,7 +713,7 @@ func startRequestOf(cfg *config, a *executeArgs) (startRequest, error) {
 		policy = *a.Capture
 	}
 	req := startRequest{command: a.Command, argv: a.Argv, dir: a.Cwd, env: a.Env,
-		stdin: a.Stdin, closeStdin: a.CloseStdin, policy: policy}
+		stdin: a.Stdin, closeStdin: a.CloseStdin, policy: policy, contract: jobsContract}
 	if a.TTY != nil && a.TTY.rows > 0 {
 		req.tty = a.TTY
 	}

@@ -79,13 +79,13 @@ func instructionsFor(cfg *config) string {
 	return placeholders(cfg).Replace(strings.Join(parts, " ") + "{policy}")
 }
 
-// jobEventParams is the notifications/job params of a job's start or end
-// in the shape of the set that started it, or nil when none is sent: the
-// jobs set's only with MCP_EXEC_JOB_EVENTS.
+// jobsContract is what the jobs set asks of its jobs: numbered ids, and
+// events as 1.0 tells them.
+var jobsContract = &jobContract{events: jobEventParams}
+
+// jobEventParams is the notifications/job params of a jobs-set job's start
+// or end, or nil when none is sent: only with MCP_EXEC_JOB_EVENTS.
 func jobEventParams(cfg *config, j *job, event string) map[string]any {
-	if j.set == toolSetShell {
-		return shellEvent(cfg, j, event)
-	}
 	if !cfg.jobEvents {
 		return nil
 	}
