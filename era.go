@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"slices"
 	"strings"
@@ -125,17 +124,4 @@ func dressResult(res []byte) []byte {
 		head = append(head, ',')
 	}
 	return append(head, body...)
-}
-
-// discover answers server/discover, the modern era's one way to learn what
-// the server is. Without the modern _meta it is not a method at all: a
-// legacy client probing with it gets -32601 and falls back to initialize.
-func (s *session) discover(context.Context, message) (any, error) {
-	return map[string]any{
-		"supportedVersions": modernVersions,
-		"capabilities":      map[string]any{"tools": map[string]any{}},
-		"instructions":      instructionsFor(s.cfg),
-		"ttlMs":             toolListTTLMs,
-		"cacheScope":        "public",
-	}, nil
 }

@@ -2,8 +2,6 @@ package main
 
 import (
 	"container/list"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -311,13 +309,6 @@ func (r *registry) newID(req startRequest) string {
 		return randomID()
 	}
 	return strconv.FormatUint(r.nextID, 10)
-}
-
-// randomID is 128 random bits in hex: unguessable job and session ids.
-func randomID() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:]) // never fails: crypto/rand panics rather than return an error
-	return hex.EncodeToString(b[:])
 }
 
 // jobSlots counts running jobs across sessions, for MCP_EXEC_MAX_JOBS.

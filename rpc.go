@@ -6,188 +6,17 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
-	"unicode/utf8"
 )
 
 // This file is a session: one client's conversation. It frames requests
 // (one JSON value per line), decodes them, dispatches them through the
 // method table and writes replies to the transport's replySink. A session
 // owns its jobs; the server owns what all sessions share.
-
-// version is the release and commit the source it was built from, set at
-// build time with -ldflags "-X main.version=... -X main.commit=...".
-var (
-	version = "1.0.0"
-	commit  = "unknown"
-)
-
-// maxLineBytes caps one request line. A longer line is answered with a parse
-// error and skipped without being held in memory.
-const maxLineBytes = 16 << 20
-
-// JSON-RPC error codes.
-const (
-	codeParse          = -32700
-	codeInvalidRequest = -32600
-	codeNoMethod       = -32601
-	codeInvalidParams  = -32602
-	codeInternal       = -32603
-	codeCancelled      = -32800
-)
-
-// rpcError is a JSON-RPC error reply.
-type rpcError struct {
-	Code    int    `json:"code"`
-	Message string `json:"message"`
-	Data    any    `json:"data,omitempty"`
-}
-
-func (e *rpcError) Error() string { return e.Message }
-
-func newError(code int, format string, args ...any) *rpcError {
-	return &rpcError{Code: code, Message: fmt.Sprintf(format, args...)}
-}
-
-// errLineTooLong reports a request line over maxLineBytes.
-var errLineTooLong = errors.New("line too long")
-
-// readLine returns the next line without its terminator. A line longer than
-// limit is consumed and dropped, and errLineTooLong returned. At EOF a last
-// unterminated line is returned with io.EOF.
-func readLine(r *bufio.Reader, limit int) ([]byte, error) {
-	var line []byte
-	for {
-		chunk, err := r.ReadSlice('\n')
-		content := len(line) + len(chunk)
-		if err == nil {
-			content-- // the newline is not part of the line
-		}
-		if content > limit {
-			for errors.Is(err, bufio.ErrBufferFull) {
-				_, err = r.ReadSlice('\n')
-			}
-			if err != nil && !errors.Is(err, io.EOF) {
-				return nil, err
-			}
-			return nil, errLineTooLong
-		}
-		if cap(line)-len(line) < len(chunk) {
-			// Double explicitly: append's gentler growth would allocate
-			// about five times a long line's size on the way to the cap.
-			grown := make([]byte, len(line), min(max(2*cap(line), len(line)+len(chunk)), limit+1))
-			copy(grown, line)
-			line = grown
-		}
-		line = append(line, chunk...)
-		if errors.Is(err, bufio.ErrBufferFull) {
-			continue
-		}
-		if err == nil {
-			line = line[:len(line)-1]
-		}
-		return line, err
-	}
-}
-
-// message is one decoded JSON-RPC message.
-type message struct {
-	id     json.RawMessage // exact bytes as received; nil for a notification
-	method string
-	params json.RawMessage // nil when absent
-
-	response bool       // a reply from the client, or a malformed notification: ignored
-	shape    replyShape // how its result is dressed: its era and revision
-	replyTo  replySink  // where its reply goes: the transport, or a batch's gathering
-	room     *replyHold // a started request's room for its reply in replyTo; nil when replyTo bounds nothing
-}
-
-// decodeMessage parses one line. On failure it returns the error reply and
-// the id to send it with (null unless the id itself was readable). Messages
-// that get no reply at all come back with response set.
-func decodeMessage(line []byte) (m message, replyID json.RawMessage, rerr *rpcError) {
-	null := json.RawMessage("null")
-	trimmed := trimJSONSpace(line)
-	if len(trimmed) > 0 && trimmed[0] == '[' {
-		if !json.Valid(trimmed) {
-			return m, null, newError(codeParse, "parse error: the line is not valid JSON")
-		}
-		return m, null, newError(codeInvalidRequest, "invalid request: batches are not supported; send one message per line")
-	}
-	obj, err := decodeObject(trimmed)
-	if err != nil {
-		if errors.Is(err, errNotObject) {
-			return m, null, newError(codeInvalidRequest, "invalid request: a message must be a JSON object")
-		}
-		if errors.Is(err, errDuplicateKey) {
-			return m, null, newError(codeInvalidRequest, "invalid request: %v", err)
-		}
-		return m, null, newError(codeParse, "parse error: %v", err)
-	}
-	if id, ok := obj["id"]; ok {
-		if !validID(id) {
-			return m, null, newError(codeInvalidRequest, "invalid request: id must be a string or an integer, got %s", clip(id))
-		}
-		m.id, replyID = id, id
-	} else {
-		replyID = null
-	}
-	method, hasMethod := obj["method"]
-	if v, ok := obj["jsonrpc"]; !ok || string(v) != `"2.0"` {
-		if m.id == nil && hasMethod {
-			return message{response: true}, nil, nil // a malformed notification: never answered
-		}
-		return m, replyID, newError(codeInvalidRequest, `invalid request: "jsonrpc" must be "2.0"`)
-	}
-	if !hasMethod {
-		_, isResult := obj["result"]
-		_, isError := obj["error"]
-		if isResult || isError {
-			return message{response: true}, nil, nil
-		}
-		return m, replyID, newError(codeInvalidRequest, `invalid request: "method" is missing`)
-	}
-	if json.Unmarshal(method, &m.method) != nil {
-		return m, replyID, newError(codeInvalidRequest, `invalid request: "method" must be a string`)
-	}
-	if p, ok := obj["params"]; ok && !isNull(p) {
-		m.params = p
-	}
-	return m, nil, nil
-}
-
-// validID accepts string ids and integer ids of any size (echoed verbatim,
-// so 2^53+1 survives). null, fractions and exponents are rejected.
-func validID(id json.RawMessage) bool {
-	if len(id) > 0 && id[0] == '"' {
-		// Echoed byte for byte, so it must be valid UTF-8 itself: stdout
-		// carries nothing else.
-		var s string
-		return utf8.Valid(id) && json.Unmarshal(id, &s) == nil
-	}
-	return integerID(id)
-}
-
-// idKey maps an id to a comparable key: "7" and 7 stay different ids, and
-// two spellings of the same string are the same id.
-func idKey(id json.RawMessage) (string, bool) {
-	if len(id) > 0 && id[0] == '"' {
-		var s string
-		if json.Unmarshal(id, &s) != nil {
-			return "", false
-		}
-		return "s" + s, true
-	}
-	if integerID(id) {
-		return "n" + string(id), true
-	}
-	return "", false
-}
 
 // methodSpec is one row of the protocol-shape table.
 type methodSpec struct {
@@ -924,3 +753,82 @@ const structuredKey = `,"structuredContent":`
 // waitWrapOpen opens the object that wraps wait's array of results as
 // structuredContent (outputSchema and structuredContent must be objects).
 const waitWrapOpen = `{"results":`
+
+// discover answers server/discover, the modern era's one way to learn what
+// the server is. Without the modern _meta it is not a method at all: a
+// legacy client probing with it gets -32601 and falls back to initialize.
+func (s *session) discover(context.Context, message) (any, error) {
+	return map[string]any{
+		"supportedVersions": modernVersions,
+		"capabilities":      map[string]any{"tools": map[string]any{}},
+		"instructions":      instructionsFor(s.cfg),
+		"ttlMs":             toolListTTLMs,
+		"cacheScope":        "public",
+	}, nil
+}
+
+// message is one decoded JSON-RPC message.
+type message struct {
+	id     json.RawMessage // exact bytes as received; nil for a notification
+	method string
+	params json.RawMessage // nil when absent
+
+	response bool       // a reply from the client, or a malformed notification: ignored
+	shape    replyShape // how its result is dressed: its era and revision
+	replyTo  replySink  // where its reply goes: the transport, or a batch's gathering
+	room     *replyHold // a started request's room for its reply in replyTo; nil when replyTo bounds nothing
+}
+
+// decodeMessage parses one line. On failure it returns the error reply and
+// the id to send it with (null unless the id itself was readable). Messages
+// that get no reply at all come back with response set.
+func decodeMessage(line []byte) (m message, replyID json.RawMessage, rerr *rpcError) {
+	null := json.RawMessage("null")
+	trimmed := trimJSONSpace(line)
+	if len(trimmed) > 0 && trimmed[0] == '[' {
+		if !json.Valid(trimmed) {
+			return m, null, newError(codeParse, "parse error: the line is not valid JSON")
+		}
+		return m, null, newError(codeInvalidRequest, "invalid request: batches are not supported; send one message per line")
+	}
+	obj, err := decodeObject(trimmed)
+	if err != nil {
+		if errors.Is(err, errNotObject) {
+			return m, null, newError(codeInvalidRequest, "invalid request: a message must be a JSON object")
+		}
+		if errors.Is(err, errDuplicateKey) {
+			return m, null, newError(codeInvalidRequest, "invalid request: %v", err)
+		}
+		return m, null, newError(codeParse, "parse error: %v", err)
+	}
+	if id, ok := obj["id"]; ok {
+		if !validID(id) {
+			return m, null, newError(codeInvalidRequest, "invalid request: id must be a string or an integer, got %s", clip(id))
+		}
+		m.id, replyID = id, id
+	} else {
+		replyID = null
+	}
+	method, hasMethod := obj["method"]
+	if v, ok := obj["jsonrpc"]; !ok || string(v) != `"2.0"` {
+		if m.id == nil && hasMethod {
+			return message{response: true}, nil, nil // a malformed notification: never answered
+		}
+		return m, replyID, newError(codeInvalidRequest, `invalid request: "jsonrpc" must be "2.0"`)
+	}
+	if !hasMethod {
+		_, isResult := obj["result"]
+		_, isError := obj["error"]
+		if isResult || isError {
+			return message{response: true}, nil, nil
+		}
+		return m, replyID, newError(codeInvalidRequest, `invalid request: "method" is missing`)
+	}
+	if json.Unmarshal(method, &m.method) != nil {
+		return m, replyID, newError(codeInvalidRequest, `invalid request: "method" must be a string`)
+	}
+	if p, ok := obj["params"]; ok && !isNull(p) {
+		m.params = p
+	}
+	return m, nil, nil
+}

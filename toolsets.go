@@ -1,10 +1,10 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
 	"sync"
-	"time"
 )
 
 // A tool set is one system's tool contract over the same jobs: the seven
@@ -34,15 +34,6 @@ type toolTable struct {
 
 // names lists the table's tool names in order.
 func (t *toolTable) names() []string { return toolNamesOf(t.list) }
-
-// toolNamesOf lists the names of tools in order.
-func toolNamesOf(tools []toolSpec) []string {
-	names := make([]string, len(tools))
-	for i, t := range tools {
-		names[i] = t.name
-	}
-	return names
-}
 
 // toolTables caches the table of each configuration.
 var toolTables sync.Map // *config → *toolTable
@@ -79,28 +70,102 @@ func instructionsFor(cfg *config) string {
 	return placeholders(cfg).Replace(strings.Join(parts, " ") + "{policy}")
 }
 
-// jobsContract is what the jobs set asks of its jobs: numbered ids, and
-// events as 1.0 tells them.
-var jobsContract = &jobContract{events: jobEventParams}
-
-// jobEventParams is the notifications/job params of a jobs-set job's start
-// or end, or nil when none is sent: only with MCP_EXEC_JOB_EVENTS.
-func jobEventParams(cfg *config, j *job, event string) map[string]any {
-	if !cfg.jobEvents {
-		return nil
+// prepareTool readies tool name with raw arguments (a JSON object, or nil
+// for none) and returns the run that answers the call. It runs as the call
+// is read: arguments are bound and the jobs they name are held now (see
+// holdJobs), the work happens when run is called. An unknown tool wraps
+// errUnknownTool and a malformed arguments object errBadParams; a run
+// returns errCancelled or a result, a tool error result for anything about
+// argument values or job state.
+func prepareTool(c *toolCall, name string, args json.RawMessage) (run func() (any, error), err error) {
+	table := toolsFor(c.cfg)
+	t, ok := table.byName[name]
+	if !ok {
+		return nil, fmt.Errorf("%w: %s (the tools are %s)", errUnknownTool, clipText(name), strings.Join(table.names(), ", "))
 	}
-	params := map[string]any{"job_id": j.id, "event": event, "command": j.command,
-		"runtime_ms": time.Since(j.started).Milliseconds()}
-	o := j.outcome()
-	params["state"] = o.state
-	if event == "started" {
-		params["state"] = stateRunning // it may have ended already: its end is told next
-	}
-	if event == "finished" {
-		params["exit_code"] = o.exitCode
-		if o.signal > 0 {
-			params["signal"] = signalWords(o.signal)
+	raw := map[string]json.RawMessage{}
+	if args != nil && !isNull(args) {
+		if raw, err = decodeObject(args); err != nil {
+			return nil, fmt.Errorf("%w: arguments: %v", errBadParams, err)
 		}
 	}
-	return params
+	handle, failed := t.prepare(c, raw)
+	if failed != nil {
+		return func() (any, error) { return toolFailure(failed), nil }, nil
+	}
+	return func() (any, error) {
+		res, err := handle()
+		return c.reply(res, err)
+	}, nil
+}
+
+// toolLists caches the tools/list result of each configuration and shape.
+var toolLists sync.Map // toolListKey → map[string]any
+
+// toolListKey names one cached tools/list result.
+type toolListKey struct {
+	cfg                *config
+	structured, modern bool
+}
+
+// toolListTTLMs is how long a modern client may cache tools/list: the list
+// changes only when the server restarts with other settings.
+const toolListTTLMs = 3600000
+
+// toolListFor is the tools/list result under cfg: the table, with the
+// values in force written into the descriptions; structured (2025-06-18
+// on) with titles and output schemas, modern (2026-07-28) with caching
+// advice.
+func toolListFor(cfg *config, structured, modern bool) map[string]any {
+	key := toolListKey{cfg, structured, modern}
+	if l, ok := toolLists.Load(key); ok {
+		return l.(map[string]any)
+	}
+	fill := placeholders(cfg)
+	tools := toolsFor(cfg).list
+	list := make([]map[string]any, 0, len(tools))
+	for _, t := range tools {
+		docs := make(map[string]string, len(t.docs))
+		for k, v := range t.docs {
+			docs[k] = fill.Replace(v)
+		}
+		tool := map[string]any{
+			"name":        t.name,
+			"description": fill.Replace(t.description),
+			"inputSchema": schemaOf(t.params, docs),
+		}
+		if hints := annotationsFor(t, cfg); len(hints) > 0 {
+			tool["annotations"] = hints
+		}
+		if structured {
+			tool["title"] = t.title
+			if t.output != nil {
+				tool["outputSchema"] = t.output()
+			}
+		}
+		list = append(list, tool)
+	}
+	result := map[string]any{"tools": list}
+	if modern {
+		result["ttlMs"] = toolListTTLMs
+		result["cacheScope"] = "public"
+	}
+	l, _ := toolLists.LoadOrStore(key, result)
+	return l.(map[string]any)
+}
+
+// annotationsFor is a tool's annotations under cfg. A tool that runs jobs
+// reaches the network unless it is off, and changes nothing under the
+// read-only sandbox.
+func annotationsFor(t toolSpec, cfg *config) map[string]any {
+	if t.hints != nil {
+		return t.hints
+	}
+	readOnly := t.readOnly || t.runsJobs && cfg.sandbox == sandboxReadOnly
+	return map[string]any{
+		"readOnlyHint":    readOnly,
+		"destructiveHint": t.destructive && !readOnly,
+		"idempotentHint":  t.idempotent,
+		"openWorldHint":   t.runsJobs && !cfg.networkOff,
+	}
 }

@@ -1,0 +1,439 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// The arguments of each tool.
+type (
+	executeArgs struct {
+		Command       string            `arg:"command,listed"` // or argv
+		Argv          []string          `arg:"argv"`
+		Cwd           string            `arg:"cwd"`
+		Env           map[string]string `arg:"env"`
+		Stdin         string            `arg:"stdin"`
+		CloseStdin    bool              `arg:"close_stdin"`
+		Nowait        bool              `arg:"nowait"`
+		Capture       *capturePolicy    `arg:"capture"`
+		TimeLimit     *seconds          `arg:"time_limit"`
+		YieldAfter    *seconds          `arg:"yield_after"`
+		TTY           *ttySpec          `arg:"tty"`
+		MaxReplyBytes *replyBytes       `arg:"max_reply_bytes"`
+	}
+	waitArgs struct {
+		JobIDs        []jobID     `arg:"job_ids,required"`
+		Timeout       *seconds    `arg:"timeout"`
+		Until         *untilSpec  `arg:"until"`
+		MaxReplyBytes *replyBytes `arg:"max_reply_bytes"`
+	}
+	statusArgs struct {
+		JobID jobID `arg:"job_id,required"`
+	}
+	outputArgs struct {
+		JobID         jobID       `arg:"job_id,required"`
+		Stdout        streamSpec  `arg:"stdout"`
+		Stderr        streamSpec  `arg:"stderr"`
+		Plain         bool        `arg:"plain"`
+		MaxReplyBytes *replyBytes `arg:"max_reply_bytes"`
+	}
+	inputArgs struct {
+		JobID jobID  `arg:"job_id,required"`
+		Data  string `arg:"data"`
+		Close bool   `arg:"close"`
+	}
+	killArgs struct {
+		JobID         jobID           `arg:"job_id,required"`
+		Signal        *syscall.Signal `arg:"signal"`
+		Timeout       *seconds        `arg:"timeout"`
+		MaxReplyBytes *replyBytes     `arg:"max_reply_bytes"`
+	}
+)
+
+const streamDoc = `"none" (default), "all" (the retained window), {"tail": N} (last N lines), or {"from": P, "length": N, "unaligned": false} (bytes from absolute offset P; the next page is from = offset + bytes)`
+
+const replyDoc = "Longest reply line in bytes (>= 1024; default {budget}); a bigger result is cut to head and tail, and output can read the gap."
+
+// jobTools is the jobs set's tool table, in the order tools/list shows them.
+var jobTools = []toolSpec{
+	newTool(toolSpec{
+		name:   "execute",
+		title:  "Run a command",
+		output: resultSchema,
+		description: "Run a shell command ($SHELL -c), or argv without a shell, as a job in its own process group. " +
+			"Blocks until it exits and returns {job_id, state, exit_code, signal?, stdout?, stderr?}; that delivery forgets the job. " +
+			"Hosts often time calls out after 60 s: for anything longer use nowait:true (returns {job_id, state:\"running\"} at once; then wait, status, output, input, kill) " +
+			"or yield_after (returns the running job with yielded:true; default {yield}). " +
+			"Each stream keeps its last {window}; replies over {budget} are cut to head and tail. For noisy commands capture {\"tail\": N} lines. " +
+			"Default capture: {capture}. stdin stays open unless close_stdin is true; a job blocked reading it shows waiting_for_input.{policy}",
+		docs: map[string]string{
+			"command":         "Shell command line, run as $SHELL -c <command>. Give command or argv.",
+			"argv":            "Program and arguments, run without a shell; argv[0] is looked up in PATH. Give command or argv.",
+			"cwd":             "Working directory (default: the server's).",
+			"env":             "Variables layered over the server's environment.",
+			"stdin":           "Text written to the job's stdin right away.",
+			"close_stdin":     "Close stdin (EOF) after writing stdin. Default false.",
+			"nowait":          "Return the job_id immediately instead of waiting for the exit.",
+			"capture":         `What the final result includes: {"on_success": SPEC, "on_error": SPEC} where SPEC is "stdout", "stderr", "all", "none" or {"stdout": STREAM, "stderr": STREAM}; STREAM is ` + streamDoc + `. Default {capture}.`,
+			"time_limit":      "Seconds the job may run; then TERM to its process group, KILL {grace} later, and timed_out:true. Default {time_limit}.",
+			"tty":             `Run on a pseudo-terminal (true, or {"rows": R, "cols": C}; default 24x80), for programs that need one (prompts, REPLs, pagers, sudo): stdout holds what the terminal shows, stderr stays empty, input types into it (close sends Ctrl-D). Default false.`,
+			"yield_after":     "Seconds to block before returning the still-running job with yielded:true (collect it with wait); it also returns once the job has waited 1 s for input on stdin. 0 = block until the exit. Default {yield}.",
+			"max_reply_bytes": replyDoc,
+		},
+		destructive: true,
+		runsJobs:    true,
+	}, runExecute),
+	newTool(toolSpec{
+		name:   "wait",
+		title:  "Wait for jobs",
+		output: waitSchema,
+		description: "Block until any of the listed jobs finishes, or the timeout (default {wait}; <= 0 polls). Returns an array in job_ids order: " +
+			"finished jobs carry their full result (per their capture policy) and are forgotten; running ones are {job_id, state:\"running\", waiting_for_input?}. " +
+			"Keep timeout below your client's request time-out (often 60 s).",
+		docs: map[string]string{
+			"job_ids":         "Jobs to watch (non-empty); integers are taken as their decimal strings.",
+			"timeout":         "Seconds to block (default {wait}); <= 0 polls.",
+			"until":           `Also return early for a running job: {"pattern": RE2, "stream": "stdout"|"stderr"|"any"} when it writes a complete matching line (after this call started, or from offset "from"), its entry then carrying matched {stream, offset, line}; or {"idle": seconds} when it has written nothing for that long (entry idle:true). Finished jobs are delivered as always.`,
+			"max_reply_bytes": replyDoc,
+		},
+		// Not read-only: a finished job's result is delivered once, so a
+		// second wait on it fails.
+	}, runWait),
+	newTool(toolSpec{
+		name:        "status",
+		title:       "Job status",
+		output:      resultSchema,
+		idempotent:  true,
+		description: "A job's state: {job_id, state, exit_code?, signal?, start_error?, timed_out?, waiting_for_input?}. Never forgets the job.",
+		docs:        map[string]string{"job_id": "The job."},
+		readOnly:    true,
+		readsKept:   true,
+	}, runStatus),
+	newTool(toolSpec{
+		name:       "output",
+		title:      "Read a job's output",
+		output:     resultSchema,
+		idempotent: true,
+		description: "Read a job's captured output, live or after exit, without forgetting it. Returns the status fields plus the selected slices " +
+			"{data, offset, bytes, total_bytes, truncated, dropped_bytes?, omitted?, tail?}. Offsets are absolute bytes; page with from = offset + bytes.",
+		docs: map[string]string{
+			"job_id":          "The job.",
+			"stdout":          "Slice of stdout: " + streamDoc + ".",
+			"stderr":          "Slice of stderr: " + streamDoc + ".",
+			"plain":           "Strip terminal escape sequences and carriage returns from data (a tty job's output); offsets and byte counts stay those of the raw bytes.",
+			"max_reply_bytes": replyDoc,
+		},
+		readOnly:  true,
+		readsKept: true,
+	}, runOutput),
+	newTool(toolSpec{
+		name:        "input",
+		title:       "Write to a job's stdin",
+		output:      resultSchema,
+		description: "Write to a running job's stdin; close:true sends EOF after the data. Returns the job's status. Blocks while the pipe is full.",
+		docs: map[string]string{
+			"job_id": "The job.",
+			"data":   "Text to write.",
+			"close":  "Close stdin after writing.",
+		},
+	}, runInput),
+	newTool(toolSpec{
+		name:       "kill",
+		title:      "Kill a job",
+		output:     killSchema,
+		idempotent: true,
+		description: "Signal a job's whole process group and wait for observed death. " +
+			"If the tree died: {terminated:true, signal_sent, result} and the job is forgotten. If it survived: {terminated:false, detail} and the job stays. " +
+			"signal ASSURED sends TERM, then KILL if the tree outlives the timeout.",
+		docs: map[string]string{
+			"job_id":          "The job.",
+			"signal":          `TERM (default), KILL, INT, HUP, a number such as "9", RTMIN+n, or ASSURED.`,
+			"timeout":         "Seconds to wait for death after each signal (default 5; 0 = do not wait).",
+			"max_reply_bytes": replyDoc,
+		},
+		destructive: true,
+	}, runKill),
+	newTool(toolSpec{
+		name:        "list_jobs",
+		title:       "List jobs",
+		output:      listJobsSchema,
+		idempotent:  true,
+		description: "Every job that wait can still deliver, oldest first: {jobs: [{job_id, state, waiting_for_input?}]}.",
+		readOnly:    true,
+	}, runListJobs),
+}
+
+// jobsInstructions is the jobs set's advice to the model.
+func jobsInstructions(cfg *config) string {
+	return "Run shell commands as jobs with " + strings.Join(toolNamesOf(jobTools), ", ") +
+		"; a finished job's result is delivered once, then the job is gone. " +
+		"Calls over about 60 s time out in many hosts: use nowait:true or yield_after (default {yield}), " +
+		"wait with a timeout below that, and capture {\"tail\": N} on noisy output; replies are cut at {budget}."
+}
+
+func runExecute(c *toolCall, a *executeArgs) (any, error) {
+	run, err := executeRun(c.cfg, a)
+	if err != nil {
+		return nil, err
+	}
+	ran, err := c.runJob(run)
+	switch {
+	case err != nil:
+		return nil, err
+	case !ran.started || ran.ended:
+		return resultWithin(ran.job, c.replyBudget()), nil
+	case a.Nowait:
+		return &resultJSON{JobID: ran.job.id, State: stateRunning}, nil
+	}
+	// Yielded: the job runs on, to be collected by wait.
+	return &resultJSON{JobID: ran.job.id, State: stateRunning, Yielded: true,
+		WaitingForInput: ran.inputWanted || ran.job.waitingForInput()}, nil
+}
+
+// executeRun checks execute's arguments and says how its job runs. The
+// execute holds its job from the start, so it gets the result even if a
+// kill or a wait that guessed the id took it first.
+func executeRun(cfg *config, a *executeArgs) (jobRun, error) {
+	req, err := startRequestOf(cfg, a)
+	if err != nil {
+		return jobRun{}, err
+	}
+	limit, err := callTimeLimit(cfg, "time_limit", a.TimeLimit, cfg.timeLimit)
+	if err != nil {
+		return jobRun{}, err
+	}
+	yieldAfter, err := optionalSeconds("yield_after", a.YieldAfter, cfg.yieldAfter, true)
+	if err != nil {
+		return jobRun{}, err
+	}
+	run := jobRun{startRequest: req, timeLimit: limit, killGrace: cfg.killGrace, nowait: a.Nowait,
+		await: awaitOptions{yieldOnInput: yieldAfter > 0}}
+	if yieldAfter > 0 {
+		run.await.deadline = time.Now().Add(yieldAfter)
+	}
+	return run, nil
+}
+
+// startRequestOf checks execute's arguments and makes its start request.
+func startRequestOf(cfg *config, a *executeArgs) (startRequest, error) {
+	switch {
+	case a.Command != "" && a.Argv != nil:
+		return startRequest{}, fmt.Errorf("%w: give command or argv, not both", errInvalid)
+	case a.Command == "" && a.Argv == nil:
+		return startRequest{}, fmt.Errorf("%w: command is required and must not be empty (or give argv)", errInvalid)
+	}
+	policy := cfg.capture
+	if a.Capture != nil {
+		policy = *a.Capture
+	}
+	req := startRequest{command: a.Command, argv: a.Argv, dir: a.Cwd, env: a.Env,
+		stdin: a.Stdin, closeStdin: a.CloseStdin, policy: policy, contract: jobsContract}
+	if a.TTY != nil && a.TTY.rows > 0 {
+		req.tty = a.TTY
+	}
+	return req, nil
+}
+
+func runWait(c *toolCall, a *waitArgs) (any, error) {
+	timeout := c.cfg.defaultTimeout
+	if a.Timeout != nil {
+		timeout = secondsToDuration(float64(*a.Timeout))
+	}
+	opts := awaitOptions{poll: timeout <= 0}
+	if timeout > 0 {
+		opts.deadline = time.Now().Add(timeout)
+	}
+	jobs := make([]*job, len(a.JobIDs))
+	for i, id := range a.JobIDs {
+		jobs[i] = c.job(id)
+	}
+	var hit *untilHit
+	if a.Until != nil {
+		watch := newUntilWatch(*a.Until, jobs)
+		opts.stopEarly = func() bool { hit = watch.look(); return hit != nil }
+		opts.stopEvery = untilLookInterval
+	}
+	delivered, _, err := c.reg.await(c.waiter, jobs, opts)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.roomForReply(); err != nil { // even without results, one entry per job id can fill the budget
+		for _, j := range delivered {
+			// Cancelled: the results go back for the next wait. (Another
+			// call that held a job may have answered it meanwhile: a
+			// result may reach several calls, never none.)
+			c.reg.undeliver(j)
+		}
+		return nil, err
+	}
+	entries := make([]*resultJSON, len(jobs))
+	for i, j := range jobs {
+		if delivered[j.id] != nil {
+			entries[i] = resultWithin(j, c.replyBudget())
+			continue
+		}
+		entries[i] = &resultJSON{JobID: j.id, State: stateRunning, WaitingForInput: j.waitingForInputSeen()}
+		if hit != nil && hit.job == j {
+			entries[i].Idle = hit.matched == nil
+			if m := hit.matched; m != nil {
+				entries[i].Matched = &matchJSON{Stream: m.stream, Offset: m.offset, Line: m.line}
+			}
+		}
+	}
+	return entries, nil
+}
+
+func runStatus(c *toolCall, a *statusArgs) (any, error) {
+	return liveStatusOf(c.job(a.JobID)), nil
+}
+
+// liveStatusOf is statusOf with, for a running job, whether it waits for
+// input.
+func liveStatusOf(j *job) *resultJSON {
+	r := statusOf(j)
+	if r.State == stateRunning {
+		r.WaitingForInput = j.waitingForInput()
+	}
+	return r
+}
+
+func runOutput(c *toolCall, a *outputArgs) (any, error) {
+	if err := c.roomForReply(); err != nil {
+		return nil, err
+	}
+	j := c.job(a.JobID)
+	r := liveStatusOf(j)
+	r.Stdout, _ = sliceWithin(j.stdout, a.Stdout, c.replyBudget())
+	r.Stderr, _ = sliceWithin(j.stderr, a.Stderr, c.replyBudget())
+	if a.Plain { // the text without terminal escapes; offsets and counts stay the raw bytes
+		for _, s := range []*sliceJSON{r.Stdout, r.Stderr} {
+			if s != nil {
+				s.Data = string(plainText([]byte(s.Data)))
+				if s.Tail != nil {
+					s.Tail.Data = string(plainText([]byte(s.Tail.Data)))
+				}
+			}
+		}
+	}
+	return r, nil
+}
+
+func runInput(c *toolCall, a *inputArgs) (any, error) {
+	j := c.job(a.JobID)
+	if err := j.input(c.waiter, a.Data, a.Close); err != nil {
+		return nil, err
+	}
+	return statusOf(j), nil
+}
+
+func runKill(c *toolCall, a *killArgs) (any, error) {
+	plan := killPlan{signals: []syscall.Signal{syscall.SIGTERM}, wait: 5 * time.Second}
+	if a.Timeout != nil {
+		plan.wait = secondsToDuration(float64(*a.Timeout))
+	}
+	if a.Signal != nil {
+		plan.signals = []syscall.Signal{*a.Signal}
+		if *a.Signal == assured {
+			plan.signals = []syscall.Signal{syscall.SIGTERM, syscall.SIGKILL}
+		}
+	}
+	j := c.job(a.JobID)
+	out, err := c.reg.kill(c.waiter, j, plan)
+	if err != nil {
+		return nil, err
+	}
+	k := &killJSON{JobID: j.id, Terminated: out.terminated, AlreadyTerminated: out.alreadyTerminated,
+		SignalSent: int(out.sent), Escalated: out.escalated}
+	if out.terminated {
+		if err := c.roomForReply(); err != nil {
+			c.reg.undeliver(j) // cancelled: the result goes back for a wait, as in runWait
+			return nil, err
+		}
+		k.Result = resultWithin(j, c.replyBudget())
+	} else {
+		k.State, k.Detail = j.outcome().state, out.survivors
+	}
+	return k, nil
+}
+
+// runListJobs answers {"jobs": [{"job_id", "state"}, ...]}. It writes the
+// JSON itself: ids are digits and states plain words, and a reflective
+// encoder took most of the time of a list of 10,000 jobs.
+func runListJobs(c *toolCall, _ *noArgs) (any, error) {
+	if err := c.roomForReply(); err != nil { // no output in it, but up to the reply budget of ids
+		return nil, err
+	}
+	jobs := c.reg.list()
+	var groups map[int][]procInfo // read once, and only if a job runs
+	for _, j := range jobs {
+		if !j.terminal() {
+			groups = processGroups()
+			break
+		}
+	}
+	// The reply budget holds: past it the list stops, oldest jobs first,
+	// and says how many it left out. Every byte here is ASCII, and a quote
+	// takes two once escaped into the reply.
+	room := c.replyBudget() - c.cost().of([]byte(`{"jobs":[],"omitted":9999999999}`))
+	b := make([]byte, 0, 16+len(jobs)*40)
+	b = append(b, `{"jobs":[`...)
+	omitted := 0
+	for i, j := range jobs {
+		mark := len(b)
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, `{"job_id":`...)
+		b = strconv.AppendQuote(b, j.id)
+		b = append(b, `,"state":"`...)
+		b = append(b, j.outcome().state...)
+		b = append(b, '"')
+		if j.waitingForInputAmong(groups[j.pid]) {
+			b = append(b, `,"waiting_for_input":true`...)
+		}
+		if o := j.outcome(); len(o.survivors) > 0 {
+			b = append(append(b, `,"survivors":`...), strconv.Itoa(len(o.survivors))...)
+		}
+		b = append(b, '}')
+		if room -= c.cost().of(b[mark:]); room < 0 {
+			b, omitted = b[:mark], len(jobs)-i
+			break
+		}
+	}
+	b = append(b, ']')
+	if omitted > 0 {
+		b = append(b, `,"omitted":`...)
+		b = strconv.AppendInt(b, int64(omitted), 10)
+	}
+	return json.RawMessage(append(b, '}')), nil
+}
+
+// jobsContract is what the jobs set asks of its jobs: numbered ids, and
+// events as 1.0 tells them.
+var jobsContract = &jobContract{events: jobEventParams}
+
+// jobEventParams is the notifications/job params of a jobs-set job's start
+// or end, or nil when none is sent: only with MCP_EXEC_JOB_EVENTS.
+func jobEventParams(cfg *config, j *job, event string) map[string]any {
+	if !cfg.jobEvents {
+		return nil
+	}
+	params := map[string]any{"job_id": j.id, "event": event, "command": j.command,
+		"runtime_ms": time.Since(j.started).Milliseconds()}
+	o := j.outcome()
+	params["state"] = o.state
+	if event == "started" {
+		params["state"] = stateRunning // it may have ended already: its end is told next
+	}
+	if event == "finished" {
+		params["exit_code"] = o.exitCode
+		if o.signal > 0 {
+			params["signal"] = signalWords(o.signal)
+		}
+	}
+	return params
+}
