@@ -23,12 +23,13 @@ var layers = [][]string{
 	{"server.go"},           // what is process-wide: sessions, signals, shutdown
 	{"rpc.go", "era.go"},    // a session: JSON-RPC framing, dispatch, replies; the protocol revisions
 	{"toolsets.go", "tools.go", "exectool.go", "shelltools.go"}, // the tool sets; the tool tables and handlers: jobs, exec, shell
-	{"budget.go"},               // cutting results to a reply budget
-	{"results.go"},              // the wire form of results
-	{"shellview.go"},            // the Shell toolkit's view of a stream
-	{"args.go"},                 // typed tool arguments and their schemas
-	{"kill.go", "until.go"},     // kill and teardown of a job's process group; a wait ending early
-	{"jobs.go"},                 // the registry: starting, waiting, delivery
+	{"budget.go"},           // cutting results to a reply budget
+	{"results.go"},          // the wire form of results
+	{"shellview.go"},        // the Shell toolkit's view of a stream
+	{"args.go"},             // typed tool arguments and their schemas
+	{"kill.go", "until.go"}, // kill and teardown of a job's process group; a wait ending early
+	{"jobs.go", "spawn.go", "expiry.go", "inputwait.go"}, // the registry: starting, waiting, delivery; a job's launch: pipes, terminal, env, cwd; expiry; input wanted
+	{"room.go"},                 // room for another job: slots, descriptors, processes
 	{"policy.go"},               // what a job may run, where and with what
 	{"sandbox.go"},              // the launcher that confines a job before it runs
 	{"stdin.go"},                // a job's stdin pipe
