@@ -4,132 +4,13 @@ import (
 	"container/list"
 	"errors"
 	"fmt"
-	"os"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 	"unicode/utf8"
 )
-
-// Job states as they appear on the wire.
-const (
-	stateRunning = "running"
-	stateSuccess = "success"
-	stateError   = "error"
-)
-
-// outcome is how a job ended; it is fixed before job.done is closed.
-type outcome struct {
-	state      string
-	exitCode   int
-	signal     syscall.Signal
-	startError string
-	startErrno syscall.Errno // the system's error number of startError, 0 when none applies
-	wall       time.Duration // from the start to the shell's exit
-	timedOut   bool          // its time limit ended it
-	usage      *jobUsage     // nil unless MCP_EXEC_USAGE is on
-	survivors  []procInfo    // processes of its group or session alive when the shell exited
-}
-
-// jobUsage is what a job used: its shell's wait4 usage and its wall time.
-type jobUsage struct {
-	resourceUsage
-	wall time.Duration // from start to the shell's exit
-}
-
-// job is one command run as its own process group.
-type job struct {
-	id     string
-	pid    int // also the process group id
-	policy capturePolicy
-
-	stdout, stderr      *window
-	stdoutPump, errPump *pump
-	outGate, errGate    *readGate // hold the pumps back for a streaming reader; nil unless asked for
-	stdin               *stdinPipe
-	started             time.Time
-
-	done     chan struct{}              // closed once final is set; never reopened
-	final    outcome                    // written once, before done is closed
-	timedOut atomic.Bool                // its time limit fired before it ended
-	killSent atomic.Bool                // a kill was sent on a caller's behalf (the shell set's kill, or its time limit)
-	limit    atomic.Pointer[time.Timer] // the time limit's timer, stopped when the job ends
-
-	tmpDir   string        // the private TMPDIR of a sandboxed job; "" for none
-	command  string        // what was asked to run, its first characters, for job events
-	program  string        // the program asked for (argv[0], or the shell), for the shell set's events
-	contract *jobContract  // what the caller that started it asked of it; nil: the defaults
-	silent   bool          // it sends no events
-	stdinIno uint64        // inode of the stdin pipe, to see a process blocked reading it
-	inputMu  sync.Mutex    // guards sighting
-	sighting inputSighting // the last time a process was seen blocked reading stdin
-
-	// eventMu orders the job's two events: guards announced and endHeld.
-	// The end can be published before start returns, so whichever comes
-	// second tells both. Events are sent under it: sending never blocks.
-	eventMu   sync.Mutex
-	announced bool // its start was told
-	endHeld   bool // its end came before its start was told
-
-	elem         *list.Element // place in registry.order; guarded by registry.mu
-	watchers     int           // waits, kills and executes under way on the job; guarded by registry.mu
-	finishedSeen bool          // the limits on finished jobs were applied to it; guarded by registry.mu
-}
-
-// runtime is how long the job ran: until its shell exited, or until now.
-func (j *job) runtime() time.Duration {
-	if j.terminal() {
-		return j.final.wall
-	}
-	return time.Since(j.started)
-}
-
-// terminal reports whether the job has finished.
-func (j *job) terminal() bool { return isClosed(j.done) }
-
-// outcome returns the job's state; for a running job only state is set.
-func (j *job) outcome() outcome {
-	if j.terminal() {
-		return j.final
-	}
-	return outcome{state: stateRunning}
-}
-
-// startRequest is what execute asks for.
-type startRequest struct {
-	command    string   // run as $SHELL -c command, unless argv is set
-	argv       []string // run argv[0] (looked up in the job's PATH) without a shell
-	dir        string
-	env        map[string]string
-	stdin      string
-	closeStdin bool
-	policy     capturePolicy
-	streamed   bool     // a reader takes the output as it comes: the pumps wait for it
-	tty        *ttySpec // run on a pseudo-terminal of this size; nil: on pipes
-
-	// What a tool contract asks beyond the defaults; the zero values are
-	// 1.0's.
-	contract   *jobContract // how the job is named and told; nil: numbered, never told
-	silent     bool         // send no events: the caller blocks on it anyway
-	unsetEnv   []string     // variables removed from the job's environment
-	keepHead   int          // first bytes of each stream kept, at least
-	keepTail   int          // last bytes of each stream kept, at least
-	keepFailed bool         // a job that cannot start stays listed, finished
-}
-
-// jobContract is what one tool contract asks of every job it starts: how
-// the job's id is minted and how its start and end are told. The registry
-// calls both and knows nothing else of the contract; a contract compares
-// jobs' contracts by identity to tell its own jobs from others'. Its
-// functions must not block: events are made on the reaper's goroutine.
-type jobContract struct {
-	name   func(seq uint64, unguessable bool) string              // mints an id; nil: the next number
-	events func(cfg *config, j *job, event string) map[string]any // notifications/job params; nil, or a nil result: none sent
-}
 
 // registry holds the jobs of one client session. Jobs of different sessions
 // never see each other; only the reaper is shared.
@@ -311,43 +192,6 @@ func (r *registry) newID(req startRequest) string {
 	return strconv.FormatUint(r.nextID, 10)
 }
 
-// jobSlots counts running jobs across sessions, for MCP_EXEC_MAX_JOBS.
-type jobSlots struct {
-	running atomic.Int64
-}
-
-// take takes a slot if fewer than most (0: no limit) are taken; a nil
-// jobSlots always has room.
-func (s *jobSlots) take(most int) (ok bool, seen int64) {
-	if s == nil {
-		return true, 0
-	}
-	for {
-		n := s.running.Load()
-		if most > 0 && n >= int64(most) {
-			return false, n
-		}
-		if s.running.CompareAndSwap(n, n+1) {
-			return true, n + 1
-		}
-	}
-}
-
-// give returns a slot taken.
-func (s *jobSlots) give() {
-	if s != nil {
-		s.running.Add(-1)
-	}
-}
-
-// count is how many slots are taken.
-func (s *jobSlots) count() int64 {
-	if s == nil {
-		return 0
-	}
-	return s.running.Load()
-}
-
 // runningIDsLocked lists the ids of the running jobs, oldest first. Caller
 // holds r.mu.
 func (r *registry) runningIDsLocked() []string {
@@ -367,354 +211,6 @@ func (r *registry) runningLocked() []*job {
 		}
 	}
 	return running
-}
-
-// launch creates the job's pipes and starts `$SHELL -c command` with them.
-// onExit runs on the reaper's goroutine once the shell has exited, possibly
-// before launch returns; everything it touches exists before the fork.
-func (j *job) launch(cfg *config, req startRequest, onExit func(exitStatus)) error {
-	if req.dir != "" {
-		if err := checkDir(req.dir); err != nil {
-			return err
-		}
-	}
-	env := withoutNames(mergeEnv(cfg.baseEnv, req.env), req.unsetEnv)
-	path, argv := cfg.shell, []string{cfg.shell, "-c", req.command}
-	if req.argv != nil {
-		// Under an allowlist the program is found with the server's PATH:
-		// a caller's env must not swap what the list allows for its own.
-		search := env
-		if cfg.allow != nil {
-			search = cfg.baseEnv
-		}
-		found, err := lookPath(req.argv[0], search)
-		if err != nil {
-			return err
-		}
-		path, argv = found, req.argv
-	}
-	if cfg.launcher != nil {
-		// The launcher gets the program by the path found here, so it runs
-		// exactly what the policy checked.
-		program := append([]string{path}, argv[1:]...)
-		found, err := lookPath(cfg.launcher[0], cfg.baseEnv) // the operator's, not the caller's
-		if err != nil {
-			return fmt.Errorf("MCP_EXEC_LAUNCHER: %w", err)
-		}
-		path, argv = found, append(slices.Clip(cfg.launcher), program...)
-	}
-	confine := confinementFor(cfg, "")
-	if confine.fsRestricted {
-		tmp, err := makeJobTemp()
-		if err != nil {
-			return err
-		}
-		j.tmpDir, confine = tmp, confinementFor(cfg, tmp)
-		env = mergeEnv(env, map[string]string{"TMPDIR": tmp})
-	}
-	if confine.rlimits != nil {
-		path, argv = launcherArgv(confine.rlimits, path, argv)
-	}
-	if err := processRoom(); err != nil {
-		j.removeTemp()
-		return err
-	}
-	in, out, errp, err := makeJobPipes()
-	if req.tty != nil && err == nil {
-		in, out, errp, err = onTerminal(in, out, errp, *req.tty)
-	}
-	if err != nil {
-		j.removeTemp()
-		return err
-	}
-	j.stdin = newStdinPipe(in.ours)
-	if req.tty == nil {
-		j.stdinIno = pipeInode(in.child) // a terminal is not watched for input
-	} else {
-		j.stdin.eofByte = true
-	}
-	if req.streamed {
-		j.outGate, j.errGate = newReadGate(), newReadGate()
-	}
-	j.stdoutPump = startPump(out.ours, j.stdout, j.outGate)
-	j.errPump = startPump(errp.ours, j.stderr, j.errGate)
-	dir, release, err := pinDir(cfg, req.dir)
-	if err != nil {
-		closeAll([]*os.File{in.ours, out.ours, errp.ours})
-		for _, p := range []jobPipe{in, out, errp} {
-			_ = syscall.Close(p.child) // best effort: nothing was started
-		}
-		j.removeTemp()
-		return err
-	}
-	confine.cwd = req.dir // admitted and resolved: found again in the job's own mounts
-	pid, err := spawnNotify(spawnSpec{
-		path:    path,
-		argv:    argv,
-		dir:     dir,
-		env:     env,
-		files:   []uintptr{uintptr(in.child), uintptr(out.child), uintptr(errp.child)},
-		confine: &confine,
-		ctty:    req.tty != nil,
-	}, onExit)
-	release()
-	for _, p := range []jobPipe{in, out, errp} {
-		_ = syscall.Close(p.child) // best effort: the child has its copy; ours would hide EOF
-	}
-	if err != nil {
-		closeAll([]*os.File{in.ours, out.ours, errp.ours}) // the pumps end at the close
-		j.removeTemp()
-		switch {
-		case errors.Is(err, syscall.EAGAIN):
-			return processesExhausted(err)
-		case errors.Is(err, syscall.EMFILE), errors.Is(err, syscall.ENFILE):
-			return fdsExhausted(fdLimit())
-		}
-		return fmt.Errorf("start %s: %w", path, err)
-	}
-	j.pid = pid
-	return nil
-}
-
-// onTerminal puts a job on a pseudo-terminal instead of the pipes made for
-// it: the terminal is the child's stdin, stdout and stderr (and controlling
-// terminal); its master is read into the stdout window and written by
-// input. The stderr pipe stays, closed on the child's side, so its pump
-// ends at once with nothing. On failure it closes what the pipes held.
-func onTerminal(in, out, errp jobPipe, size ttySpec) (jobPipe, jobPipe, jobPipe, error) {
-	master, slave, err := openPTY(size.rows, size.cols)
-	if err == nil {
-		// Four descriptors of our own, each closed once: the writer on the
-		// master, and the slave three times over for the child's 0, 1, 2.
-		fds, derr := dupAll(int(master.Fd()), slave, slave)
-		if derr == nil {
-			closeAll([]*os.File{in.ours, out.ours})
-			for _, p := range []jobPipe{in, out, errp} {
-				_ = syscall.Close(p.child) // best effort: replaced by the terminal
-			}
-			_ = syscall.SetNonblock(fds[0], true)
-			return jobPipe{child: slave, ours: os.NewFile(uintptr(fds[0]), "ptmx-in")},
-				jobPipe{child: fds[1], ours: master}, jobPipe{child: fds[2], ours: errp.ours}, nil
-		}
-		err = derr
-		master.Close()
-		_ = syscall.Close(slave)
-	}
-	closeAll([]*os.File{in.ours, out.ours, errp.ours})
-	for _, p := range []jobPipe{in, out, errp} {
-		_ = syscall.Close(p.child) // best effort: nothing was started
-	}
-	return in, out, errp, fmt.Errorf("make a terminal: %w", err)
-}
-
-// dupAll duplicates each fd, close-on-exec; on failure it closes the
-// duplicates it made.
-func dupAll(fds ...int) ([]int, error) {
-	var dups []int
-	for _, fd := range fds {
-		d, err := syscall.Dup(fd)
-		if err != nil {
-			for _, m := range dups {
-				_ = syscall.Close(m) // best effort: cleaning up a failed start
-			}
-			return nil, err
-		}
-		syscall.CloseOnExec(d)
-		dups = append(dups, d)
-	}
-	return dups, nil
-}
-
-// jobPipe is one of a job's stdio pipes: the child's end is a plain blocking
-// descriptor handed to the child and then closed; ours is non-blocking and
-// lives in the runtime poller, so waiting on it parks a goroutine, not a thread.
-type jobPipe struct {
-	child int
-	ours  *os.File
-}
-
-// makeJobPipes creates the stdin, stdout and stderr pipes of one job. It
-// refuses (errExhausted) when the descriptors run out, or come so close to
-// the limit that the server's own work (answering, reading /proc, HTTP)
-// would find none: descriptors are numbered lowest first, so a new pipe
-// numbered near the limit means nearly all are in use.
-func makeJobPipes() (in, out, errp jobPipe, err error) {
-	var made []jobPipe
-	undo := func() {
-		for _, m := range made {
-			_ = syscall.Close(m.child) // best effort: cleaning up a failed start
-			_ = m.ours.Close()
-		}
-	}
-	limit := fdLimit()
-	for i := 0; i < 3; i++ {
-		p, err := makeJobPipe(i == 0)
-		if err != nil {
-			undo()
-			if errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) {
-				return in, out, errp, fdsExhausted(limit)
-			}
-			return in, out, errp, fmt.Errorf("create pipe: %w", err)
-		}
-		made = append(made, p)
-		if limit > 0 && max(p.child, int(p.ours.Fd())) >= limit-fdReserve(limit) {
-			undo()
-			return in, out, errp, fdsExhausted(limit)
-		}
-	}
-	return made[0], made[1], made[2], nil
-}
-
-// fdReserve is how many descriptors jobs leave to the server's own work.
-func fdReserve(limit int) int { return max(64, limit/32) }
-
-// fdsExhausted is the refusal of a job for want of descriptors: what is in
-// use, of what limit, and what to do. The limit is read again: the one
-// read at start may no longer be the one in force. With no descriptor
-// left even /proc/self/fd cannot be listed, and the text says so instead
-// of a count.
-func fdsExhausted(limit int) error {
-	if now := fdSoftLimit(); now > 0 {
-		limit = now
-	}
-	inUse := "all but a few"
-	if n := countOpenFds(); n >= 0 {
-		inUse = strconv.Itoa(n)
-	}
-	return fmt.Errorf("%w: %s of %d file descriptors are in use (%d jobs hold pipes; %d stay reserved for the server); wait for or kill jobs, or raise the limit (ulimit -n)",
-		errExhausted, inUse, limit, jobsRunning(), fdReserve(limit))
-}
-
-// processesExhausted is the refusal of a job for want of processes: the
-// system would not fork, or the server keeps the rest for its threads.
-func processesExhausted(err error) error {
-	var lim syscall.Rlimit
-	nproc := "unknown"
-	if syscall.Getrlimit(rlimitNproc, &lim) == nil {
-		nproc = strconv.FormatUint(lim.Cur, 10)
-	}
-	return fmt.Errorf("%w: the process limit is reached (%v; RLIMIT_NPROC is %s%s); wait for or kill jobs, or raise the limit",
-		errExhausted, err, nproc, pidsMaxWords())
-}
-
-// fdLimit and nprocLimit are read once: they bind the whole process, and
-// spawning a job should not cost a getrlimit each.
-var (
-	fdLimit    = sync.OnceValue(fdSoftLimit)
-	nprocLimit = sync.OnceValue(nprocSoftLimit)
-)
-
-// processReserve is how many of RLIMIT_NPROC jobs leave to the server's own
-// threads: the Go runtime cannot run without a new thread when it needs
-// one, and a process limit counts threads.
-const processReserve = 16
-
-// processRoom refuses a job (errExhausted) when RLIMIT_NPROC binds this
-// process (not root) and its threads and running jobs come within the
-// reserve of it, or when its cgroup's pids.max is as near: every task in
-// the cgroup counts there, the jobs' children too. Other processes of the
-// same user count toward RLIMIT_NPROC too and are not seen here: a fork
-// the system refuses is the same refusal.
-func processRoom() error {
-	if limit := nprocLimit(); limit > 0 {
-		if used := int64(threadsOfSelf()) + jobsRunning(); used >= int64(limit-processReserve) {
-			return processesExhausted(fmt.Errorf("%d threads and jobs of this server, %d kept for its own threads", used, processReserve))
-		}
-	}
-	if used, most, ok := pidsUsage(); ok && used >= most-processReserve {
-		return processesExhausted(fmt.Errorf("%d of the cgroup's %d tasks are in use, %d kept for this server's own threads", used, most, processReserve))
-	}
-	return nil
-}
-
-// jobsRunning is how many jobs of every session run now.
-func jobsRunning() int64 { return jobsStarted.Load() - jobsFinished.Load() - jobsFailedToStart.Load() }
-
-// makeJobPipe creates one pipe; childReads says which end the child gets.
-func makeJobPipe(childReads bool) (jobPipe, error) {
-	fds, err := pipeCloseOnExec()
-	if err != nil {
-		return jobPipe{}, err
-	}
-	child, ours := fds[1], fds[0]
-	// The pipes keep the system's default size. Enlarging them measured no
-	// faster, and for a user without CAP_SYS_RESOURCE every enlarged pipe
-	// counts against pipe-user-pages-soft: past it, every new pipe of that
-	// user, the jobs' own pipelines included, is cut to two pages.
-	if childReads {
-		child, ours = fds[0], fds[1]
-	}
-	if err := syscall.SetNonblock(ours, true); err != nil {
-		_ = syscall.Close(fds[0]) // best effort: cleaning up
-		_ = syscall.Close(fds[1])
-		return jobPipe{}, err
-	}
-	return jobPipe{child: child, ours: os.NewFile(uintptr(ours), "job pipe")}, nil
-}
-
-// checkCwd refuses a cwd argument that names no directory; "" is none.
-func checkCwd(dir string) error {
-	if dir == "" {
-		return nil
-	}
-	if err := checkDir(dir); err != nil {
-		return fmt.Errorf("%w: %v", errInvalid, err)
-	}
-	return nil
-}
-
-// checkDir explains a working directory that cannot be used.
-func checkDir(dir string) error {
-	fi, err := os.Stat(dir)
-	if err != nil {
-		return fmt.Errorf("cwd %q: %w", dir, errors.Unwrap(err))
-	}
-	if !fi.IsDir() {
-		return fmt.Errorf("cwd %q: not a directory", dir)
-	}
-	return nil
-}
-
-// closeAll closes every non-nil file.
-func closeAll(files []*os.File) {
-	for _, f := range files {
-		if f != nil {
-			_ = f.Close() // best effort: nothing useful to do on failure
-		}
-	}
-}
-
-// withoutNames is env without the variables named; env itself when there
-// are none.
-func withoutNames(env []string, names []string) []string {
-	if len(names) == 0 {
-		return env
-	}
-	kept := make([]string, 0, len(env))
-	for _, kv := range env {
-		if k, _, _ := strings.Cut(kv, "="); !slices.Contains(names, k) {
-			kept = append(kept, kv)
-		}
-	}
-	return kept
-}
-
-// mergeEnv layers overlay on base; later keys replace earlier ones.
-func mergeEnv(base []string, overlay map[string]string) []string {
-	if len(overlay) == 0 {
-		return base
-	}
-	env := make([]string, 0, len(base)+len(overlay))
-	for _, kv := range base {
-		k, _, _ := strings.Cut(kv, "=")
-		if _, replaced := overlay[k]; !replaced {
-			env = append(env, kv)
-		}
-	}
-	for k, v := range overlay {
-		env = append(env, k+"="+v)
-	}
-	return env
 }
 
 // exited runs on the reaper's goroutine when the job's shell has exited. The
@@ -775,70 +271,6 @@ func (r *registry) publish(j *job, st exitStatus, wall time.Duration, survivors 
 	r.mu.Unlock()
 }
 
-// finishedLocked applies the limits on finished jobs to j, which has just
-// finished and is listed: MCP_EXEC_MAX_FINISHED now, MCP_EXEC_JOB_TTL later.
-// Caller holds r.mu.
-func (r *registry) finishedLocked(j *job) {
-	if j.finishedSeen {
-		return // both publish and start may see it finish
-	}
-	j.finishedSeen = true
-	r.expireBeyondLocked(r.cfg.maxFinished)
-	if ttl := r.cfg.jobTTL; ttl > 0 {
-		time.AfterFunc(ttl, func() {
-			r.mu.Lock()
-			defer r.mu.Unlock()
-			r.expireLocked(j, fmt.Sprintf("finished and not collected within MCP_EXEC_JOB_TTL (%v)", ttl))
-		})
-	}
-}
-
-// expireBeyondLocked forgets the oldest finished, uncollected jobs beyond
-// most (0: no limit). Caller holds r.mu.
-func (r *registry) expireBeyondLocked(most int) {
-	if most <= 0 {
-		return
-	}
-	var finished []*job
-	for e := r.order.Front(); e != nil; e = e.Next() {
-		if j := e.Value.(*job); j.terminal() {
-			finished = append(finished, j)
-		}
-	}
-	for _, j := range finished[:max(len(finished)-most, 0)] {
-		r.expireLocked(j, fmt.Sprintf("more than MCP_EXEC_MAX_FINISHED (%d) finished jobs waited to be collected; the oldest go first", most))
-	}
-}
-
-// expireLocked forgets a finished job nobody collected, and remembers why
-// for a while. Caller holds r.mu.
-func (r *registry) expireLocked(j *job, why string) {
-	if j.terminal() && r.removeLocked(j) {
-		r.expired.add(j.id, why)
-	}
-}
-
-// expiredJobs remembers why the most recently expired jobs were forgotten.
-type expiredJobs struct {
-	why   map[string]string // by job id
-	order []string          // ids, oldest first
-}
-
-// expiredRemembered bounds what expiredJobs keeps.
-const expiredRemembered = 4096
-
-func (e *expiredJobs) add(id, why string) {
-	if e.why == nil {
-		e.why = map[string]string{}
-	}
-	if len(e.order) == expiredRemembered {
-		delete(e.why, e.order[0])
-		e.order = e.order[1:]
-	}
-	e.why[id] = why
-	e.order = append(e.order, id)
-}
-
 // lookup finds a waitable job.
 func (r *registry) lookup(id string) (*job, error) {
 	r.mu.Lock()
@@ -864,15 +296,6 @@ func (r *registry) lookupLocked(id string) (*job, error) {
 	}
 	return nil, fmt.Errorf("%w: %s", errUnknownJob, clipText(id))
 }
-
-// expiredJob is errUnknownJob for a job forgotten by MCP_EXEC_JOB_TTL or
-// MCP_EXEC_MAX_FINISHED, saying why.
-type expiredJob struct{ id, why string }
-
-func (e expiredJob) Error() string {
-	return fmt.Sprintf("%v: %s (expired: %s)", errUnknownJob, e.id, e.why)
-}
-func (e expiredJob) Unwrap() error { return errUnknownJob }
 
 // The delivery rule, in one place. A call holds a job from the moment it
 // finds it in the registry, as the call is read (or, for a blocking execute,
@@ -922,22 +345,6 @@ func (j *job) release() {
 	if j.stdoutPump != nil {
 		j.stdoutPump.sink.Store(nil)
 		j.errPump.sink.Store(nil)
-	}
-}
-
-// removeTemp removes the job's private TMPDIR, if it has one.
-func (j *job) removeTemp() {
-	if j.tmpDir != "" {
-		_ = os.RemoveAll(j.tmpDir) // best effort: a leftover directory harms no one, and shutdown sweeps it
-	}
-}
-
-// removeTempUnlessUsed removes the private TMPDIR of a job whose shell has
-// exited, unless processes it left behind may still use it: those keep it
-// until the server shuts down.
-func (j *job) removeTempUnlessUsed(pgid int) {
-	if !groupAlive(pgid) {
-		j.removeTemp()
 	}
 }
 
@@ -1010,93 +417,6 @@ func (r *registry) lookupAll(ids []string, readKept bool) ([]*job, error) {
 	return jobs, nil
 }
 
-// keep lets status and output read a delivered job whose result was cut,
-// for d; then it is forgotten.
-func (r *registry) keep(j *job, d time.Duration) {
-	if d <= 0 {
-		return
-	}
-	r.mu.Lock()
-	r.kept[j.id] = j
-	r.mu.Unlock()
-	time.AfterFunc(d, func() {
-		r.mu.Lock()
-		defer r.mu.Unlock()
-		if r.kept[j.id] == j {
-			delete(r.kept, j.id)
-		}
-	})
-}
-
-// inputWaitDuration is how long a process must have been blocked reading
-// its job's stdin for the job to count as waiting for input.
-const inputWaitDuration = time.Second
-
-// inputProbeInterval is how often a blocked call looks for input wanted.
-const inputProbeInterval = 250 * time.Millisecond
-
-// lookAtMostJobs bounds the jobs a blocked wait looks at for input wanted:
-// a look reads /proc, and a wait on a thousand jobs is a fan-in, not a
-// conversation.
-const lookAtMostJobs = 16
-
-// inputSighting is a process seen blocked reading its job's stdin: which,
-// since when, and how often it had run then.
-type inputSighting struct {
-	pid   int
-	runs  uint64
-	since time.Time
-}
-
-// waitingForInput looks at j's processes now and reports whether one has
-// been blocked reading j's stdin, without running in between, for at least
-// inputWaitDuration as far as the looks so far can tell: the first look
-// that finds a reader only starts the clock. It reads /proc, so only calls
-// that report or wait on it look.
-func (j *job) waitingForInput() bool {
-	if j.terminal() || j.stdinIno == 0 {
-		return false
-	}
-	return j.waitingForInputAmong(processTree(j.pid))
-}
-
-// seenWaiting reports whether j might be waiting for input without looking
-// at /proc: a look has seen a reader that it has not seen go since. Only
-// such a job can be waiting for input by a look now.
-func (j *job) seenWaiting() bool {
-	j.inputMu.Lock()
-	defer j.inputMu.Unlock()
-	return j.sighting.pid != 0
-}
-
-// waitingForInputSeen is waitingForInput for a job a look has already seen
-// reading, and false without a look for any other: cheap for many jobs.
-func (j *job) waitingForInputSeen() bool {
-	return j.seenWaiting() && j.waitingForInput()
-}
-
-// waitingForInputAmong is waitingForInput with the job's processes already
-// listed (members: its process tree, or its group from one pass over /proc
-// for many jobs).
-func (j *job) waitingForInputAmong(members []procInfo) bool {
-	if j.terminal() || j.stdinIno == 0 {
-		return false
-	}
-	pid, runs, blocked := blockedReading(members, j.stdinIno)
-	now := time.Now()
-	j.inputMu.Lock()
-	defer j.inputMu.Unlock()
-	switch {
-	case !blocked:
-		j.sighting = inputSighting{}
-		return false
-	case j.sighting.pid != pid || j.sighting.runs != runs:
-		j.sighting = inputSighting{pid: pid, runs: runs, since: now}
-		return false
-	}
-	return now.Sub(j.sighting.since) >= inputWaitDuration
-}
-
 // awaitOptions say how long await blocks and what else ends it.
 type awaitOptions struct {
 	deadline     time.Time // zero: no deadline
@@ -1151,18 +471,6 @@ func (r *registry) await(w *waiter, jobs []*job, opts awaitOptions) (delivered m
 			return nil, false, err
 		}
 	}
-}
-
-// anyWaitingForInput looks at every running one of jobs and reports
-// whether one waits for input.
-func anyWaitingForInput(jobs []*job) bool {
-	waiting := false
-	for _, j := range jobs {
-		if j.waitingForInput() {
-			waiting = true
-		}
-	}
-	return waiting
 }
 
 // distinct returns jobs without repeats, in their first order.
@@ -1266,4 +574,65 @@ func (j *job) input(w *waiter, data string, closeAfter bool) error {
 		return fmt.Errorf("job %s: %w", j.id, err)
 	}
 	return nil
+}
+
+// finishedLocked applies the limits on finished jobs to j, which has just
+// finished and is listed: MCP_EXEC_MAX_FINISHED now, MCP_EXEC_JOB_TTL later.
+// Caller holds r.mu.
+func (r *registry) finishedLocked(j *job) {
+	if j.finishedSeen {
+		return // both publish and start may see it finish
+	}
+	j.finishedSeen = true
+	r.expireBeyondLocked(r.cfg.maxFinished)
+	if ttl := r.cfg.jobTTL; ttl > 0 {
+		time.AfterFunc(ttl, func() {
+			r.mu.Lock()
+			defer r.mu.Unlock()
+			r.expireLocked(j, fmt.Sprintf("finished and not collected within MCP_EXEC_JOB_TTL (%v)", ttl))
+		})
+	}
+}
+
+// expireBeyondLocked forgets the oldest finished, uncollected jobs beyond
+// most (0: no limit). Caller holds r.mu.
+func (r *registry) expireBeyondLocked(most int) {
+	if most <= 0 {
+		return
+	}
+	var finished []*job
+	for e := r.order.Front(); e != nil; e = e.Next() {
+		if j := e.Value.(*job); j.terminal() {
+			finished = append(finished, j)
+		}
+	}
+	for _, j := range finished[:max(len(finished)-most, 0)] {
+		r.expireLocked(j, fmt.Sprintf("more than MCP_EXEC_MAX_FINISHED (%d) finished jobs waited to be collected; the oldest go first", most))
+	}
+}
+
+// expireLocked forgets a finished job nobody collected, and remembers why
+// for a while. Caller holds r.mu.
+func (r *registry) expireLocked(j *job, why string) {
+	if j.terminal() && r.removeLocked(j) {
+		r.expired.add(j.id, why)
+	}
+}
+
+// keep lets status and output read a delivered job whose result was cut,
+// for d; then it is forgotten.
+func (r *registry) keep(j *job, d time.Duration) {
+	if d <= 0 {
+		return
+	}
+	r.mu.Lock()
+	r.kept[j.id] = j
+	r.mu.Unlock()
+	time.AfterFunc(d, func() {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if r.kept[j.id] == j {
+			delete(r.kept, j.id)
+		}
+	})
 }

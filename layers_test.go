@@ -45,14 +45,17 @@ var layers = [][]string{
 	{"toolsets.go"}, // the tool sets a configuration offers, and their tools/list
 	{"describe.go"}, // the limits and policy in force, in words for descriptions
 	{"jobtools.go", "exectool.go", "shelltools.go", "execstream.go"}, // the tool contracts: jobs, exec, shell, the streamed exec
-	{"lifecycle.go"},            // running a job for a call, from its start to its result
-	{"call.go"},                 // a tool call: its arguments, reply budget and result
-	{"budget.go"},               // cutting results to a reply budget
-	{"results.go"},              // the wire form of results
-	{"shellview.go"},            // the Shell toolkit's view of a stream
-	{"args.go"},                 // typed tool arguments and their schemas
-	{"kill.go", "until.go"},     // kill and teardown of a job's process group; a wait ending early
-	{"jobs.go"},                 // the registry: starting, waiting, delivery
+	{"lifecycle.go"},        // running a job for a call, from its start to its result
+	{"call.go"},             // a tool call: its arguments, reply budget and result
+	{"budget.go"},           // cutting results to a reply budget
+	{"results.go"},          // the wire form of results
+	{"shellview.go"},        // the Shell toolkit's view of a stream
+	{"args.go"},             // typed tool arguments and their schemas
+	{"kill.go", "until.go"}, // kill and teardown of a job's process group; a wait ending early
+	{"jobs.go"},             // the registry: starting, waiting, delivery, expiry
+	{"spawn.go", "inputwait.go", "expiry.go"}, // a job's launch: pipes, terminal, env, cwd; input wanted; forgotten ids
+	{"job.go"},                  // one job: its group, windows, pumps and outcome
+	{"room.go"},                 // room for another job: slots, descriptors, processes
 	{"policy.go"},               // what a job may run, where and with what
 	{"sandbox.go"},              // the launcher that confines a job before it runs
 	{"stdin.go"},                // a job's stdin pipe
@@ -64,7 +67,7 @@ var layers = [][]string{
 	{"memory.go", "metrics.go"}, // handing memory back when idle; process-wide counters
 	{"wake.go"},                 // waiting with deadlines, waking without blocking
 	{"json.go"},                 // JSON decoding and escaping helpers
-	{"errors.go", "log.go"},
+	{"errors.go", "log.go", "ids.go"},
 	{"sys.go", "sys_linux.go", "sys_other.go", "confine.go", "confine_linux.go", "confine_other.go",
 		"isolate_linux.go", "seccomp_linux.go"}, // the kernel's layers a confined job's thread takes on
 }

@@ -1,8 +1,6 @@
 package main
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -81,10 +79,3 @@ type notFoundError struct{ text string }
 
 func (e notFoundError) Error() string { return e.text }
 func (e notFoundError) Unwrap() error { return syscall.ENOENT }
-
-// randomID is 128 random bits in hex: unguessable job and session ids.
-func randomID() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:]) // never fails: crypto/rand panics rather than return an error
-	return hex.EncodeToString(b[:])
-}

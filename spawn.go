@@ -1,0 +1,312 @@
+// Starting a job's process: its pipes or terminal, its environment and
+// working directory, and the private TMPDIR a sandboxed job gets.
+
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"syscall"
+)
+
+// launch creates the job's pipes and starts `$SHELL -c command` with them.
+// onExit runs on the reaper's goroutine once the shell has exited, possibly
+// before launch returns; everything it touches exists before the fork.
+func (j *job) launch(cfg *config, req startRequest, onExit func(exitStatus)) error {
+	if req.dir != "" {
+		if err := checkDir(req.dir); err != nil {
+			return err
+		}
+	}
+	env := withoutNames(mergeEnv(cfg.baseEnv, req.env), req.unsetEnv)
+	path, argv := cfg.shell, []string{cfg.shell, "-c", req.command}
+	if req.argv != nil {
+		// Under an allowlist the program is found with the server's PATH:
+		// a caller's env must not swap what the list allows for its own.
+		search := env
+		if cfg.allow != nil {
+			search = cfg.baseEnv
+		}
+		found, err := lookPath(req.argv[0], search)
+		if err != nil {
+			return err
+		}
+		path, argv = found, req.argv
+	}
+	if cfg.launcher != nil {
+		// The launcher gets the program by the path found here, so it runs
+		// exactly what the policy checked.
+		program := append([]string{path}, argv[1:]...)
+		found, err := lookPath(cfg.launcher[0], cfg.baseEnv) // the operator's, not the caller's
+		if err != nil {
+			return fmt.Errorf("MCP_EXEC_LAUNCHER: %w", err)
+		}
+		path, argv = found, append(slices.Clip(cfg.launcher), program...)
+	}
+	confine := confinementFor(cfg, "")
+	if confine.fsRestricted {
+		tmp, err := makeJobTemp()
+		if err != nil {
+			return err
+		}
+		j.tmpDir, confine = tmp, confinementFor(cfg, tmp)
+		env = mergeEnv(env, map[string]string{"TMPDIR": tmp})
+	}
+	if confine.rlimits != nil {
+		path, argv = launcherArgv(confine.rlimits, path, argv)
+	}
+	if err := processRoom(); err != nil {
+		j.removeTemp()
+		return err
+	}
+	in, out, errp, err := makeJobPipes()
+	if req.tty != nil && err == nil {
+		in, out, errp, err = onTerminal(in, out, errp, *req.tty)
+	}
+	if err != nil {
+		j.removeTemp()
+		return err
+	}
+	j.stdin = newStdinPipe(in.ours)
+	if req.tty == nil {
+		j.stdinIno = pipeInode(in.child) // a terminal is not watched for input
+	} else {
+		j.stdin.eofByte = true
+	}
+	if req.streamed {
+		j.outGate, j.errGate = newReadGate(), newReadGate()
+	}
+	j.stdoutPump = startPump(out.ours, j.stdout, j.outGate)
+	j.errPump = startPump(errp.ours, j.stderr, j.errGate)
+	dir, release, err := pinDir(cfg, req.dir)
+	if err != nil {
+		closeAll([]*os.File{in.ours, out.ours, errp.ours})
+		for _, p := range []jobPipe{in, out, errp} {
+			_ = syscall.Close(p.child) // best effort: nothing was started
+		}
+		j.removeTemp()
+		return err
+	}
+	confine.cwd = req.dir // admitted and resolved: found again in the job's own mounts
+	pid, err := spawnNotify(spawnSpec{
+		path:    path,
+		argv:    argv,
+		dir:     dir,
+		env:     env,
+		files:   []uintptr{uintptr(in.child), uintptr(out.child), uintptr(errp.child)},
+		confine: &confine,
+		ctty:    req.tty != nil,
+	}, onExit)
+	release()
+	for _, p := range []jobPipe{in, out, errp} {
+		_ = syscall.Close(p.child) // best effort: the child has its copy; ours would hide EOF
+	}
+	if err != nil {
+		closeAll([]*os.File{in.ours, out.ours, errp.ours}) // the pumps end at the close
+		j.removeTemp()
+		switch {
+		case errors.Is(err, syscall.EAGAIN):
+			return processesExhausted(err)
+		case errors.Is(err, syscall.EMFILE), errors.Is(err, syscall.ENFILE):
+			return fdsExhausted(fdLimit())
+		}
+		return fmt.Errorf("start %s: %w", path, err)
+	}
+	j.pid = pid
+	return nil
+}
+
+// onTerminal puts a job on a pseudo-terminal instead of the pipes made for
+// it: the terminal is the child's stdin, stdout and stderr (and controlling
+// terminal); its master is read into the stdout window and written by
+// input. The stderr pipe stays, closed on the child's side, so its pump
+// ends at once with nothing. On failure it closes what the pipes held.
+func onTerminal(in, out, errp jobPipe, size ttySpec) (jobPipe, jobPipe, jobPipe, error) {
+	master, slave, err := openPTY(size.rows, size.cols)
+	if err == nil {
+		// Four descriptors of our own, each closed once: the writer on the
+		// master, and the slave three times over for the child's 0, 1, 2.
+		fds, derr := dupAll(int(master.Fd()), slave, slave)
+		if derr == nil {
+			closeAll([]*os.File{in.ours, out.ours})
+			for _, p := range []jobPipe{in, out, errp} {
+				_ = syscall.Close(p.child) // best effort: replaced by the terminal
+			}
+			_ = syscall.SetNonblock(fds[0], true)
+			return jobPipe{child: slave, ours: os.NewFile(uintptr(fds[0]), "ptmx-in")},
+				jobPipe{child: fds[1], ours: master}, jobPipe{child: fds[2], ours: errp.ours}, nil
+		}
+		err = derr
+		master.Close()
+		_ = syscall.Close(slave)
+	}
+	closeAll([]*os.File{in.ours, out.ours, errp.ours})
+	for _, p := range []jobPipe{in, out, errp} {
+		_ = syscall.Close(p.child) // best effort: nothing was started
+	}
+	return in, out, errp, fmt.Errorf("make a terminal: %w", err)
+}
+
+// dupAll duplicates each fd, close-on-exec; on failure it closes the
+// duplicates it made.
+func dupAll(fds ...int) ([]int, error) {
+	var dups []int
+	for _, fd := range fds {
+		d, err := syscall.Dup(fd)
+		if err != nil {
+			for _, m := range dups {
+				_ = syscall.Close(m) // best effort: cleaning up a failed start
+			}
+			return nil, err
+		}
+		syscall.CloseOnExec(d)
+		dups = append(dups, d)
+	}
+	return dups, nil
+}
+
+// jobPipe is one of a job's stdio pipes: the child's end is a plain blocking
+// descriptor handed to the child and then closed; ours is non-blocking and
+// lives in the runtime poller, so waiting on it parks a goroutine, not a thread.
+type jobPipe struct {
+	child int
+	ours  *os.File
+}
+
+// makeJobPipes creates the stdin, stdout and stderr pipes of one job. It
+// refuses (errExhausted) when the descriptors run out, or come so close to
+// the limit that the server's own work (answering, reading /proc, HTTP)
+// would find none: descriptors are numbered lowest first, so a new pipe
+// numbered near the limit means nearly all are in use.
+func makeJobPipes() (in, out, errp jobPipe, err error) {
+	var made []jobPipe
+	undo := func() {
+		for _, m := range made {
+			_ = syscall.Close(m.child) // best effort: cleaning up a failed start
+			_ = m.ours.Close()
+		}
+	}
+	limit := fdLimit()
+	for i := 0; i < 3; i++ {
+		p, err := makeJobPipe(i == 0)
+		if err != nil {
+			undo()
+			if errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) {
+				return in, out, errp, fdsExhausted(limit)
+			}
+			return in, out, errp, fmt.Errorf("create pipe: %w", err)
+		}
+		made = append(made, p)
+		if limit > 0 && max(p.child, int(p.ours.Fd())) >= limit-fdReserve(limit) {
+			undo()
+			return in, out, errp, fdsExhausted(limit)
+		}
+	}
+	return made[0], made[1], made[2], nil
+}
+
+// makeJobPipe creates one pipe; childReads says which end the child gets.
+func makeJobPipe(childReads bool) (jobPipe, error) {
+	fds, err := pipeCloseOnExec()
+	if err != nil {
+		return jobPipe{}, err
+	}
+	child, ours := fds[1], fds[0]
+	// The pipes keep the system's default size. Enlarging them measured no
+	// faster, and for a user without CAP_SYS_RESOURCE every enlarged pipe
+	// counts against pipe-user-pages-soft: past it, every new pipe of that
+	// user, the jobs' own pipelines included, is cut to two pages.
+	if childReads {
+		child, ours = fds[0], fds[1]
+	}
+	if err := syscall.SetNonblock(ours, true); err != nil {
+		_ = syscall.Close(fds[0]) // best effort: cleaning up
+		_ = syscall.Close(fds[1])
+		return jobPipe{}, err
+	}
+	return jobPipe{child: child, ours: os.NewFile(uintptr(ours), "job pipe")}, nil
+}
+
+// checkCwd refuses a cwd argument that names no directory; "" is none.
+func checkCwd(dir string) error {
+	if dir == "" {
+		return nil
+	}
+	if err := checkDir(dir); err != nil {
+		return fmt.Errorf("%w: %v", errInvalid, err)
+	}
+	return nil
+}
+
+// checkDir explains a working directory that cannot be used.
+func checkDir(dir string) error {
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return fmt.Errorf("cwd %q: %w", dir, errors.Unwrap(err))
+	}
+	if !fi.IsDir() {
+		return fmt.Errorf("cwd %q: not a directory", dir)
+	}
+	return nil
+}
+
+// closeAll closes every non-nil file.
+func closeAll(files []*os.File) {
+	for _, f := range files {
+		if f != nil {
+			_ = f.Close() // best effort: nothing useful to do on failure
+		}
+	}
+}
+
+// withoutNames is env without the variables named; env itself when there
+// are none.
+func withoutNames(env []string, names []string) []string {
+	if len(names) == 0 {
+		return env
+	}
+	kept := make([]string, 0, len(env))
+	for _, kv := range env {
+		if k, _, _ := strings.Cut(kv, "="); !slices.Contains(names, k) {
+			kept = append(kept, kv)
+		}
+	}
+	return kept
+}
+
+// mergeEnv layers overlay on base; later keys replace earlier ones.
+func mergeEnv(base []string, overlay map[string]string) []string {
+	if len(overlay) == 0 {
+		return base
+	}
+	env := make([]string, 0, len(base)+len(overlay))
+	for _, kv := range base {
+		k, _, _ := strings.Cut(kv, "=")
+		if _, replaced := overlay[k]; !replaced {
+			env = append(env, kv)
+		}
+	}
+	for k, v := range overlay {
+		env = append(env, k+"="+v)
+	}
+	return env
+}
+
+// removeTemp removes the job's private TMPDIR, if it has one.
+func (j *job) removeTemp() {
+	if j.tmpDir != "" {
+		_ = os.RemoveAll(j.tmpDir) // best effort: a leftover directory harms no one, and shutdown sweeps it
+	}
+}
+
+// removeTempUnlessUsed removes the private TMPDIR of a job whose shell has
+// exited, unless processes it left behind may still use it: those keep it
+// until the server shuts down.
+func (j *job) removeTempUnlessUsed(pgid int) {
+	if !groupAlive(pgid) {
+		j.removeTemp()
+	}
+}

@@ -1,0 +1,103 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// jobFDs runs `ls /proc/self/fd` as a job and returns the listed fds.
+func jobFDs(t *testing.T, reg *registry) []string {
+	t.Helper()
+	r := resultOf(collect(t, reg, startJob(t, reg, "ls /proc/self/fd")))
+	if r.Stdout == nil || r.State != stateSuccess {
+		t.Fatalf("ls /proc/self/fd: %+v", r)
+	}
+	return strings.Fields(r.Stdout.Data)
+}
+
+// TestFDHygiene: a job's only descriptors are 0, 1 and 2 (ls sees one more:
+// its own handle on /proc/self/fd); a descriptor leaked into the server
+// without close-on-exec reaches jobs until closeInheritedOnExec runs; and 100
+// start/collect cycles leave the server's descriptor count where it was.
+// Not parallel: it
+// counts this process's descriptors and plants one without close-on-exec.
+func TestFDHygiene(t *testing.T) {
+	onLinux(t)
+	reg := newRegistry(testConfig())
+
+	checkOnlyStd := func(fds []string, what string) {
+		t.Helper()
+		if len(fds) > 4 || !slices.Contains(fds, "0") || !slices.Contains(fds, "1") || !slices.Contains(fds, "2") {
+			t.Errorf("%s: a job sees fds %v, want 0 1 2 and ls's own", what, fds)
+		}
+	}
+	checkOnlyStd(jobFDs(t, reg), "after start-up")
+
+	null, err := os.Open(os.DevNull)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer null.Close()
+	leaked, err := syscall.Dup(int(null.Fd())) // dup(2): no close-on-exec
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Close(leaked)
+	if fds := jobFDs(t, reg); !slices.Contains(fds, strconv.Itoa(leaked)) {
+		t.Errorf("control: fd %d without close-on-exec should reach a job, it sees %v", leaked, fds)
+	}
+	closeInheritedOnExec()
+	fds := jobFDs(t, reg)
+	if slices.Contains(fds, strconv.Itoa(leaked)) {
+		t.Errorf("fd %d reached a job after closeInheritedOnExec: %v", leaked, fds)
+	}
+	checkOnlyStd(fds, "after closeInheritedOnExec")
+
+	countFDs := func() int {
+		entries, err := os.ReadDir("/proc/self/fd")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(entries)
+	}
+	before := countFDs()
+	for i := 0; i < 100; i++ {
+		j := startJob(t, reg, "echo out; echo err >&2")
+		collect(t, reg, j)
+	}
+	eventually(t, 10*time.Second, fmt.Sprintf("fd count back to %d after 100 jobs", before), func() bool {
+		return countFDs() <= before
+	})
+}
+
+// TestTerminalJob: a tty job runs on a terminal of the asked size, a
+// prompt is answered through input, close sends end of input, and kill
+// ends the terminal's session.
+func TestTerminalJob(t *testing.T) {
+	onLinux(t)
+	t.Parallel()
+	reg := newRegistry(testConfig())
+	j := startReq(t, reg, startRequest{command: `test -t 0 && stty size; read -p 'name? ' n; echo "hi $n"; cat`,
+		tty: &ttySpec{rows: 30, cols: 100}, policy: capturePolicy{onSuccess: allOf, onError: allOf}})
+	eventually(t, jobDeadline, "the prompt", func() bool { return strings.Contains(string(j.stdout.readAll(0).data), "name? ") })
+	if err := j.input(plainWaiter(), "bob\n", false); err != nil {
+		t.Fatal(err)
+	}
+	if err := j.input(plainWaiter(), "last\n", true); err != nil { // then Ctrl-D ends cat
+		t.Fatal(err)
+	}
+	r := resultOf(collect(t, reg, j))
+	if r.State != stateSuccess || !strings.Contains(r.Stdout.Data, "30 100\r\n") || !strings.Contains(r.Stdout.Data, "hi bob\r\n") ||
+		r.Stderr.TotalBytes != 0 {
+		t.Errorf("tty job: %s %q %q", r.State, r.Stdout.Data, r.Stderr.Data)
+	}
+	if got := string(plainText([]byte("\x1b[31mred\x1b[0m\r\n\x1b]0;title\x07ok"))); got != "red\nok" {
+		t.Errorf("plain text %q", got)
+	}
+}
