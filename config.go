@@ -15,7 +15,11 @@ import (
 	"time"
 )
 
-// config is the server's configuration, read once from the environment.
+// config is the server's configuration, read once from the environment by
+// loadConfig and read-only from then on: every session and transport shares
+// one, and it keys the tool caches (toolTables, toolLists). Its slices and
+// maps are never written either; the lists are clipped, so a reader's
+// append copies. A view with another value is a new config (withUsage).
 type config struct {
 	profile          string        // compat (1.0) or agent: which defaults apply
 	defaultTimeout   time.Duration // wait's timeout when none is given
@@ -256,31 +260,30 @@ var configVars = []configVar{
 		func(c *config, v string) (err error) { c.debug, err = parseSwitch(v); return }},
 }
 
-// gatewaySettings are the exec-mcp gateway's own variables, read when the
-// exec set is offered and the MCP_EXEC_* variable that stands for each is
-// not set: so replacing the gateway takes one setting, not a rename of all.
-var gatewaySettings = []struct {
-	name, ours string
-	set        func(c *config, value string) error
-}{
-	{"MAX_CONCURRENT_EXECS", "MCP_EXEC_MAX_JOBS", func(c *config, v string) (err error) { c.maxJobs, err = parseCount(v); return }},
-	{"MAX_TIMEOUT_SECONDS", "MCP_EXEC_MAX_TIME_LIMIT", func(c *config, v string) (err error) { c.maxTimeLimit, err = parseSeconds(v, true); return }},
-	{"DEFAULT_CWD", "", func(c *config, v string) (err error) { c.execCwd, err = resolveDir(v); return }},
+// readSettings is what a configuration is read from: the server's whole
+// environment, and the MCP_EXEC_* variables in it that are set and not
+// empty.
+type readSettings struct {
+	environ []string
+	given   map[string]string
 }
 
-// readGatewaySettings applies the gateway's variables found in environ.
-func readGatewaySettings(c *config, environ []string, given map[string]string) error {
-	for _, g := range gatewaySettings {
-		if _, ours := given[g.ours]; ours {
-			continue
-		}
-		if value := envValue(environ, g.name); value != "" {
-			if err := g.set(c, value); err != nil {
-				return fmt.Errorf("%s=%q (the exec-mcp gateway's setting, read for MCP_EXEC_TOOLS=exec): %w", g.name, value, err)
-			}
-		}
-	}
-	return nil
+// explicit reports whether variable name was given: a rule then leaves
+// what it set alone.
+func (s readSettings) explicit(name string) bool {
+	_, ok := s.given[name]
+	return ok
+}
+
+// derivedDefault is a default that depends on other settings or on the
+// server's environment. Rules apply in order, after every MCP_EXEC_*
+// variable has been parsed (at its value, or at its profile's default) and
+// before the checks between settings.
+type derivedDefault struct {
+	setting   string // the variable, or what the server reads, whose default the rule decides
+	def       string // its default when the rule changes nothing
+	changedBy string // what changes it
+	apply     func(c *config, s readSettings) error
 }
 
 // The shell set's limits on finished jobs when none is set.
@@ -288,6 +291,88 @@ const (
 	shellJobTTL      = time.Hour
 	shellMaxFinished = 100
 )
+
+// derivedDefaults is the one place where a setting's default follows from
+// others. The profile (MCP_EXEC_PROFILE) comes first and is not a rule
+// here: it picks each variable's default in configVars' agent column. Then,
+// in order:
+//
+//   - MCP_EXEC_USAGE turns on when jobs are confined (sandbox, network off,
+//     rlimits);
+//   - with the exec set offered, the exec-mcp gateway's MAX_CONCURRENT_EXECS,
+//     MAX_TIMEOUT_SECONDS and DEFAULT_CWD set MCP_EXEC_MAX_JOBS,
+//     MCP_EXEC_MAX_TIME_LIMIT and the exec tool's cwd;
+//   - with the shell set offered, MCP_EXEC_JOB_TTL becomes an hour and
+//     MCP_EXEC_MAX_FINISHED 100;
+//   - the jobs' shell is $SHELL, found on PATH, else /bin/sh.
+//
+// An MCP_EXEC_* variable that is given always wins over its rule. Only
+// loadConfig applies them: after it a config is read-only.
+var derivedDefaults = []derivedDefault{
+	{"MCP_EXEC_USAGE", "0 (agent profile: 1)", "1 when jobs are confined: MCP_EXEC_SANDBOX other than off, MCP_EXEC_NETWORK=off or MCP_EXEC_RLIMITS set",
+		func(c *config, s readSettings) error {
+			if !s.explicit("MCP_EXEC_USAGE") && (c.sandbox != sandboxOff || c.networkOff || c.rlimits != nil) {
+				c.usage = true // whoever confines jobs wants to see what they use
+			}
+			return nil
+		}},
+	fromGateway("MAX_CONCURRENT_EXECS", "MCP_EXEC_MAX_JOBS", "0",
+		func(c *config, v string) (err error) { c.maxJobs, err = parseCount(v); return }),
+	fromGateway("MAX_TIMEOUT_SECONDS", "MCP_EXEC_MAX_TIME_LIMIT", "0",
+		func(c *config, v string) (err error) { c.maxTimeLimit, err = parseSeconds(v, true); return }),
+	fromGateway("DEFAULT_CWD", "", "the server's cwd, or the first of MCP_EXEC_ROOTS",
+		func(c *config, v string) (err error) { c.execCwd, err = resolveDir(v); return }),
+	// The shell set's jobs are never collected: they are polled, then
+	// forgotten when old, as the toolkit forgets them.
+	{"MCP_EXEC_JOB_TTL", "0", "3600 when the shell set is offered (MCP_EXEC_TOOLS names shell)",
+		func(c *config, s readSettings) error {
+			if c.offers(toolSetShell) && !s.explicit("MCP_EXEC_JOB_TTL") {
+				c.jobTTL = shellJobTTL
+			}
+			return nil
+		}},
+	{"MCP_EXEC_MAX_FINISHED", "0", "100 when the shell set is offered (MCP_EXEC_TOOLS names shell)",
+		func(c *config, s readSettings) error {
+			if c.offers(toolSetShell) && !s.explicit("MCP_EXEC_MAX_FINISHED") {
+				c.maxFinished = shellMaxFinished
+			}
+			return nil
+		}},
+	// SHELL and PATH from environ, the environment the server was given,
+	// as every other setting is read: not from the process's own.
+	{"SHELL", "/bin/sh", "SHELL in the server's environment; a bare name is found on its PATH",
+		func(c *config, s readSettings) error {
+			c.shellSpelled = envValue(s.environ, "SHELL")
+			if c.shellSpelled == "" {
+				c.shellSpelled = "/bin/sh"
+			}
+			c.shell = resolveShell(c.shellSpelled, s.environ)
+			return nil
+		}},
+}
+
+// fromGateway is the rule that reads the exec-mcp gateway's variable name
+// when the exec set is offered and ours, the MCP_EXEC_* variable that
+// stands for it ("" for none), is not given: so replacing the gateway
+// takes one setting, not a rename of all.
+func fromGateway(name, ours, def string, set func(c *config, value string) error) derivedDefault {
+	setting := ours
+	if setting == "" {
+		setting = "the exec tool's cwd"
+	}
+	return derivedDefault{setting, def, name + " (the exec-mcp gateway's) when the exec set is offered",
+		func(c *config, s readSettings) error {
+			if !c.offers(toolSetExec) || s.explicit(ours) {
+				return nil
+			}
+			if value := envValue(s.environ, name); value != "" {
+				if err := set(c, value); err != nil {
+					return fmt.Errorf("%s=%q (the exec-mcp gateway's setting, read for MCP_EXEC_TOOLS=exec): %w", name, value, err)
+				}
+			}
+			return nil
+		}}
+}
 
 // parseToolSets reads MCP_EXEC_TOOLS: a comma list of distinct set names.
 func parseToolSets(v string) ([]string, error) {
@@ -350,7 +435,7 @@ func parseList(v, what string) ([]string, error) {
 		}
 		items = append(items, item)
 	}
-	return items, nil
+	return slices.Clip(items), nil
 }
 
 // parseRoots reads a colon list of existing directories and resolves each,
@@ -370,7 +455,7 @@ func parseRoots(v string) ([]string, error) {
 		}
 		roots = append(roots, resolved)
 	}
-	return roots, nil
+	return slices.Clip(roots), nil
 }
 
 // within reports whether the clean absolute path p is root or below it.
@@ -417,7 +502,7 @@ func parseLauncher(v string) ([]string, error) {
 			return nil, errors.New("must not contain NUL bytes")
 		}
 	}
-	return argv, nil
+	return slices.Clip(argv), nil
 }
 
 // parseBytes reads a whole number of bytes of at least least.
@@ -445,10 +530,13 @@ func parseSeconds(v string, zeroOK bool) (time.Duration, error) {
 
 // loadConfig reads the configuration from environ. An unknown MCP_EXEC_*
 // variable is an error: it is almost always a typo. The profile picks the
-// defaults; a variable that is set wins over its profile's default.
+// defaults; a variable that is set wins over its profile's default and over
+// any rule of derivedDefaults. The config returned is never changed again:
+// sessions, transports and the tool caches share it, and a view that
+// differs is a copy (withUsage).
 func loadConfig(environ []string) (*config, error) {
-	c := &config{baseEnv: environ}
-	given := map[string]string{}
+	c := &config{baseEnv: withoutOwnVariables(environ)}
+	s := readSettings{environ: environ, given: map[string]string{}}
 	for _, kv := range environ {
 		name, value, _ := strings.Cut(kv, "=")
 		if !strings.HasPrefix(name, "MCP_EXEC_") {
@@ -458,11 +546,11 @@ func loadConfig(environ []string) (*config, error) {
 			return nil, fmt.Errorf("unknown variable %s; the valid ones are %s", name, strings.Join(configNames(), ", "))
 		}
 		if value != "" { // set but empty: keep the default
-			given[name] = value
+			s.given[name] = value
 		}
 	}
 	for _, v := range configVars {
-		value, explicit := given[v.name]
+		value, explicit := s.given[v.name]
 		if !explicit {
 			value = v.defaultFor(c.profile)
 		}
@@ -473,45 +561,45 @@ func loadConfig(environ []string) (*config, error) {
 			return nil, fmt.Errorf("%s=%q: %w", v.name, value, err)
 		}
 	}
-	if _, explicit := given["MCP_EXEC_USAGE"]; !explicit && (c.sandbox != sandboxOff || c.networkOff || c.rlimits != nil) {
-		c.usage = true // whoever confines jobs wants to see what they use
-	}
+	// Before the rules: a bad HTTP setting is reported ahead of a bad
+	// gateway variable, and no rule changes what it checks.
 	if err := checkListen(c); err != nil {
 		return nil, err
 	}
-	if c.offers(toolSetExec) {
-		if err := readGatewaySettings(c, environ, given); err != nil {
+	for _, rule := range derivedDefaults {
+		if err := rule.apply(c, s); err != nil {
 			return nil, err
 		}
 	}
-	if c.offers(toolSetShell) {
-		// The shell set's jobs are never collected: they are polled, then
-		// forgotten when old, as the toolkit forgets them.
-		if _, explicit := given["MCP_EXEC_JOB_TTL"]; !explicit {
-			c.jobTTL = shellJobTTL
-		}
-		if _, explicit := given["MCP_EXEC_MAX_FINISHED"]; !explicit {
-			c.maxFinished = shellMaxFinished
-		}
+	if err := checkLimits(c); err != nil {
+		return nil, err
 	}
-	if c.maxTimeLimit > 0 && c.timeLimit > c.maxTimeLimit {
-		return nil, fmt.Errorf("MCP_EXEC_TIME_LIMIT (%v s) is longer than MCP_EXEC_MAX_TIME_LIMIT (%v s) allows", c.timeLimit.Seconds(), c.maxTimeLimit.Seconds())
-	}
-	if c.execCwd != "" && c.roots != nil && !slices.ContainsFunc(c.roots, func(root string) bool { return within(c.execCwd, root) }) {
-		return nil, fmt.Errorf("DEFAULT_CWD %s is outside MCP_EXEC_ROOTS (%s)", c.execCwd, strings.Join(c.roots, ", "))
-	}
-	if c.sandbox == sandboxRoots && c.roots == nil {
-		return nil, errors.New("MCP_EXEC_SANDBOX=roots makes only MCP_EXEC_ROOTS writable, and MCP_EXEC_ROOTS is not set; set it, or use read-only")
-	}
-	// SHELL and PATH from environ, the environment the server was given,
-	// as every other setting is read: not from the process's own.
-	c.shellSpelled = envValue(environ, "SHELL")
-	if c.shellSpelled == "" {
-		c.shellSpelled = "/bin/sh"
-	}
-	c.shell = resolveShell(c.shellSpelled, environ)
-	c.baseEnv = withoutOwnVariables(environ)
 	return c, nil
+}
+
+// checkLimits refuses settings that contradict each other once every
+// default is known.
+func checkLimits(c *config) error {
+	switch {
+	case c.maxTimeLimit > 0 && c.timeLimit > c.maxTimeLimit:
+		return fmt.Errorf("MCP_EXEC_TIME_LIMIT (%v s) is longer than MCP_EXEC_MAX_TIME_LIMIT (%v s) allows", c.timeLimit.Seconds(), c.maxTimeLimit.Seconds())
+	case c.execCwd != "" && c.roots != nil && !slices.ContainsFunc(c.roots, func(root string) bool { return within(c.execCwd, root) }):
+		return fmt.Errorf("DEFAULT_CWD %s is outside MCP_EXEC_ROOTS (%s)", c.execCwd, strings.Join(c.roots, ", "))
+	case c.sandbox == sandboxRoots && c.roots == nil:
+		return errors.New("MCP_EXEC_SANDBOX=roots makes only MCP_EXEC_ROOTS writable, and MCP_EXEC_ROOTS is not set; set it, or use read-only")
+	}
+	return nil
+}
+
+// withUsage returns a copy of c whose terminal results carry usage; c is
+// never changed. The copy shares c's slices and maps, which nobody
+// changes. A config keys the tool caches (toolTables, toolLists), so make
+// each view once, where the transport that needs it starts, and keep it:
+// a view made per request would add cache entries without bound.
+func (c *config) withUsage() *config {
+	view := *c
+	view.usage = true
+	return &view
 }
 
 // withoutOwnVariables is environ without the server's MCP_EXEC_* settings:
@@ -523,7 +611,7 @@ func withoutOwnVariables(environ []string) []string {
 			env = append(env, kv)
 		}
 	}
-	return env
+	return slices.Clip(env) // readers that append copy, not write into the shared array
 }
 
 // defaultFor is the variable's default under profile (set before the other
@@ -605,7 +693,7 @@ func parseRlimits(v string) (limits []rlimit, spelled string, err error) {
 		}
 		limits = append(limits, rlimit{res.resource, n})
 	}
-	return limits, strings.Join(items, ","), nil
+	return slices.Clip(limits), strings.Join(items, ","), nil
 }
 
 // parseLimitValue reads one rlimit value.

@@ -11,6 +11,7 @@ import (
 	"unicode/utf8"
 )
 
+// The ways decodeObject refuses a JSON value that is otherwise valid.
 var (
 	errNotObject    = errors.New("not a JSON object")
 	errDuplicateKey = errors.New("duplicate key")

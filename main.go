@@ -1,5 +1,11 @@
 // mcp-exec is an MCP server over stdio that runs shell commands as jobs:
 // execute, wait, status, output, input, kill and list_jobs.
+//
+// Its package-level variables are read-only once the program starts:
+// tables, sentinel errors and facts read once (sync.OnceValue), except the
+// few whose comment calls them process-wide state and names who writes
+// them. The configuration is not one of them: loadConfig builds it once
+// and it is passed down, read-only.
 package main
 
 import (

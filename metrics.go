@@ -9,8 +9,10 @@ import (
 	"sync/atomic"
 )
 
-// Process-wide counters, served as Prometheus text by the HTTP transport's
-// /metrics. Each only ever grows; a gauge is computed when it is read.
+// Process-wide state: counters served as Prometheus text by the HTTP
+// transport's /metrics. The job registry writes the job counts, the pumps
+// outputBytes and the HTTP transport httpReplyBytes. Each only ever grows;
+// a gauge is computed when it is read.
 var (
 	jobsStarted       atomic.Int64 // jobs whose start was attempted and admitted
 	jobsFailedToStart atomic.Int64 // of those, jobs that could not start
@@ -20,7 +22,8 @@ var (
 	httpReplyBytes    atomic.Int64 // bytes of replies and notifications sent over HTTP
 )
 
-// httpResponses counts HTTP responses by status code.
+// httpResponses is process-wide state: HTTP responses by status code,
+// counted by countResponse as the HTTP transport answers.
 var httpResponses = struct {
 	mu     sync.Mutex    // guards byCode
 	byCode map[int]int64 // responses sent, by status

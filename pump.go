@@ -20,7 +20,8 @@ const (
 	readBufferBytes = 64 << 10
 )
 
-// readBuffers recycles pipe read buffers; a pump holds one only while data is
+// readBuffers is process-wide state: the pipe read buffers every pump of
+// every session takes and gives back. A pump holds one only while data is
 // flowing, so idle jobs cost no buffer memory.
 var readBuffers = sync.Pool{New: func() any {
 	b := make([]byte, readBufferBytes)

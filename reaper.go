@@ -48,7 +48,8 @@ type childTable struct {
 	sigchld chan os.Signal           // carries SIGCHLD; 1-buffered, signals coalesce
 }
 
-// children is the process-wide child table.
+// children is process-wide state: the child table. spawnNotify records each
+// child it starts, and the reaper's loop (route) removes it as it reaps.
 var children = &childTable{
 	byPid:   map[int]func(exitStatus){},
 	reaped:  newBroadcast(),

@@ -210,8 +210,10 @@ func probeConfinement(c confinement) (int, error) {
 // probeMaxDuration bounds the startup probe; it takes a few milliseconds.
 const probeMaxDuration = 10 * time.Second
 
-// jobTemps holds the private temporary directories of sandboxed jobs, in
-// one directory per server process, made at the first need.
+// jobTemps is process-wide state: the directory that holds the private
+// temporary directories of sandboxed jobs, one per server process.
+// makeJobTemp makes it at the first need; removeJobTemps removes it at
+// shutdown.
 var jobTemps struct {
 	mu   sync.Mutex // guards base
 	base string     // "" until made

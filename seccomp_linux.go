@@ -98,9 +98,9 @@ func (r seccompRules) install() error {
 	return nil
 }
 
-// nativePrograms holds each rule set's filter for this machine (a
-// seccompRules → []unix.SockFilter), assembled at its first spawn: there
-// are a few rule sets and many spawns. The kernel copies a filter it is
+// nativePrograms is process-wide state: each rule set's filter for this
+// machine (a seccompRules → []unix.SockFilter), stored by native at the
+// rule set's first spawn: there are a few rule sets and many spawns. The kernel copies a filter it is
 // given, so one slice serves every thread.
 var nativePrograms sync.Map
 

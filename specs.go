@@ -51,6 +51,8 @@ type captureSpec struct{ stdout, stderr streamSpec }
 // capturePolicy picks a captureSpec by how the job ended.
 type capturePolicy struct{ onSuccess, onError captureSpec }
 
+// The capture specs that 1.0's default policy and execute's shorthand
+// words ("stdout", "stderr", ...) stand for.
 var (
 	specAll          = streamSpec{kind: streamAll}
 	captureStdout    = captureSpec{stdout: specAll}

@@ -51,7 +51,8 @@ func (t *stdio) serveUntilDone(stop <-chan os.Signal) string {
 // flush writes what is still queued, for at most shutdownFlushDuration.
 func (t *stdio) flush() { t.out.flush(shutdownFlushDuration) }
 
-// stdinFile keeps the pollable stdin alive: its finalizer would close fd 0.
+// stdinFile is process-wide state: it keeps the pollable stdin alive, as
+// its finalizer would close fd 0. pollableStdin sets it, once.
 var stdinFile *os.File
 
 // pollableStdin returns stdin as a file in the runtime poller when it is a

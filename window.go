@@ -51,7 +51,10 @@ type window struct {
 // window, so the window's cleanup can subtract them once it is garbage.
 type windowHeld struct{ bytes atomic.Int64 }
 
-// windowMemory is what all windows hold together, and its bound.
+// windowMemory is process-wide state: what all windows of every session
+// hold together, and its bound. startServer sets the bound
+// (setWindowMemoryLimit); newWindow lists each window, windows count their
+// bytes, and boundWindows evicts past the bound.
 var windowMemory struct {
 	used  atomic.Int64 // bytes in the chunks of every live window
 	limit atomic.Int64 // MCP_EXEC_MEMORY_LIMIT; 0: no bound
