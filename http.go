@@ -94,9 +94,7 @@ func openHTTP(srv *server) (*httpTransport, error) {
 	for _, o := range cfg.allowedOrigins {
 		t.origins[o] = true
 	}
-	execCfg := *cfg
-	execCfg.usage = true // the exit event always says what the job used
-	t.execCfg = &execCfg
+	t.execCfg = cfg.withUsage() // the exit event always says what the job used
 	ln, err := net.Listen("tcp", cfg.listen)
 	if err != nil {
 		return nil, fmt.Errorf("listen on %s: %w", cfg.listen, err)
