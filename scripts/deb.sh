@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Packs one Linux binary as a Debian package with dpkg-deb: the binary in
-# /usr/bin, a man page made from its --help, the README with the docs/ it
-# links to. Reproducible: file times are the commit's, owners root.
+# /usr/bin, a man page made from its --help, the README with the docs/ and
+# CHANGELOG.md it links to. Reproducible: file times are the commit's, owners
+# root.
 # Usage: scripts/deb.sh BINARY ARCH OUTDIR [HELP_BINARY]
 # HELP_BINARY prints the --help the man page is made of (default BINARY): a
 # build this machine can run, when BINARY is for another architecture.
@@ -14,7 +15,7 @@ root="$(mktemp -d)"
 chmod 0755 "$root"
 trap 'rm -rf "$root"' EXIT
 install -D -m 0755 "$bin" "$root/usr/bin/mcp-exec"
-install -D -m 0644 README.md "$root/usr/share/doc/mcp-exec/README.md"
+install -D -m 0644 -t "$root/usr/share/doc/mcp-exec" README.md CHANGELOG.md
 install -D -m 0644 -t "$root/usr/share/doc/mcp-exec/docs" docs/*.md
 mkdir -p "$root/usr/share/man/man1" "$root/DEBIAN"
 {
