@@ -1,9 +1,12 @@
 # mcp-exec: `make` builds the static binary, `make test` runs every suite.
 VERSION ?= $(shell cat VERSION)
 GO      ?= go
-LDFLAGS := -s -w -X main.version=$(VERSION)
+# COMMIT is what --version names: the checkout's commit, "-dirty" when tracked
+# files differ from it, "unknown" outside a git checkout.
+COMMIT  ?= $(shell ./scripts/commit.sh)
+LDFLAGS := -s -w -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 
-.PHONY: build test bench image image-toolbox image-sizes clean
+.PHONY: build test bench image image-toolbox image-sizes dist npm clean
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o mcp-exec .
@@ -11,7 +14,7 @@ build:
 test:
 	./scripts/test.sh
 
-# bench: the side-by-side benchmark (figures vs floors); see README "Performance".
+# bench: the side-by-side benchmark (figures vs floors); see docs/performance.md.
 bench: build
 	cd bench && $(GO) run . -bin ../mcp-exec $(BENCHFLAGS)
 
@@ -32,7 +35,8 @@ image-sizes:
 	  | grep -E '^localhost/mcp-exec(-toolbox)?:$(VERSION) ' || echo "no image yet: make image image-toolbox" >&2
 
 # dist: reproducible release binaries (linux and darwin, amd64 and arm64),
-# .deb packages and SHA256SUMS in dist/; npm: the npm packages from them.
+# .deb packages and SHA256SUMS in dist/, from the source alone (nothing built
+# before); npm: the npm packages from them.
 dist:
 	./scripts/dist.sh dist
 

@@ -1,9 +1,13 @@
 #!/usr/bin/env bash
 # Packs one Linux binary as a Debian package with dpkg-deb: the binary in
-# /usr/bin, a man page made from its --help, the README. Reproducible: file
-# times are the commit's, owners root. Usage: scripts/deb.sh BINARY ARCH OUTDIR
+# /usr/bin, a man page made from its --help, the README with the docs/ and
+# CHANGELOG.md it links to. Reproducible: file times are the commit's, owners
+# root.
+# Usage: scripts/deb.sh BINARY ARCH OUTDIR [HELP_BINARY]
+# HELP_BINARY prints the --help the man page is made of (default BINARY): a
+# build this machine can run, when BINARY is for another architecture.
 set -euo pipefail
-bin="$1" arch="$2" out="$3"
+bin="$(realpath "$1")" arch="$2" out="$(realpath "$3")" help_bin="$(realpath "${4:-$1}")"
 cd "$(dirname "$0")/.."
 version="$(cat VERSION)"
 when="$(git log -1 --format=%ct 2>/dev/null || echo 0)"
@@ -11,7 +15,8 @@ root="$(mktemp -d)"
 chmod 0755 "$root"
 trap 'rm -rf "$root"' EXIT
 install -D -m 0755 "$bin" "$root/usr/bin/mcp-exec"
-install -D -m 0644 README.md "$root/usr/share/doc/mcp-exec/README.md"
+install -D -m 0644 -t "$root/usr/share/doc/mcp-exec" README.md CHANGELOG.md
+install -D -m 0644 -t "$root/usr/share/doc/mcp-exec/docs" docs/*.md
 mkdir -p "$root/usr/share/man/man1" "$root/DEBIAN"
 {
   echo '.TH MCP-EXEC 1 "" "mcp-exec '"$version"'" "User Commands"'
@@ -19,8 +24,7 @@ mkdir -p "$root/usr/share/man/man1" "$root/DEBIAN"
   echo 'mcp-exec \- an MCP server that runs shell commands as jobs'
   echo '.SH DESCRIPTION'
   echo '.nf'
-  # --help is the manual: the host's own build prints it (the package may be for another architecture).
-  ./mcp-exec --help | sed -e 's/\\/\\\\/g' -e 's/^\./\\\&./'
+  "$help_bin" --help | sed -e 's/\\/\\\\/g' -e 's/^\./\\\&./'
   echo '.fi'
   echo '.SH SEE ALSO'
   echo '/usr/share/doc/mcp-exec/README.md'

@@ -35,7 +35,8 @@ JSON
 done
 dir="$work/launcher"
 cp -r scripts/npm/launcher "$dir"
-cp README.md "$dir/"
+cp README.md CHANGELOG.md "$dir/"
+cp -r docs "$dir/docs" # the README links to them
 cat > "$dir/package.json" <<JSON
 {
   "name": "mcp-exec",
@@ -43,7 +44,7 @@ cat > "$dir/package.json" <<JSON
   "description": "An MCP server that runs shell commands as jobs (a static binary; this package starts the one for your platform)",
   "license": "MIT",
   "bin": {"mcp-exec": "bin/mcp-exec.js"},
-  "files": ["bin/mcp-exec.js", "README.md"],
+  "files": ["bin/mcp-exec.js", "README.md", "CHANGELOG.md", "docs/"],
   "optionalDependencies": {$deps
   }
 }
