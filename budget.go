@@ -75,9 +75,10 @@ func fitText(res any, budget int, lc lineCost) ([]byte, error) {
 	if lc.structured {
 		reserve *= 2
 	}
-	room := spent - over - reserve*len(slots)
-	for round := 0; round < 8; round++ {
-		allowances := shareFairly(whole, max(room, 0), lc)
+	room := max(spent-over-reserve*len(slots), 0)
+	rounds := 0
+	render := func(room int) ([]byte, int) {
+		allowances := shareFairly(whole, room, lc)
 		for i, s := range slots {
 			*s.slice = whole[i]
 			if allowances[i] >= 0 {
@@ -85,12 +86,35 @@ func fitText(res any, budget int, lc lineCost) ([]byte, error) {
 				s.result.Kept = s.result.delivered != nil
 			}
 		}
-		if text, err = marshal(res); err != nil || lc.of(text) <= budget || room <= 0 {
-			return text, err
+		if text, err = marshal(res); err != nil {
+			return text, 0 // nothing smaller would marshal either
 		}
-		room -= lc.of(text) - budget + reserve // estimates missed: try smaller
+		return text, lc.of(text)
 	}
-	return text, nil
+	smaller := func(room, over int) int {
+		if rounds++; rounds == 8 { // estimates keep missing: the last try cuts everything
+			return 0
+		}
+		return room - over - reserve
+	}
+	text = shrinkToFit(room, 0, budget, render, smaller)
+	return text, err
+}
+
+// shrinkToFit renders at size and then at ever smaller sizes until a
+// rendering costs no more than budget or size is down to least, and
+// returns the last rendering. render gives a rendering and its cost;
+// smaller gives the next size after one whose rendering cost over more
+// than budget (it must be below size; least or below makes the last try).
+// It is the one way a result is made to fit its reply.
+func shrinkToFit[T any](size, least, budget int, render func(size int) (T, int), smaller func(size, over int) int) T {
+	for {
+		r, cost := render(size)
+		if cost <= budget || size <= least {
+			return r
+		}
+		size = max(smaller(size, cost-budget), least)
+	}
 }
 
 // slot is one stream slice of a result in a reply.

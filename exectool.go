@@ -137,12 +137,11 @@ func execReport(j *job, maxOutput int64, budget int, cost lineCost) string {
 	} else {
 		sum.Exit = &o.exitCode
 	}
-	for limit := maxOutput; ; limit /= 2 {
-		text := execText(j, limit, &sum)
-		if cost.of([]byte(text)) <= budget || limit == 0 {
-			return text
-		}
+	render := func(limit int) (string, int) {
+		text := execText(j, int64(limit), &sum)
+		return text, cost.of([]byte(text))
 	}
+	return shrinkToFit(int(min(maxOutput, math.MaxInt)), 0, budget, render, func(limit, _ int) int { return limit / 2 })
 }
 
 // execText renders the report with at most limit bytes of output, filling

@@ -290,14 +290,20 @@ func streamShellRun(log func(level, logger string, data any), logger string, j *
 // times their size); the result then reports the bytes it dropped.
 func fitShell(c *toolCall, render func(b shellBudget) any) any {
 	b := shellBudgetOf(c.cfg)
-	for {
-		res := render(b)
+	lines := b.lines
+	renderAt := func(bytes int) (any, int) {
+		res := render(shellBudget{int64(bytes), lines})
 		text, err := marshal(res)
-		if err != nil || c.cost().of(text) <= c.replyBudget() || b.bytes <= shellLeastBytes {
-			return res
+		if err != nil {
+			return res, 0
 		}
-		b = shellBudget{max(b.bytes/2, shellLeastBytes), max(b.lines/2, 10)}
+		return res, c.cost().of(text)
 	}
+	smaller := func(bytes, _ int) int {
+		lines = max(lines/2, 10)
+		return bytes / 2
+	}
+	return shrinkToFit(int(b.bytes), shellLeastBytes, c.replyBudget(), renderAt, smaller)
 }
 
 // shellLeastBytes is the least budget fitShell cuts a stream to.
