@@ -60,7 +60,7 @@ import uuid
 
 import pytest
 
-from conftest import (IS_ROOT, PODMAN, SLACK, TARGET, Server, process_env, read_file, server_binary,
+from tests.helpers import (IS_ROOT, PODMAN, SLACK, TARGET, Server, process_env, read_file, server_binary,
                       token_processes, wait_until)
 
 SH = "/bin/sh"

@@ -33,7 +33,7 @@ import uuid
 
 import pytest
 
-from conftest import (
+from tests.helpers import (
     EXIT_WITHIN, MIB, SLACK, TARGET, TERM_IGNORING_TREE, Server, assert_inflight_cancelled,
     await_no_token_processes, idkey, marker, read_file, start_shutdown_scenario, token_processes,
     wait_until)
@@ -1101,7 +1101,7 @@ def test_descriptor_limit_refuses_jobs_clearly(fault):
     # with a ping and a list_jobs after every 500: every failure is the
     # refusal that says what is in use, ping and list_jobs answer all along,
     # and once the jobs are collected every descriptor is back.
-    from conftest import needs_binary_target, server_binary
+    from tests.helpers import needs_binary_target, server_binary
     needs_binary_target()
     s = fault(argv=["/bin/sh", "-c", 'ulimit -n 1024 && exec "$0"', server_binary()])
     s.roundtrip()
@@ -1137,7 +1137,7 @@ def test_pids_cgroup_refuses_jobs_clearly(fault):
     # In a pids cgroup of 60 tasks, 120 nowait starts: every failure is the
     # refusal that names pids.max, the server keeps threads for itself (a
     # Go runtime that cannot make one dies) and goes on once jobs end.
-    from conftest import IS_ROOT, needs_binary_target, server_binary
+    from tests.helpers import IS_ROOT, needs_binary_target, server_binary
     needs_binary_target()
     base = "/sys/fs/cgroup/pids"
     if not IS_ROOT or not os.path.isfile(os.path.join(base, "cgroup.procs")):
@@ -1196,7 +1196,7 @@ def test_memory_limit_bounds_all_windows(fault):
 def test_process_limit_refuses_jobs_clearly(fault):
     # As an unprivileged user allowed 40 processes, 80 nowait starts: every
     # failure is the refusal that names the limit, and the server goes on.
-    from conftest import IS_ROOT, needs_binary_target, server_binary
+    from tests.helpers import IS_ROOT, needs_binary_target, server_binary
     needs_binary_target()
     if not IS_ROOT or not shutil.which("setpriv"):
         pytest.skip("needs root and setpriv to run the server as an unprivileged user")

@@ -33,7 +33,7 @@ import uuid
 
 import pytest
 
-from conftest import (SLACK, TARGET, await_no_token_processes, marker, process_env, read_file,
+from tests.helpers import (SLACK, TARGET, await_no_token_processes, marker, process_env, read_file,
                       server_binary, token_processes, wait_until)
 
 if TARGET != "binary":

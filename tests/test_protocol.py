@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from conftest import SLACK, Server, process_env, server_argv
+from tests.helpers import SLACK, Server, process_env, server_argv
 
 MODERN = "2026-07-28"
 META = {"io.modelcontextprotocol/protocolVersion": MODERN,

@@ -35,8 +35,8 @@ import uuid
 
 import pytest
 
-from conftest import (SLACK, TARGET, Server, marker,
-                      process_env, server_argv, wait_until)
+from tests.helpers import (SLACK, TARGET, Server, assert_startup_refused, close_module_server, marker,
+                           needs_host_files, process_env, run_until_exit, server_argv, wait_until)
 
 SH = "/bin/sh"
 JOBS_TOOLS = {"execute", "wait", "status", "output", "input", "kill", "list_jobs"}
@@ -59,20 +59,9 @@ LATE = 4.0 + SLACK
 # Helpers
 # --------------------------------------------------------------------------
 
-def host_only():
-    if TARGET == "container":
-        pytest.skip("needs files or processes made on the host; a container has its own")
-
-
 def need(program):
     if shutil.which(program) is None:
         pytest.skip("%s is not installed on this host" % program)
-
-
-def run_until_exit(env, timeout=20):
-    """Launch the server with env, stdin at EOF; return the CompletedProcess."""
-    return subprocess.run(server_argv(env), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                          stderr=subprocess.PIPE, env=process_env(env), timeout=timeout + SLACK)
 
 
 def tool_list(s):
@@ -258,14 +247,9 @@ def mk(make_server):
     return lambda env, **kw: make_server(env=env, argv=isolated_argv(env), **kw)
 
 
-def close_module_server(s):
-    if s.proc.poll() is None:
-        assert s.close(10 + SLACK) == 0, "graceful shutdown must exit with status 0"
-
-
 @pytest.fixture
 def tmp():
-    host_only()
+    needs_host_files()
     d = os.path.realpath(tempfile.mkdtemp(prefix="mcpx-toolsets-"))
     yield d
     shutil.rmtree(d, ignore_errors=True)
@@ -297,7 +281,7 @@ def small_srv(mcp_bin):
 @pytest.fixture(scope="module")
 def git_repo(mcp_bin):
     """A repository on branch main with two commits, one of them 'fix the thing'."""
-    host_only()
+    needs_host_files()
     need("git")
     d = os.path.realpath(tempfile.mkdtemp(prefix="mcpx-toolsets-git-"))
     g = ["git", "-c", "user.name=t", "-c", "user.email=t@example.invalid", "-c", "commit.gpgsign=false"]
@@ -394,13 +378,9 @@ def test_comma_list_offers_sets_side_by_side_in_one_session(mk):
 
 @pytest.mark.parametrize("value", ["bogus", "jobs,bogus", "Shell", "jobs;shell", "exec,shells"])
 def test_unknown_set_name_refused_at_startup(mcp_bin, value):
-    p = run_until_exit({"MCP_EXEC_TOOLS": value})
-    text = p.stderr.decode("utf-8", "replace")
-    assert p.returncode == 2, "exit %s for MCP_EXEC_TOOLS=%s; stderr: %s" % (p.returncode, value, text)
-    assert "MCP_EXEC_TOOLS" in text, text
+    text = assert_startup_refused({"MCP_EXEC_TOOLS": value}, "MCP_EXEC_TOOLS")
     for name in ("jobs", "exec", "shell"):
         assert name in text, "the refusal should name the allowed sets: %s" % text
-    assert p.stdout == b"", p.stdout[:300]
 
 
 def test_prefix_names_the_shell_tools(mk):
@@ -509,7 +489,7 @@ def test_exec_runs_through_the_shell(exec_srv):
 
 
 def test_exec_default_shell_is_bin_sh(mk):
-    host_only()
+    needs_host_files()
     s = mk({"MCP_EXEC_TOOLS": "exec", "SHELL": None})
     out, _, _ = exec_ok(s, {"command": "readlink /proc/$$/exe"})
     assert out == os.path.realpath(SH) + "\n"
@@ -605,7 +585,7 @@ def test_exec_timeout_of_a_term_honouring_command(exec_srv):
 
 
 def test_exec_timeout_kills_the_whole_process_group(mk):
-    host_only()
+    needs_host_files()
     s = mk({"MCP_EXEC_TOOLS": "exec", "SHELL": SH, "MCP_EXEC_KILL_GRACE": "0.5"})
     tok = unique_sleep()
     _, _, summary = exec_ok(s, {"command": "trap '' TERM; sleep %s & sleep %s & wait" % (tok, tok),
@@ -690,7 +670,7 @@ def test_exec_env_file_is_not_sourced(mk, tmp):
 
 
 def test_exec_default_cwd_without_roots_is_the_servers(exec_srv):
-    host_only()
+    needs_host_files()
     out, _, _ = exec_ok(exec_srv, {"command": "pwd -P"})
     assert out == os.path.realpath(os.getcwd()) + "\n"
 
@@ -766,7 +746,7 @@ def test_exec_too_many_active_execs(mk, tmp):
 
 
 def test_exec_cancelled_call_tears_the_job_down_and_frees_its_slot(mk, tmp):
-    host_only()
+    needs_host_files()
     s = mk({"MCP_EXEC_TOOLS": "exec", "SHELL": SH, "MCP_EXEC_MAX_JOBS": "2"})
     tok = unique_sleep()
     ids = _exec_busy(s, tmp, 2, tok)
@@ -1049,7 +1029,7 @@ def test_run_timeout_is_sigkill_at_once_exit_137(mk):
 
 
 def test_run_timeout_kills_the_whole_group(shell_srv):
-    host_only()
+    needs_host_files()
     tok = unique_sleep()
     r = ok(shell_srv, "sh_run", {"command": "sh", "args": ["-c", "sleep %s & sleep %s; wait" % (tok, tok)],
                                  "timeout": 0.5})
@@ -1478,7 +1458,7 @@ def test_output_eof_only_once_finished_and_read_to_the_end(shell_srv):
 
 
 def test_kill_a_running_job(mk):
-    host_only()
+    needs_host_files()
     s = mk({"MCP_EXEC_TOOLS": "shell"})
     tok = unique_sleep()
     jid = start(s, "sh", ["-c", "sleep %s & sleep %s & wait" % (tok, tok)])
@@ -1765,7 +1745,7 @@ def test_http_job_ids_have_a_26_character_random_part(mcp_bin):
 
 
 def test_http_exec_closed_stream_tears_the_job_down(mcp_bin):
-    host_only()
+    needs_host_files()
     h = _http()
     srv = h.HttpServer({"MCP_EXEC_TOOLS": "exec", "MCP_EXEC_TOKEN": h.TOKEN, "SHELL": SH,
                         "MCP_EXEC_MAX_JOBS": "1"})
