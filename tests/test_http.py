@@ -1283,7 +1283,11 @@ def test_metrics_names_and_values(servers):
     tok = uuid.uuid4().hex
     sess.job("sleep 300", env={"MCPX_TOKEN": tok})
     s.exec_events({"command": "head -c 5000 /dev/zero"})
-    m = s.metrics()
+    # The /exec job stops counting as running when its end is published,
+    # after its process is reaped, which may come after its exit event.
+    m = wait_until(lambda: (lambda m: m if m["mcp_exec_running_jobs"] == 1 and m["mcp_exec_jobs_finished_total"]
+                                      - before["mcp_exec_jobs_finished_total"] >= 1 else None)(s.metrics()),
+                   10, lambda: "one running and one more finished job in /metrics (now %r)" % s.metrics())
     assert m["mcp_exec_sessions"] == 1, m
     assert m["mcp_exec_running_jobs"] == 1, m
     assert m["mcp_exec_jobs_started_total"] - before["mcp_exec_jobs_started_total"] >= 2, m
@@ -1295,7 +1299,8 @@ def test_metrics_names_and_values(servers):
     assert abs(m["mcp_exec_open_fds"] - s.fds()) <= 4, (m, s.fds())
     sess.delete()
     assert_no_token_processes(tok)
-    assert s.metrics()["mcp_exec_sessions"] == 0
+    wait_until(lambda: s.metrics()["mcp_exec_sessions"] == 0, 10,
+               lambda: "mcp_exec_sessions back to 0 (now %r)" % s.metrics()["mcp_exec_sessions"])
 
 
 # --------------------------------------------------------------------------

@@ -327,8 +327,8 @@ def test_bad_yield_after_refused_naming_it(srv, value):
 
 
 @pytest.mark.slow
-def test_issue_check_75s_execute_yields_at_5s_and_wait_collects(srv):
-    """The issue's own check: a 75 s blocking execute with yield_after 5
+def test_75s_execute_yields_at_5s_and_wait_collects(srv):
+    """A 75 s blocking execute with yield_after 5
     returns running at ~5 s; the job's full result is later collected by wait."""
     cmd = "i=1; while [ $i -le 75 ]; do echo line $i; sleep 1; i=$((i+1)); done; echo done"
     r, took = timed(srv.tool, "execute", {"command": cmd, "yield_after": 5}, timeout=30)

@@ -1,6 +1,6 @@
-"""End-to-end tests of the 1.1 policy settings ("the policy and sandbox issue").
+"""End-to-end tests of the policy settings.
 
-What wire-1.1.md's Policy section promises, checked against a real server
+What the policy promises, checked against a real server
 process and written the way an attacker would probe it:
 
   MCP_EXEC_ALLOW       exact spelling of argv[0]; `command` only if the shell is listed
@@ -298,7 +298,7 @@ def test_allow_env_path_cannot_swap_the_listed_program(make_server, tmp, gone_ma
     """ATTACK: argv[0] spelled as listed, but the caller's env PATH points at
     a directory with a program of that name.
 
-    wire-1.1 says argv[0] is "looked up in the job's PATH", and MCP_EXEC_ALLOW
+    execute's argv[0] is "looked up in the job's PATH", and MCP_EXEC_ALLOW
     says `git` is "looked up in PATH" without saying whose. Read as an
     attacker: if a caller-set PATH decides which file a listed name runs, the
     allow list decides nothing.  Accepted: a refusal, or the real program
@@ -731,8 +731,10 @@ def test_jobs_never_see_mcp_exec_variables(make_server):
         assert "MCP_EXEC_" not in out, (args, out)
         assert "PATH=" in out, (args, out)   # the rest of the environment is inherited
     # a nowait job, read with output
-    jid = s.job("env; exec cat >/dev/null")
-    out = s.poll_output(jid, lambda d: "PATH=" in d)["stdout"]["data"]
+    # Waits for the whole listing (its end line), not for PATH= alone: a
+    # variable printed after PATH would otherwise go unchecked.
+    jid = s.job("env; echo env-listed; exec cat >/dev/null")
+    out = s.poll_output(jid, lambda d: "PATH=" in d and d.endswith("env-listed\n"))["stdout"]["data"]
     s.cleanup(jid)
     assert "MCP_EXEC_" not in out, out
 

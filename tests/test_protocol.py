@@ -1,4 +1,4 @@
-"""End-to-end tests of the MCP revisions ("every MCP era" issue).
+"""End-to-end tests of the MCP revisions the server speaks.
 
   legacy 2024-11-05, 2025-03-26   initialize; 1.0 shapes; batches under 2025-03-26 only
   legacy 2025-06-18, 2025-11-25   titles, outputSchema, structuredContent (wait wrapped)

@@ -1,6 +1,6 @@
-"""End-to-end tests of the 1.1 sandbox ("the policy and sandbox issue").
+"""End-to-end tests of the sandbox.
 
-What wire-1.1.md's Policy section promises for the kernel-enforced part,
+What the policy promises for the kernel-enforced part,
 checked against a real server process and written the way an attacker
 trying to get out would probe it:
 
