@@ -33,8 +33,8 @@ import uuid
 
 import pytest
 
-from tests.helpers import (SLACK, TARGET, await_no_token_processes, marker, process_env, read_file,
-                      server_binary, token_processes, wait_until)
+from tests.helpers import (SLACK, TARGET, ToolError, await_no_token_processes, marker, process_env, read_file,
+                           server_binary, token_processes, wait_until)
 
 if TARGET != "binary":
     pytest.skip("the HTTP transport tests start the binary themselves with --listen 127.0.0.1:0 and "
@@ -293,10 +293,6 @@ def modern_headers(msg):
     if msg["method"] == "tools/call":
         h["Mcp-Name"] = msg["params"]["name"]
     return h
-
-
-class ToolError(AssertionError):
-    pass
 
 
 def tool_value(msg):

@@ -1723,7 +1723,7 @@ def test_jobs_of_one_session_are_not_visible_from_another(mk):
 def _http():
     if TARGET != "binary":
         pytest.skip("starts the binary itself with --listen")
-    import test_http
+    from tests import test_http
     return test_http
 
 
