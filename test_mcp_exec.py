@@ -1,10 +1,10 @@
-"""End-to-end tests for mcp-exec, written against the 1.0 documents.
+"""End-to-end tests of mcp-exec's 1.0 contract.
 
 The suite talks to a real server process over newline-delimited JSON-RPC on
 stdio; the target (MCP_EXEC_TARGET: binary, pid1 or container), the binary
-(MCP_EXEC_BIN, or built once per session), the client and the fixtures every
-suite shares are in conftest.py.  Run it without xdist: several fixtures share
-one server.
+(MCP_EXEC_BIN, or built once per session) and the client are in
+tests/helpers.py, which conftest.py re-exports with the fixtures every suite
+shares.  Run it without xdist: several fixtures share one server.
 
 Process state is checked through the server wherever possible (a job prints a
 pid, a later job inspects /proc), so the same tests work when the server lives
@@ -561,7 +561,7 @@ def test_shell_variable_is_used(make_server):
 
 def test_unset_shell_means_bin_sh(make_server):
     if TARGET == "container":
-        pytest.skip("the image decides its own SHELL (/bin/bash; test_image.py checks it)")
+        pytest.skip("the image decides its own SHELL (/bin/bash; tests/test_image.py checks it)")
     s = make_server(env={"SHELL": None})
     out = s.sh("readlink /proc/$$/exe; readlink -f /bin/sh").split("\n")
     assert out[0] == out[1], out

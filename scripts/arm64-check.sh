@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # Runs the e2e binary target against the linux/arm64 binary under qemu-user
-# (Debian's qemu-user-static, installed as root when missing): the suites of
-# the protocol, jobs, delivery, eras, policy, agent calls and tool sets, minus
+# (Debian's qemu-user-static, installed as root when missing): the 1.0
+# contract and the suites of the protocol, jobs, output, input detection,
+# terminals, delivery, kill, server signals, policy and tool sets, minus
 # the tests named in scripts/qemu-deselect.txt with their reasons. Not run
 # there, because they test what the emulator does not pass to the kernel for
-# its guest: test_sandbox.py (Landlock, seccomp and the rlimits launcher,
+# its guest: tests/test_sandbox.py (Landlock, seccomp and the rlimits launcher,
 # which re-executes the server through /proc/self/exe, the emulator itself),
-# test_faults.py (its after-test checks need orphans re-parented to the
+# tests/test_faults.py (its after-test checks need orphans re-parented to the
 # server and a shutdown sweep of its descendants, which include the
-# emulator's own forks) and test_http.py (the server cannot wipe its
+# emulator's own forks) and tests/test_http.py (the server cannot wipe its
 # settings from /proc/self/environ, whose layout is the emulator's, so an
 # HTTP server refuses to start).
 # Usage: scripts/arm64-check.sh (about 6 minutes)
@@ -34,7 +35,9 @@ while read -r id; do
   case $id in '' | '#'*) continue ;; esac
   deselect+=(--deselect "$id")
 done < scripts/qemu-deselect.txt
-suites=(test_mcp_exec.py test_delivery.py test_eras.py test_policy.py test_agent.py test_toolsets.py)
+suites=(test_mcp_exec.py tests/test_protocol.py tests/test_jobs.py tests/test_output.py tests/test_waiting_for_input.py
+  tests/test_terminal.py tests/test_delivery.py tests/test_kill.py tests/test_server_signals.py tests/test_policy.py
+  tests/test_toolsets.py)
 run() { MCP_EXEC_BIN="$tmp/mcp-exec" MCP_EXEC_TARGET=binary /usr/bin/python3 -m pytest -q -p no:cacheprovider -m "not slow" -rf "$@"; }
 if run "${deselect[@]}" "${suites[@]}" | tee "$tmp/log"; then exit 0; fi
 # The emulator forks a multi-threaded guest without its own locks' owners,

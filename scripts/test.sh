@@ -40,11 +40,19 @@ scripts/fuzz.sh "${FUZZ_SECONDS:-5}"
 
 need_pytest
 export MCP_EXEC_BIN="$PWD/mcp-exec"
+# The suites every target runs: the 1.0 contract (test_mcp_exec.py) and the
+# suites by feature in tests/. The tool sets' suite needs host files and
+# runs on the binary and PID 1 targets, HTTP on the binary only, the images'
+# suite in the container only.
+every_target=(test_mcp_exec.py tests/test_protocol.py tests/test_jobs.py tests/test_output.py
+  tests/test_waiting_for_input.py tests/test_terminal.py tests/test_delivery.py tests/test_kill.py
+  tests/test_server_signals.py tests/test_faults.py tests/test_policy.py tests/test_sandbox.py
+  tests/test_attacks.py)
 step "pytest: binary target"
-MCP_EXEC_TARGET=binary /usr/bin/python3 -m pytest -q -p no:cacheprovider test_mcp_exec.py test_faults.py test_delivery.py test_agent.py test_policy.py test_sandbox.py test_eras.py test_http.py test_toolsets.py test_attacks.py
+MCP_EXEC_TARGET=binary /usr/bin/python3 -m pytest -q -p no:cacheprovider "${every_target[@]}" tests/test_toolsets.py tests/test_http.py
 if [ "$(id -u)" = 0 ] && command -v unshare >/dev/null; then
   step "pytest: bare PID 1 target (unshare --pid)"
-  MCP_EXEC_TARGET=pid1 /usr/bin/python3 -m pytest -q -p no:cacheprovider -m "not slow" test_mcp_exec.py test_faults.py test_delivery.py test_agent.py test_policy.py test_sandbox.py test_eras.py test_toolsets.py test_attacks.py
+  MCP_EXEC_TARGET=pid1 /usr/bin/python3 -m pytest -q -p no:cacheprovider -m "not slow" "${every_target[@]}" tests/test_toolsets.py
 else
   echo "skipped: the bare PID 1 target needs root and unshare" >&2
 fi
@@ -77,7 +85,7 @@ step "soak, reduced size (scripts/soak.py without --small is the full run)"
 step "pytest: container target (offline images: default and toolbox)"
 if image=$(scripts/offline-image.sh) && toolbox=$(scripts/offline-image.sh toolbox); then
   make -s image-sizes
-  MCP_EXEC_TARGET=container MCP_EXEC_IMAGE="$image" MCP_EXEC_TOOLBOX_IMAGE="$toolbox" /usr/bin/python3 -m pytest -q -p no:cacheprovider -m "not slow" test_mcp_exec.py test_faults.py test_delivery.py test_agent.py test_policy.py test_sandbox.py test_eras.py test_image.py test_attacks.py
+  MCP_EXEC_TARGET=container MCP_EXEC_IMAGE="$image" MCP_EXEC_TOOLBOX_IMAGE="$toolbox" /usr/bin/python3 -m pytest -q -p no:cacheprovider -m "not slow" "${every_target[@]}" tests/test_image.py
 elif [ "${CI:-}" = true ]; then
   echo "the container images could not be built" >&2; exit 1
 else

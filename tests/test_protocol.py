@@ -1,4 +1,4 @@
-"""End-to-end tests of the MCP revisions ("every MCP era" issue).
+"""End-to-end tests of the MCP revisions the server speaks.
 
   legacy 2024-11-05, 2025-03-26   initialize; 1.0 shapes; batches under 2025-03-26 only
   legacy 2025-06-18, 2025-11-25   titles, outputSchema, structuredContent (wait wrapped)
@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from conftest import SLACK, Server, process_env, server_argv
+from tests.helpers import SLACK, Server, process_env, server_argv
 
 MODERN = "2026-07-28"
 META = {"io.modelcontextprotocol/protocolVersion": MODERN,

@@ -1,7 +1,7 @@
 """Adversarial, black-box tests of what an allowlisted or confined job must not do.
 
-Written from the promises alone (README, wire-1.1, ../shared/notes/sandbox-here.md),
-not from the implementation, the way an agent trying to get out would probe them:
+Written from the promises alone (the README and the tool descriptions), not from
+the implementation, the way an agent trying to get out would probe them:
 
   A  MCP_EXEC_ALLOW      a listed program is resolved once, from the ABSOLUTE entries of
                          the server's PATH only (an empty, `.` or relative entry is skipped,
@@ -60,7 +60,7 @@ import uuid
 
 import pytest
 
-from conftest import (IS_ROOT, PODMAN, SLACK, TARGET, Server, process_env, read_file, server_binary,
+from tests.helpers import (IS_ROOT, PODMAN, SLACK, TARGET, Server, process_env, read_file, server_binary,
                       token_processes, wait_until)
 
 SH = "/bin/sh"

@@ -12,7 +12,9 @@ stage (`scripts/offline-image.sh toolbox`, `make image-toolbox`).
   - behind tini and as PID 1 alike, and `-e SHELL=...` still overrides it;
   - the hardened `podman run` lines the README gives start and work;
   - the toolbox image has each audit tool, and git accepts a repository that
-    belongs to another user (a mounted checkout).
+    belongs to another user (a mounted checkout);
+  - the image runs with the server's own path as the command, and with the
+    server as the entrypoint (then it is PID 1).
 """
 
 import os
@@ -23,11 +25,12 @@ import uuid
 
 import pytest
 
-from conftest import PODMAN, TARGET, Server, needs_container_target
+from tests.helpers import PODMAN, REPLY, SLACK, Server, assert_forgotten, needs_container_target
 
 TOOLBOX = os.environ.get("MCP_EXEC_TOOLBOX_IMAGE")
+SERVER_PATH = "/usr/local/bin/mcp-exec"  # the server's path inside the image
 
-# The issue's check: a bash-only test, then pipefail makes `false | true` fail.
+# A bash-only test, then pipefail makes `false | true` fail.
 BASH_ONLY = "[[ 1 == 1 ]] && set -o pipefail && false | true; echo $?"
 
 # What every audit tool must answer in the toolbox image.
@@ -61,7 +64,7 @@ def image_of(which):
 
 
 def run_argv(image, flags=(), args=()):
-    """`podman run -i --rm` of image, named as conftest names its containers
+    """`podman run -i --rm` of image, named as server_argv names its containers
     (so Server.host_pid and send_signal work), with extra podman flags."""
     return ([PODMAN, "run", "-i", "--rm", "--name", "mcp-exec-test-" + uuid.uuid4().hex[:12]]
             + list(flags) + [image] + list(args))
@@ -102,8 +105,8 @@ def test_commands_run_under_bash_without_tini(make_server, which):
     assert_bash(s)
 
 
-def test_conftest_launch_runs_bash(make_server):
-    """The server conftest starts for every container suite uses bash too."""
+def test_default_launch_runs_bash(make_server):
+    """The server every suite starts on the container target uses bash too."""
     needs_container_target()
     assert_bash(make_server())
 
@@ -228,3 +231,31 @@ def test_toolbox_git_accepts_a_repository_of_another_user(toolbox):
     d = "/tmp/mcpx-" + uuid.uuid4().hex
     ok(toolbox, "git init -q %s && chown -R 1234:1234 %s" % (d, d))
     assert ok(toolbox, "git -C %s status --porcelain && echo fine" % d) == "fine\n"
+
+
+# --------------------------------------------------------------------------
+# The image as a drop-in: the server's path as the command, or the entrypoint
+# --------------------------------------------------------------------------
+
+def test_image_with_server_path_as_command_serves(make_server):
+    needs_container_target()
+    image = os.environ["MCP_EXEC_IMAGE"]
+    s = make_server(argv=run_argv(image, args=[SERVER_PATH]))
+    assert s.init_result["serverInfo"]["name"] == "mcp-exec"
+    jid = s.job("echo drop-in; echo to-stderr >&2")
+    r = s.collect(jid, timeout=REPLY)
+    assert r.get("state") == "success" and r.get("exit_code") == 0, r
+    assert r["stdout"]["data"] == "drop-in\n", r
+    assert_forgotten(s, jid)
+    assert s.close(timeout=10 + SLACK) == 0, "graceful shutdown must exit with status 0"
+
+
+def test_image_with_server_as_entrypoint_runs_it_as_pid1(make_server):
+    needs_container_target()
+    image = os.environ["MCP_EXEC_IMAGE"]
+    s = make_server(argv=run_argv(image, flags=["--entrypoint", SERVER_PATH]))
+    jid = s.job("cat /proc/1/comm")
+    r = s.collect(jid, timeout=REPLY)
+    assert r.get("state") == "success", r
+    assert r["stdout"]["data"] == "mcp-exec\n", "PID 1 is not the server: %r" % r
+    assert s.close(timeout=10 + SLACK) == 0, "graceful shutdown must exit with status 0"

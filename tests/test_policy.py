@@ -1,6 +1,6 @@
-"""End-to-end tests of the 1.1 policy settings ("the policy and sandbox issue").
+"""End-to-end tests of the policy settings.
 
-What wire-1.1.md's Policy section promises, checked against a real server
+What the policy promises, checked against a real server
 process and written the way an attacker would probe it:
 
   MCP_EXEC_ALLOW       exact spelling of argv[0]; `command` only if the shell is listed
@@ -28,14 +28,14 @@ import json
 import os
 import re
 import shutil
-import subprocess
 import tempfile
 import threading
 import time
 
 import pytest
 
-from conftest import SLACK, TARGET, Server, marker, process_env, server_argv, wait_until
+from tests.helpers import (SLACK, TARGET, Server, assert_startup_refused, close_module_server, marker,
+                           needs_host_files, policy_text, run_until_exit, wait_until)
 
 SH = "/bin/sh"
 SERVER_PATH = os.environ.get("PATH", "/usr/local/bin:/usr/bin:/bin")
@@ -44,18 +44,6 @@ SERVER_PATH = os.environ.get("PATH", "/usr/local/bin:/usr/bin:/bin")
 # --------------------------------------------------------------------------
 # Helpers
 # --------------------------------------------------------------------------
-
-def host_paths():
-    """Skip where the test's host-side files are not the server's files."""
-    if TARGET == "container":
-        pytest.skip("needs directories made on the host; a container has its own filesystem")
-
-
-def run_until_exit(env, timeout=20):
-    """Launch the server with env, stdin at EOF; return the CompletedProcess."""
-    return subprocess.run(server_argv(env), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                          stderr=subprocess.PIPE, env=process_env(env), timeout=timeout + SLACK)
-
 
 def execute(s, args, timeout=30):
     """(raw tools/call result, decoded job result or None when it is a tool error)."""
@@ -87,18 +75,6 @@ def names(text, word):
 
 def has_word(text, word):
     return re.search(r"(?<![\w-])%s(?![\w-])" % re.escape(word), text) is not None
-
-
-def policy_text(s):
-    """Everything a model reads up front: initialize instructions, tool and
-    argument descriptions, tool annotations."""
-    parts = [s.init_result.get("instructions") or ""]
-    for t in s.result("tools/list")["tools"]:
-        parts.append(t.get("description", ""))
-        parts.append(json.dumps(t.get("annotations", {})))
-        for p in t["inputSchema"].get("properties", {}).values():
-            parts.append(p.get("description", ""))
-    return "\n".join(parts)
 
 
 def raw_execute(s, arguments_json, timeout=30):
@@ -171,11 +147,6 @@ def module_server(env):
     return s
 
 
-def close_module_server(s):
-    if s.proc.poll() is None:
-        assert s.close(10 + SLACK) == 0, "graceful shutdown must exit with status 0"
-
-
 # ==========================================================================
 # MCP_EXEC_ALLOW
 # ==========================================================================
@@ -239,7 +210,7 @@ def test_allow_refused_argv_creates_no_job(allow_srv):
 def test_allow_sh_c_via_argv_does_not_run(allow_srv, gone_marker):
     """Only git (and printenv) is listed: `sh -c` through argv is refused and
     its command never runs."""
-    host_paths()
+    needs_host_files()
     for argv in (["sh", "-c", "touch %s" % gone_marker],
                  ["/bin/sh", "-c", "touch %s" % gone_marker],
                  ["env", "sh", "-c", "touch %s" % gone_marker],
@@ -257,7 +228,7 @@ def test_allow_refuses_command_when_the_shell_is_not_listed(allow_srv):
 
 
 def test_allow_refused_command_does_not_run(allow_srv, gone_marker):
-    host_paths()
+    needs_host_files()
     refusal(allow_srv, {"command": "touch %s" % gone_marker})
     refusal(allow_srv, {"command": "touch %s" % gone_marker, "nowait": True})
     assert not os.path.exists(gone_marker)
@@ -279,7 +250,7 @@ def test_allow_bare_shell_spelling(make_server):
 
 def test_allow_shell_by_its_resolved_path(make_server):
     """$SHELL=sh, the list names the path sh resolves to on the server's PATH."""
-    host_paths()
+    needs_host_files()
     resolved = shutil.which("sh", path=SERVER_PATH)
     assert resolved, "no sh on PATH"
     s = make_server(env={"MCP_EXEC_ALLOW": resolved, "SHELL": "sh"})
@@ -327,12 +298,12 @@ def test_allow_env_path_cannot_swap_the_listed_program(make_server, tmp, gone_ma
     """ATTACK: argv[0] spelled as listed, but the caller's env PATH points at
     a directory with a program of that name.
 
-    wire-1.1 says argv[0] is "looked up in the job's PATH", and MCP_EXEC_ALLOW
+    execute's argv[0] is "looked up in the job's PATH", and MCP_EXEC_ALLOW
     says `git` is "looked up in PATH" without saying whose. Read as an
     attacker: if a caller-set PATH decides which file a listed name runs, the
     allow list decides nothing.  Accepted: a refusal, or the real program
     (looked up on the server's PATH), or a start failure; never the fake."""
-    host_paths()
+    needs_host_files()
     evil = _fake_programs(tmp, gone_marker)
     s = make_server(env={"MCP_EXEC_ALLOW": ALLOW, "SHELL": SH})
     args = {
@@ -350,7 +321,7 @@ def test_allow_env_path_cannot_swap_the_listed_program(make_server, tmp, gone_ma
 def test_allow_env_path_cannot_swap_the_listed_shell(make_server, tmp, gone_marker):
     """ATTACK: the shell is listed as `sh`; a caller's PATH with a fake `sh`
     first must not make `command` run the fake (the shell is the server's)."""
-    host_paths()
+    needs_host_files()
     evil = _fake_programs(tmp, gone_marker)
     s = make_server(env={"MCP_EXEC_ALLOW": "sh", "SHELL": "sh"})
     res, r = execute(s, {"command": "echo real", "env": {"PATH": evil + ":" + SERVER_PATH}})
@@ -640,15 +611,11 @@ def test_roots_slash_allows_everything(make_server):
 
 @pytest.mark.parametrize("value", ["/no/such/dir", "/etc/passwd", "/tmp:/no/such/dir", "/no/such/dir:/tmp"])
 def test_roots_bad_root_stops_startup(mcp_bin, value):
-    p = run_until_exit({"MCP_EXEC_ROOTS": value})
-    err = p.stderr.decode("utf-8", "replace")
-    assert p.returncode == 2, "exit %s for MCP_EXEC_ROOTS=%s; stderr: %s" % (p.returncode, value, err)
-    assert "MCP_EXEC_ROOTS" in err, err
-    assert p.stdout == b"", p.stdout[:300]
+    assert_startup_refused({"MCP_EXEC_ROOTS": value}, "MCP_EXEC_ROOTS")
 
 
 def test_roots_root_that_is_a_dangling_symlink_stops_startup(mcp_bin, tmp):
-    host_paths()
+    needs_host_files()
     link = os.path.join(tmp, "dangling")
     os.symlink(os.path.join(tmp, "nosuch"), link)
     p = run_until_exit({"MCP_EXEC_ROOTS": link})
@@ -764,8 +731,10 @@ def test_jobs_never_see_mcp_exec_variables(make_server):
         assert "MCP_EXEC_" not in out, (args, out)
         assert "PATH=" in out, (args, out)   # the rest of the environment is inherited
     # a nowait job, read with output
-    jid = s.job("env; exec cat >/dev/null")
-    out = s.poll_output(jid, lambda d: "PATH=" in d)["stdout"]["data"]
+    # Waits for the whole listing (its end line), not for PATH= alone: a
+    # variable printed after PATH would otherwise go unchecked.
+    jid = s.job("env; echo env-listed; exec cat >/dev/null")
+    out = s.poll_output(jid, lambda d: "PATH=" in d and d.endswith("env-listed\n"))["stdout"]["data"]
     s.cleanup(jid)
     assert "MCP_EXEC_" not in out, out
 
@@ -1162,11 +1131,7 @@ def test_launcher_jobs_keep_their_session_and_kill(make_server):
 @pytest.mark.parametrize("value", ["[1]", "not json", '{"argv": ["env"]}', '"env"', '["env", 1]',
                                    "null", '[["env"]]', '["env"', "[null]"])
 def test_launcher_bad_json_stops_startup(mcp_bin, value):
-    p = run_until_exit({"MCP_EXEC_LAUNCHER": value})
-    err = p.stderr.decode("utf-8", "replace")
-    assert p.returncode == 2, "exit %s for MCP_EXEC_LAUNCHER=%s; stderr: %s" % (p.returncode, value, err)
-    assert "MCP_EXEC_LAUNCHER" in err, err
-    assert p.stdout == b"", p.stdout[:300]
+    assert_startup_refused({"MCP_EXEC_LAUNCHER": value}, "MCP_EXEC_LAUNCHER")
 
 
 # ==========================================================================
@@ -1236,11 +1201,7 @@ def test_kill_still_kills_the_whole_group(plain_srv):
     ("MCP_EXEC_LAUNCHER", "{"),
 ])
 def test_bad_policy_setting_exits_2_naming_it(mcp_bin, var, value):
-    p = run_until_exit({var: value})
-    err = p.stderr.decode("utf-8", "replace")
-    assert p.returncode == 2, "exit %s for %s=%s; stderr: %s" % (p.returncode, var, value, err)
-    assert var in err, err
-    assert p.stdout == b"", p.stdout[:300]
+    assert_startup_refused({var: value}, var)
 
 
 @pytest.mark.parametrize("var,value", [

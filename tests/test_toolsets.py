@@ -1,14 +1,10 @@
 """End-to-end tests of the selectable tool sets (MCP_EXEC_TOOLS).
 
-Checked against a real server process, from the documents the sets
-reproduce rather than from the code:
+Checked against a real server process, from the contracts the sets
+reproduce (the README's "Tool sets" and the tools' descriptions) rather than
+from the code: the exec set's tool contract and the shell set's six tools.
 
-  README.md, "Tool sets"                       the formats as built (wins where
-                                               it is more precise)
-  shared/seeds/exec-mcp-node-gateway.txt       the exec set's tool contract
-  shared/seeds/raku-mcp-shell-toolkit.txt      the shell set's six tools
-
-Every example call in the two seed documents is replayed (programs that are
+Every example call of the two contracts is replayed (programs that are
 missing on the host are replaced by ones that exist, or the call is checked
 for the documented spawn-failure payload instead), and each documented
 semantic is checked: for exec the tails and the [exec summary], truncation
@@ -19,8 +15,8 @@ string allow list, head/marker/tail truncation, UTF-8 cuts, cursors, expiry,
 job ids and notifications/job; and for the setting itself the prefix, comma
 lists, unknown names and the unchanged default.
 
-Run (the binary from MCP_EXEC_BIN, else built by conftest):
-    MCP_EXEC_BIN=/tmp/tsbin/mcp-exec /usr/bin/python3 -m pytest -q -p no:cacheprovider test_toolsets.py
+Run (the binary from MCP_EXEC_BIN, else built once per session):
+    MCP_EXEC_BIN=./mcp-exec /usr/bin/python3 -m pytest -q -p no:cacheprovider tests/test_toolsets.py
 """
 
 import json
@@ -35,8 +31,8 @@ import uuid
 
 import pytest
 
-from conftest import (SLACK, TARGET, Server, marker,
-                      process_env, server_argv, wait_until)
+from tests.helpers import (SLACK, TARGET, Server, assert_startup_refused, close_module_server, marker,
+                           needs_host_files, process_env, run_until_exit, server_argv, wait_until)
 
 SH = "/bin/sh"
 JOBS_TOOLS = {"execute", "wait", "status", "output", "input", "kill", "list_jobs"}
@@ -59,20 +55,9 @@ LATE = 4.0 + SLACK
 # Helpers
 # --------------------------------------------------------------------------
 
-def host_only():
-    if TARGET == "container":
-        pytest.skip("needs files or processes made on the host; a container has its own")
-
-
 def need(program):
     if shutil.which(program) is None:
         pytest.skip("%s is not installed on this host" % program)
-
-
-def run_until_exit(env, timeout=20):
-    """Launch the server with env, stdin at EOF; return the CompletedProcess."""
-    return subprocess.run(server_argv(env), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                          stderr=subprocess.PIPE, env=process_env(env), timeout=timeout + SLACK)
 
 
 def tool_list(s):
@@ -258,14 +243,9 @@ def mk(make_server):
     return lambda env, **kw: make_server(env=env, argv=isolated_argv(env), **kw)
 
 
-def close_module_server(s):
-    if s.proc.poll() is None:
-        assert s.close(10 + SLACK) == 0, "graceful shutdown must exit with status 0"
-
-
 @pytest.fixture
 def tmp():
-    host_only()
+    needs_host_files()
     d = os.path.realpath(tempfile.mkdtemp(prefix="mcpx-toolsets-"))
     yield d
     shutil.rmtree(d, ignore_errors=True)
@@ -297,7 +277,7 @@ def small_srv(mcp_bin):
 @pytest.fixture(scope="module")
 def git_repo(mcp_bin):
     """A repository on branch main with two commits, one of them 'fix the thing'."""
-    host_only()
+    needs_host_files()
     need("git")
     d = os.path.realpath(tempfile.mkdtemp(prefix="mcpx-toolsets-git-"))
     g = ["git", "-c", "user.name=t", "-c", "user.email=t@example.invalid", "-c", "commit.gpgsign=false"]
@@ -394,13 +374,9 @@ def test_comma_list_offers_sets_side_by_side_in_one_session(mk):
 
 @pytest.mark.parametrize("value", ["bogus", "jobs,bogus", "Shell", "jobs;shell", "exec,shells"])
 def test_unknown_set_name_refused_at_startup(mcp_bin, value):
-    p = run_until_exit({"MCP_EXEC_TOOLS": value})
-    text = p.stderr.decode("utf-8", "replace")
-    assert p.returncode == 2, "exit %s for MCP_EXEC_TOOLS=%s; stderr: %s" % (p.returncode, value, text)
-    assert "MCP_EXEC_TOOLS" in text, text
+    text = assert_startup_refused({"MCP_EXEC_TOOLS": value}, "MCP_EXEC_TOOLS")
     for name in ("jobs", "exec", "shell"):
         assert name in text, "the refusal should name the allowed sets: %s" % text
-    assert p.stdout == b"", p.stdout[:300]
 
 
 def test_prefix_names_the_shell_tools(mk):
@@ -434,8 +410,8 @@ def test_invalid_prefix_refused_at_startup(mcp_bin, prefix):
 # The exec set
 # ==========================================================================
 
-def test_exec_seed_example_call_runs_with_every_argument(exec_srv, tmp):
-    # The seed's call, with a command this host has in place of kubectl.
+def test_exec_example_call_runs_with_every_argument(exec_srv, tmp):
+    # The contract's example call, with a command this host has in place of kubectl.
     args = {"command": 'printf "%s|" "$NO_COLOR"; pwd -P',
             "cwd": tmp, "timeout_seconds": 120, "max_output_bytes": 5242880, "env": {"NO_COLOR": "1"}}
     out, errs, summary = exec_ok(exec_srv, args)
@@ -448,7 +424,7 @@ def test_exec_seed_example_call_runs_with_every_argument(exec_srv, tmp):
     assert isinstance(summary["duration_ms"], int) and 0 <= summary["duration_ms"] < 30000
 
 
-def test_exec_seed_example_command_literally_fails_in_the_summary_not_as_a_tool_error(exec_srv):
+def test_exec_example_command_literally_fails_in_the_summary_not_as_a_tool_error(exec_srv):
     if shutil.which("kubectl"):
         pytest.skip("kubectl is installed: the literal call would talk to a cluster")
     out, errs, summary = exec_ok(exec_srv, {"command": "kubectl get pods -A", "timeout_seconds": 120,
@@ -509,7 +485,7 @@ def test_exec_runs_through_the_shell(exec_srv):
 
 
 def test_exec_default_shell_is_bin_sh(mk):
-    host_only()
+    needs_host_files()
     s = mk({"MCP_EXEC_TOOLS": "exec", "SHELL": None})
     out, _, _ = exec_ok(s, {"command": "readlink /proc/$$/exe"})
     assert out == os.path.realpath(SH) + "\n"
@@ -605,7 +581,7 @@ def test_exec_timeout_of_a_term_honouring_command(exec_srv):
 
 
 def test_exec_timeout_kills_the_whole_process_group(mk):
-    host_only()
+    needs_host_files()
     s = mk({"MCP_EXEC_TOOLS": "exec", "SHELL": SH, "MCP_EXEC_KILL_GRACE": "0.5"})
     tok = unique_sleep()
     _, _, summary = exec_ok(s, {"command": "trap '' TERM; sleep %s & sleep %s & wait" % (tok, tok),
@@ -690,7 +666,7 @@ def test_exec_env_file_is_not_sourced(mk, tmp):
 
 
 def test_exec_default_cwd_without_roots_is_the_servers(exec_srv):
-    host_only()
+    needs_host_files()
     out, _, _ = exec_ok(exec_srv, {"command": "pwd -P"})
     assert out == os.path.realpath(os.getcwd()) + "\n"
 
@@ -766,7 +742,7 @@ def test_exec_too_many_active_execs(mk, tmp):
 
 
 def test_exec_cancelled_call_tears_the_job_down_and_frees_its_slot(mk, tmp):
-    host_only()
+    needs_host_files()
     s = mk({"MCP_EXEC_TOOLS": "exec", "SHELL": SH, "MCP_EXEC_MAX_JOBS": "2"})
     tok = unique_sleep()
     ids = _exec_busy(s, tmp, 2, tok)
@@ -786,10 +762,10 @@ def test_exec_cancelled_call_tears_the_job_down_and_frees_its_slot(mk, tmp):
 
 
 # ==========================================================================
-# The shell set: the seed's example calls
+# The shell set: the contract's example calls
 # ==========================================================================
 
-def test_shell_seed_git_rev_parse_returns_main(mk, git_repo):
+def test_shell_git_rev_parse_returns_main(mk, git_repo):
     s = mk({"MCP_EXEC_TOOLS": "shell", "MCP_EXEC_ALLOW": "git,rg,/usr/bin/jq"})
     r = ok(s, "sh_run", {"command": "git", "args": ["rev-parse", "--abbrev-ref", "HEAD"], "cwd": git_repo})
     assert r == {"exit": 0, "stderr": "", "stdout": "main\n", "timed-out": False}
@@ -798,7 +774,7 @@ def test_shell_seed_git_rev_parse_returns_main(mk, git_repo):
         '{"exit":0,"stderr":"","stdout":"main\\n","timed-out":false}'
 
 
-def test_shell_seed_git_log_grep_takes_fix_the_thing_as_one_argument(mk, git_repo):
+def test_shell_git_log_grep_takes_fix_the_thing_as_one_argument(mk, git_repo):
     s = mk({"MCP_EXEC_TOOLS": "shell", "MCP_EXEC_ALLOW": "git,rg,/usr/bin/jq"})
     r = ok(s, "sh_run", {"command": "git", "args": ["log", "--grep", "fix the thing"], "cwd": git_repo})
     assert r["exit"] == 0 and r["stderr"] == "", r
@@ -806,7 +782,7 @@ def test_shell_seed_git_log_grep_takes_fix_the_thing_as_one_argument(mk, git_rep
     assert "other thing" not in r["stdout"] and "unrelated" not in r["stdout"], r
 
 
-def test_shell_seed_rg_json_call(mk, tmp):
+def test_shell_rg_json_call(mk, tmp):
     s = mk({"MCP_EXEC_TOOLS": "shell", "MCP_EXEC_ALLOW": "git,rg"})
     os.makedirs(os.path.join(tmp, "lib"))
     with open(os.path.join(tmp, "lib", "a.txt"), "w") as f:
@@ -821,7 +797,7 @@ def test_shell_seed_rg_json_call(mk, tmp):
     assert len(matches) == 2
 
 
-def test_shell_seed_jq_reads_stdin(mk):
+def test_shell_jq_reads_stdin(mk):
     s = mk({"MCP_EXEC_TOOLS": "shell", "MCP_EXEC_ALLOW": "jq"})
     r = ok(s, "sh_run", {"command": "jq", "args": ["-r", ".name"], "stdin": "{\"name\":\"widget\"}"})
     if shutil.which("jq") is None:
@@ -830,20 +806,20 @@ def test_shell_seed_jq_reads_stdin(mk):
     assert r == {"exit": 0, "stderr": "", "stdout": "widget\n", "timed-out": False}
 
 
-def test_shell_seed_allow_list_by_absolute_path_refuses_the_bare_name(mk):
+def test_shell_allow_list_by_absolute_path_refuses_the_bare_name(mk):
     s = mk({"MCP_EXEC_TOOLS": "shell", "MCP_EXEC_ALLOW": "git,rg,/usr/bin/jq"})
     text = err(s, "sh_run", {"command": "jq", "args": ["-r", ".name"], "stdin": "{}"})
     assert text == "Command 'jq' is not allowlisted. Allowed: /usr/bin/jq, git, rg"
 
 
-def test_shell_seed_refusal_text(mk):
+def test_shell_refusal_text(mk):
     s = mk({"MCP_EXEC_TOOLS": "shell", "MCP_EXEC_ALLOW": "git,rg"})
     assert err(s, "sh_run", {"command": "rm", "args": ["-rf", "/tmp/nothing"]}) == \
         "Command 'rm' is not allowlisted. Allowed: git, rg"
     assert err(s, "sh_start", {"command": "rm"}) == "Command 'rm' is not allowlisted. Allowed: git, rg"
 
 
-def test_shell_seed_start_make_sends_the_documented_events(mk, tmp):
+def test_shell_start_make_sends_the_documented_events(mk, tmp):
     need("make")
     with open(os.path.join(tmp, "Makefile"), "w") as f:
         f.write("test:\n\t@echo tested\n")
@@ -1049,7 +1025,7 @@ def test_run_timeout_is_sigkill_at_once_exit_137(mk):
 
 
 def test_run_timeout_kills_the_whole_group(shell_srv):
-    host_only()
+    needs_host_files()
     tok = unique_sleep()
     r = ok(shell_srv, "sh_run", {"command": "sh", "args": ["-c", "sleep %s & sleep %s; wait" % (tok, tok)],
                                  "timeout": 0.5})
@@ -1112,8 +1088,8 @@ def test_run_byte_budget_keeps_first_quarter_marker_last_three_quarters(small_sr
     assert set(r) == RUN_KEYS | {"truncated"}
 
 
-def test_run_line_budget_seed_example_shape(mk):
-    # The seed's "001 ...\n002 ..." example with a 20-line budget: a quarter
+def test_run_line_budget_example_shape(mk):
+    # The contract's "001 ...\n002 ..." example with a 20-line budget: a quarter
     # (5 lines) of head, three quarters (15) of tail.
     s = mk({"MCP_EXEC_TOOLS": "shell", "MCP_EXEC_SHELL_MAX_OUTPUT_LINES": "20"})
     lines = ["%03d ...\n" % i for i in range(1, 101)]
@@ -1478,7 +1454,7 @@ def test_output_eof_only_once_finished_and_read_to_the_end(shell_srv):
 
 
 def test_kill_a_running_job(mk):
-    host_only()
+    needs_host_files()
     s = mk({"MCP_EXEC_TOOLS": "shell"})
     tok = unique_sleep()
     jid = start(s, "sh", ["-c", "sleep %s & sleep %s & wait" % (tok, tok)])
@@ -1747,7 +1723,7 @@ def test_jobs_of_one_session_are_not_visible_from_another(mk):
 def _http():
     if TARGET != "binary":
         pytest.skip("starts the binary itself with --listen")
-    import test_http
+    from tests import test_http
     return test_http
 
 
@@ -1765,7 +1741,7 @@ def test_http_job_ids_have_a_26_character_random_part(mcp_bin):
 
 
 def test_http_exec_closed_stream_tears_the_job_down(mcp_bin):
-    host_only()
+    needs_host_files()
     h = _http()
     srv = h.HttpServer({"MCP_EXEC_TOOLS": "exec", "MCP_EXEC_TOKEN": h.TOKEN, "SHELL": SH,
                         "MCP_EXEC_MAX_JOBS": "1"})
@@ -1851,7 +1827,7 @@ def test_other_sets_jobs_send_no_job_events(mk):
 
 
 def test_exec_output_under_a_large_budget_is_forwarded_whole(exec_srv):
-    # the seed's max_output_bytes of 5 MiB: 3.4 MB written is all forwarded
+    # the contract's max_output_bytes of 5 MiB: 3.4 MB written is all forwarded
     full = "".join("%d\n" % i for i in range(1, 500001))
     out, errs, summary = exec_ok(exec_srv, {"command": "seq 1 500000", "max_output_bytes": 5242880}, timeout=60)
     assert summary["stdout_bytes"] == len(full) and summary["truncated"] is False, summary
@@ -1870,7 +1846,7 @@ def test_exec_large_budget_is_shared_half_each(exec_srv):
         "each stream gets half of the budget (%d and %d bytes came)" % (len(out), len(errs))
 
 
-def test_exec_seed_budget_forwards_the_last_5_mib_of_a_larger_output(exec_srv):
+def test_exec_budget_forwards_the_last_5_mib_of_a_larger_output(exec_srv):
     full = "".join("%d\n" % i for i in range(1, 900001))  # about 6.4 MB on stdout only
     out, errs, summary = exec_ok(exec_srv, {"command": "seq 1 900000", "max_output_bytes": 5242880}, timeout=60)
     assert summary["stdout_bytes"] == len(full) and summary["truncated"] is True, summary

@@ -1,6 +1,6 @@
-"""End-to-end tests of the 1.1 sandbox ("the policy and sandbox issue").
+"""End-to-end tests of the sandbox.
 
-What wire-1.1.md's Policy section promises for the kernel-enforced part,
+What the policy promises for the kernel-enforced part,
 checked against a real server process and written the way an attacker
 trying to get out would probe it:
 
@@ -41,8 +41,8 @@ import uuid
 
 import pytest
 
-from conftest import (SLACK, TARGET, IS_ROOT, Server, await_no_token_processes, process_env,
-                      server_argv, server_binary, wait_until)
+from tests.helpers import (IS_ROOT, TARGET, Server, assert_startup_refused, await_no_token_processes,
+                           close_module_server, needs_host_files, policy_text, server_binary, wait_until)
 
 SH = "/bin/sh"
 HOST = TARGET != "container"
@@ -59,18 +59,6 @@ def write_denied(r):
 # --------------------------------------------------------------------------
 # Helpers
 # --------------------------------------------------------------------------
-
-def host_paths():
-    """Skip where the test's host-side files are not the server's files."""
-    if not HOST:
-        pytest.skip("needs directories made on the host; a container has its own filesystem")
-
-
-def run_until_exit(env, timeout=20):
-    """Launch the server with env, stdin at EOF; return the CompletedProcess."""
-    return subprocess.run(server_argv(env), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                          stderr=subprocess.PIPE, env=process_env(env), timeout=timeout + SLACK)
-
 
 def attempt(s, command=None, timeout=30, **kw):
     """Run a blocking job capturing both streams; return its result (a tool
@@ -103,11 +91,6 @@ def sandbox_env(mode, roots=None, **extra):
     return env
 
 
-def close_module_server(s):
-    if s.proc.poll() is None:
-        assert s.close(10 + SLACK) == 0, "graceful shutdown must exit with status 0"
-
-
 def snapshot(top):
     """{relative path: what it is} under top, symlinks not followed: names,
     types, file contents and link targets (not modes or times: Landlock does
@@ -133,16 +116,6 @@ def snapshot(top):
 def q(text):
     """Single-quote text for sh."""
     return "'" + text.replace("'", "'\\''") + "'"
-
-
-def policy_text(s):
-    """Everything a model reads up front: instructions, tool descriptions,
-    argument descriptions and annotations."""
-    parts = [s.init_result.get("instructions") or ""]
-    for t in s.result("tools/list")["tools"]:
-        parts += [t.get("description", ""), json.dumps(t.get("annotations", {}))]
-        parts += [p.get("description", "") for p in t["inputSchema"].get("properties", {}).values()]
-    return "\n".join(parts)
 
 
 def execute_annotations(s):
@@ -630,11 +603,7 @@ def test_roots_mode_on_every_target(make_server):
 
 
 def test_roots_sandbox_without_roots_exits_2(mcp_bin):
-    p = run_until_exit({"MCP_EXEC_SANDBOX": "roots"})
-    err = p.stderr.decode("utf-8", "replace")
-    assert p.returncode == 2, "exit %s; stderr: %s" % (p.returncode, err)
-    assert "MCP_EXEC_SANDBOX" in err, err
-    assert p.stdout == b""
+    assert_startup_refused({"MCP_EXEC_SANDBOX": "roots"}, "MCP_EXEC_SANDBOX")
 
 
 def test_allowed_devices_are_writable(ro_any):
@@ -727,7 +696,7 @@ def net_on(mcp_bin):
 
 @pytest.fixture
 def tcp_listener():
-    host_paths()
+    needs_host_files()
     l = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     l.bind(("127.0.0.1", 0))
     l.listen(16)
@@ -738,7 +707,7 @@ def tcp_listener():
 
 @pytest.fixture
 def udp_listener():
-    host_paths()
+    needs_host_files()
     u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     u.bind(("127.0.0.1", 0))
     u.setblocking(False)
@@ -1185,11 +1154,7 @@ def test_texts_state_sandbox_network_and_rlimits(make_server):
     ("MCP_EXEC_RLIMITS", "fsize=1G;cpu=1"),
 ])
 def test_bad_sandbox_setting_exits_2_naming_it(mcp_bin, var, value):
-    p = run_until_exit({var: value, "MCP_EXEC_ROOTS": "/"} if var == "MCP_EXEC_SANDBOX" else {var: value})
-    err = p.stderr.decode("utf-8", "replace")
-    assert p.returncode == 2, "exit %s for %s=%s; stderr: %s" % (p.returncode, var, value, err)
-    assert var in err, err
-    assert p.stdout == b"", p.stdout[:300]
+    assert_startup_refused({var: value, "MCP_EXEC_ROOTS": "/"} if var == "MCP_EXEC_SANDBOX" else {var: value}, var)
 
 
 @pytest.mark.parametrize("env", [

@@ -1,11 +1,11 @@
 """Fault tests for mcp-exec: what clients, jobs and the machine do wrong.
 
-They use the client, the server launcher and the targets of conftest.py:
+They use the client, the server launcher and the targets of tests/helpers.py:
 MCP_EXEC_TARGET=binary (default), pid1 (the binary as PID 1 under `unshare`,
 needs root) or container (`podman run -i --rm $MCP_EXEC_IMAGE`), and
 MCP_EXEC_BIN for the binary.  Run without xdist:
 
-    MCP_EXEC_BIN=./mcp-exec python3 -m pytest -q test_faults.py
+    MCP_EXEC_BIN=./mcp-exec python3 -m pytest -q tests/test_faults.py
 
 Every server made here is started with MCP_EXEC_DEBUG=1 (for debug/stats) and
 a unique MCPX_TOKEN in its environment; jobs inherit it, so every process the
@@ -15,7 +15,7 @@ shared malformed-input server) checks after every test, by scanning
 server either still answers `ping` (it is then shut down by stdin EOF and must
 exit 0 within 5 s, leaving nothing) or has already exited with the status the
 test expects.  Container processes are visible in the host's /proc too.  The
-server and its launcher carry the token as well; the scan (conftest.py's
+server and its launcher carry the token as well; the scan (helpers'
 token_processes) tells them apart by their command names, the server's being
 that of the binary actually run.
 """
@@ -33,7 +33,7 @@ import uuid
 
 import pytest
 
-from conftest import (
+from tests.helpers import (
     EXIT_WITHIN, MIB, SLACK, TARGET, TERM_IGNORING_TREE, Server, assert_inflight_cancelled,
     await_no_token_processes, idkey, marker, read_file, start_shutdown_scenario, token_processes,
     wait_until)
@@ -735,7 +735,7 @@ def test_malformed_line(table, name):
 
 
 def test_invalid_utf8_in_string_id_is_not_echoed_raw(table):
-    """stdout must be UTF-8 (wire-1.0 Framing).  An id string holding invalid
+    """stdout must be UTF-8 (every line the server writes).  An id string holding invalid
     UTF-8 may be refused (-32700/-32600, id null) or answered with the id
     sanitised, but the reply line itself must be valid UTF-8."""
     s = table
@@ -1080,8 +1080,8 @@ def test_100mb_line_then_eof(fault):
 
 def test_refusing_overlong_line_allocates_under_64mib(fault):
     """With GOGC=off nothing is collected, so the RSS growth is every byte
-    allocated while the 100 MiB line is read and refused.  The issue asks for
-    RSS bounded at about 64 MiB of growth; with the collector on, the growth
+    allocated while the 100 MiB line is read and refused.  The bound is about
+    64 MiB of RSS growth; with the collector on, the growth
     measured 40-86 MiB from run to run (over 64 MiB in about one run of
     three), which is this allocation showing through."""
     s = fault(env={"GOGC": "off"})
@@ -1101,7 +1101,7 @@ def test_descriptor_limit_refuses_jobs_clearly(fault):
     # with a ping and a list_jobs after every 500: every failure is the
     # refusal that says what is in use, ping and list_jobs answer all along,
     # and once the jobs are collected every descriptor is back.
-    from conftest import needs_binary_target, server_binary
+    from tests.helpers import needs_binary_target, server_binary
     needs_binary_target()
     s = fault(argv=["/bin/sh", "-c", 'ulimit -n 1024 && exec "$0"', server_binary()])
     s.roundtrip()
@@ -1137,7 +1137,7 @@ def test_pids_cgroup_refuses_jobs_clearly(fault):
     # In a pids cgroup of 60 tasks, 120 nowait starts: every failure is the
     # refusal that names pids.max, the server keeps threads for itself (a
     # Go runtime that cannot make one dies) and goes on once jobs end.
-    from conftest import IS_ROOT, needs_binary_target, server_binary
+    from tests.helpers import IS_ROOT, needs_binary_target, server_binary
     needs_binary_target()
     base = "/sys/fs/cgroup/pids"
     if not IS_ROOT or not os.path.isfile(os.path.join(base, "cgroup.procs")):
@@ -1196,7 +1196,7 @@ def test_memory_limit_bounds_all_windows(fault):
 def test_process_limit_refuses_jobs_clearly(fault):
     # As an unprivileged user allowed 40 processes, 80 nowait starts: every
     # failure is the refusal that names the limit, and the server goes on.
-    from conftest import IS_ROOT, needs_binary_target, server_binary
+    from tests.helpers import IS_ROOT, needs_binary_target, server_binary
     needs_binary_target()
     if not IS_ROOT or not shutil.which("setpriv"):
         pytest.skip("needs root and setpriv to run the server as an unprivileged user")

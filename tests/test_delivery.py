@@ -1,25 +1,10 @@
-"""Delivery and drop-in tests for mcp-exec (issue "Drop-in 1.0").
+"""End-to-end tests of the delivery rule.
 
-They use the client, the server launcher and the targets of conftest.py:
-MCP_EXEC_TARGET=binary (default), pid1 (the binary as PID 1 under `unshare`,
-needs root) or container (`podman run -i --rm $MCP_EXEC_IMAGE`), and
-MCP_EXEC_BIN for the binary.  Run without xdist:
-
-    MCP_EXEC_BIN=./mcp-exec python3 -m pytest -q test_delivery.py
-
-What is checked:
-
-1. The delivery rule: a finished job's result goes to every call that was
-   already blocked on it when it ended (each `wait` naming it, the `kill`
-   that ended it, a concurrent `kill`, a blocking `execute`), once per call;
-   then the job is forgotten and later calls get `unknown job_id`.  Every
-   interleaving runs MCP_EXEC_LOOPS times (default 10; the issue's done-when
-   is MCP_EXEC_LOOPS=200 with no failure).
-2. `kill` takes real-time signals: "32".."64", RTMIN, RTMIN+n, RTMAX-n.
-3. A server started with SIGHUP or SIGINT ignored (nohup) keeps serving when
-   that signal arrives, and its jobs still start with the default disposition.
-4. The image runs with the server's own path as the command, and with the
-   server as the entrypoint.
+A finished job's result goes to every call that was already blocked on it
+when it ended (each `wait` naming it, the `kill` that ended it, a concurrent
+`kill`, a blocking `execute`), once per call; then the job is forgotten and
+later calls get `unknown job_id`.  Every interleaving runs MCP_EXEC_LOOPS
+times (default 10; MCP_EXEC_LOOPS=200 is the thorough run).
 
 "Blocked" is proved, not guessed: the shared server sends progress every
 0.05 s, and a call carrying a progressToken that has sent a progress
@@ -32,27 +17,15 @@ import itertools
 import json
 import os
 import re
-import signal
-import subprocess
-import sys
 import time
 import uuid
 
 import pytest
 
-from conftest import (
-    EXIT_WITHIN, PODMAN, SLACK, Server, ToolError, idkey, marker, needs_binary_target,
-    needs_container_target, server_binary)
+from tests.helpers import REPLY, SLACK, Server, assert_forgotten, assert_kill_delivered, idkey, kill, marker, reply
 
-# Iterations of every interleaving; 200 is the issue's bar, 10 keeps CI fast.
+# Iterations of every interleaving; 10 keeps CI fast, 200 is the thorough run.
 LOOPS = int(os.environ.get("MCP_EXEC_LOOPS", "10"))
-# How long any single reply may take (generous; containers start slower).
-REPLY = 20.0 + SLACK
-# A server that must NOT exit is watched this long after the signal: the
-# absence of an event cannot be awaited, only given time to happen.  A server
-# that honours the signal exits within milliseconds.
-SURVIVE_WATCH = 1.0 + SLACK
-SERVER_PATH = "/usr/local/bin/mcp-exec"  # the server's path inside the image
 
 # A job whose shell dies on TERM while a TERM-ignoring member of its process
 # group lives on until the test kills it: `kill` then blocks in the group
@@ -100,13 +73,6 @@ def ds(shared):
     shared.cleanup(*shared.list_ids())
 
 
-@pytest.fixture
-def launch(make_server):
-    """Factory for servers started from an argv the test builds; each is shut
-    down afterwards."""
-    return lambda argv, **kw: make_server(argv=argv, **kw)
-
-
 # --------------------------------------------------------------------------
 # Helpers
 # --------------------------------------------------------------------------
@@ -133,21 +99,6 @@ def start_together(s, *calls):
         data += json.dumps(msg, separators=(",", ":")).encode("utf-8") + b"\n"
     s.send_raw(data)
     return ids
-
-
-def reply(s, rid, what, timeout=REPLY):
-    """The decoded tool result of request rid; a tool error fails, naming
-    the call (`what`) that got it."""
-    try:
-        return Server.decode(s.tool_response(rid, timeout))
-    except ToolError as e:
-        raise AssertionError("%s got %s" % (what, e)) from None
-
-
-def kill(s, jid, sig, timeout=10 + SLACK):
-    """An awaited kill; a tool error fails, saying it was the kill's."""
-    rid = s.tool_start("kill", {"job_id": jid, "signal": sig, "timeout": timeout})
-    return reply(s, rid, "the kill (signal %s)" % sig, timeout=timeout + REPLY)
 
 
 def await_blocked(s, rid, token, timeout=REPLY, answered_ok=False):
@@ -210,29 +161,8 @@ def assert_signalled(r, jid, word):
     assert "start_error" not in r, r
 
 
-def assert_kill_delivered(k, jid, signal_sent=None):
-    """k is a kill answer that ended jid and carries its result."""
-    assert k.get("job_id") == jid, k
-    assert k.get("terminated") is True, "kill did not report the job terminated: %r" % k
-    assert isinstance(k.get("result"), dict), "kill answered without the result: %r" % k
-    assert k["result"].get("job_id") == jid, k
-    if signal_sent is not None:
-        assert k.get("signal_sent") == signal_sent, k
-        assert not k.get("already_terminated"), k
-        assert set(k) == {"job_id", "terminated", "signal_sent", "result"}, k
-    return k["result"]
-
-
-def assert_forgotten(s, jid):
-    """Once delivered, the job is gone: status, wait and kill all say so."""
-    assert "unknown job_id" in s.tool_err("status", {"job_id": jid})
-    assert "unknown job_id" in s.tool_err("wait", {"job_ids": [jid], "timeout": 0})
-    assert "unknown job_id" in s.tool_err("kill", {"job_id": jid, "signal": "KILL", "timeout": 0})
-    assert jid not in s.list_ids()
-
-
 # ==========================================================================
-# 1. The delivery rule
+# The delivery rule
 # ==========================================================================
 
 def _kill_during_blocked_wait(s):
@@ -397,188 +327,3 @@ def _kill_one_of_several_waited(s):
 
 def test_kill_of_one_job_in_a_blocked_multi_wait(ds):
     repeat(_kill_one_of_several_waited, ds)
-
-
-# ==========================================================================
-# 2. Real-time signals
-# ==========================================================================
-
-# The shell ignores TERM, so only the signal asked for can end it.
-TERM_PROOF = "trap '' TERM; echo ready; while :; do sleep 0.1; done"
-
-
-def _kill_with(s, spelling):
-    jid = s.job(TERM_PROOF)
-    s.poll_output(jid, lambda data: data == "ready\n")
-    k = kill(s, jid, spelling, timeout=5 + SLACK)
-    result = assert_kill_delivered(k, jid)
-    assert result.get("state") == "error", result
-    assert result.get("exit_code") == -1, "the shell was killed by a signal: %r" % result
-    assert isinstance(result.get("signal"), str) and result["signal"], result
-    assert_forgotten(s, jid)
-    return k["signal_sent"]
-
-
-@pytest.mark.parametrize("spelling,number", [
-    ("34", 34), ("64", 64),
-    ("RTMAX", 64), ("RTMAX-3", 61), ("sigrtmax-3", 61), ("SIGRTMAX", 64),
-])
-def test_kill_with_realtime_signal_number_or_rtmax_name(ds, spelling, number):
-    assert _kill_with(ds, spelling) == number
-
-
-@pytest.mark.parametrize("spelling", ["32", "33"])
-def test_kill_accepts_the_c_librarys_own_realtime_signals(ds, spelling):
-    # The C library keeps 32 and 33 for itself and handles them in every
-    # program built on it, so a job may well survive them: the signal is
-    # accepted and sent, and kill reports what it saw either way.
-    jid = ds.job("sleep 30")
-    try:
-        k = ds.tool("kill", {"job_id": jid, "signal": spelling, "timeout": 0.5})
-        assert k["signal_sent"] == int(spelling), k
-    finally:
-        ds.cleanup(jid)
-
-
-# RTMIN is 32 for the kernel and 34 for glibc (and `kill -l`); either is
-# accepted here, but RTMIN+n must be n above whichever RTMIN is.
-@pytest.mark.parametrize("spelling,offset", [
-    ("RTMIN", 0), ("RTMIN+2", 2), ("SIGRTMIN+2", 2), ("rtmin+2", 2), ("SigRtMin+5", 5),
-])
-def test_kill_with_rtmin_name(ds, spelling, offset):
-    sent = _kill_with(ds, spelling)
-    assert sent - offset in (32, 34), "%s sent signal %d" % (spelling, sent)
-
-
-@pytest.mark.parametrize("spelling", ["65", "RTMAX+1", "SIGRTMAX+1", "RTMIN+X", "RTMAX-"])
-def test_kill_refuses_signal_beyond_realtime_range(ds, spelling):
-    jid = ds.job("sleep 30")
-    try:
-        err = ds.tool_err("kill", {"job_id": jid, "signal": spelling, "timeout": 0})
-        assert "unknown signal" in err, err
-        assert ds.status(jid)["state"] == "running", "a refused kill must not touch the job"
-    finally:
-        ds.cleanup(jid)
-
-
-# ==========================================================================
-# 3. A server started with SIGHUP / SIGINT ignored
-# ==========================================================================
-
-# Sets dispositions (NAME=ign / NAME=dfl) and execs the rest of argv after
-# "--".  Python itself ignores PIPE and XFSZ, which exec would pass on, so
-# those go back to default first.
-_DISPOSE = """
-import os, signal, sys
-signal.signal(signal.SIGPIPE, signal.SIG_DFL)
-signal.signal(signal.SIGXFSZ, signal.SIG_DFL)
-cut = sys.argv.index("--")
-for spec in sys.argv[1:cut]:
-    name, how = spec.split("=")
-    signal.signal(getattr(signal, "SIG" + name), signal.SIG_IGN if how == "ign" else signal.SIG_DFL)
-os.execvp(sys.argv[cut + 1], sys.argv[cut + 1:])
-"""
-
-
-def with_dispositions(specs, argv):
-    return [sys.executable, "-c", _DISPOSE] + list(specs) + ["--"] + list(argv)
-
-
-def _ignored_bits(status_text):
-    """The SigIgn masks found in /proc/PID/status text, as integers."""
-    return [int(m, 16) for m in re.findall(r"^SigIgn:\s*([0-9a-fA-F]+)$", status_text, re.M)]
-
-
-def _ignores(mask, sig):
-    return bool(mask >> (int(sig) - 1) & 1)
-
-
-def assert_jobs_start_with_default(s, sig):
-    """A job's shell, and a command it runs, do not ignore sig."""
-    out = s.sh("grep SigIgn /proc/$$/status; grep SigIgn /proc/self/status")
-    masks = _ignored_bits(out)
-    assert len(masks) == 2, out
-    for mask in masks:
-        assert not _ignores(mask, sig), \
-            "a job inherited %s ignored from the server (SigIgn %x)" % (signal.Signals(sig).name, mask)
-
-
-@pytest.mark.parametrize("how,sig", [("nohup", signal.SIGHUP), ("sig_ign", signal.SIGHUP),
-                                     ("sig_ign", signal.SIGINT)],
-                         ids=["nohup-HUP", "ignored-HUP", "ignored-INT"])
-def test_server_started_with_signal_ignored_survives_it_and_jobs_get_default(launch, how, sig):
-    needs_binary_target()
-    name = signal.Signals(sig).name[3:]
-    if how == "nohup":
-        prefix = ["nohup"]
-    else:
-        prefix = with_dispositions([name + "=ign"], [])
-    # The launcher really does start its program with the signal ignored.
-    probe = subprocess.run(prefix + ["grep", "SigIgn", "/proc/self/status"], stdin=subprocess.DEVNULL,
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True,
-                           timeout=30)
-    assert _ignores(_ignored_bits(probe.stdout)[0], sig), probe
-
-    s = launch(prefix + [server_binary()])
-    assert_jobs_start_with_default(s, sig)
-    s.send_signal(sig)
-    try:
-        rc = s.proc.wait(SURVIVE_WATCH)
-    except subprocess.TimeoutExpired:
-        rc = None
-    assert rc is None, "the server exited (status %s) on %s although it was started with it ignored" \
-        % (rc, name)
-    s.roundtrip()
-    assert s.run("echo still serving")["stdout"]["data"] == "still serving\n"
-    assert_jobs_start_with_default(s, sig)
-    assert s.close() == 0
-
-
-def test_normally_started_server_exits_promptly_on_sighup(launch):
-    needs_binary_target()
-    # Default disposition set explicitly, in case the test runner itself
-    # runs under nohup.
-    s = launch(with_dispositions(["HUP=dfl"], [server_binary()]))
-    assert_jobs_start_with_default(s, signal.SIGHUP)
-    t0 = time.monotonic()
-    s.send_signal(signal.SIGHUP)
-    try:
-        rc = s.proc.wait(EXIT_WITHIN)
-    except subprocess.TimeoutExpired:
-        raise AssertionError("the server did not exit within %ss of SIGHUP" % EXIT_WITHIN)
-    assert rc == 0, "shutdown on SIGHUP must exit with status 0; stderr: %s" % s.stderr_text[-2000:]
-    assert time.monotonic() - t0 < EXIT_WITHIN
-
-
-# ==========================================================================
-# 4. The image as a drop-in
-# ==========================================================================
-
-def podman_run(*middle):
-    """`podman run -i --rm --name N` + middle: the image's argv, built here."""
-    return [PODMAN, "run", "-i", "--rm", "--name", "mcp-exec-delivery-" + uuid.uuid4().hex[:12]] \
-        + list(middle)
-
-
-def test_image_with_server_path_as_command_serves(launch):
-    needs_container_target()
-    image = os.environ["MCP_EXEC_IMAGE"]
-    s = launch(podman_run(image, SERVER_PATH))
-    assert s.init_result["serverInfo"]["name"] == "mcp-exec"
-    jid = s.job("echo drop-in; echo to-stderr >&2")
-    r = s.collect(jid, timeout=REPLY)
-    assert r.get("state") == "success" and r.get("exit_code") == 0, r
-    assert r["stdout"]["data"] == "drop-in\n", r
-    assert_forgotten(s, jid)
-    assert s.close(timeout=10 + SLACK) == 0, "graceful shutdown must exit with status 0"
-
-
-def test_image_with_server_as_entrypoint_runs_it_as_pid1(launch):
-    needs_container_target()
-    image = os.environ["MCP_EXEC_IMAGE"]
-    s = launch(podman_run("--entrypoint", SERVER_PATH, image))
-    jid = s.job("cat /proc/1/comm")
-    r = s.collect(jid, timeout=REPLY)
-    assert r.get("state") == "success", r
-    assert r["stdout"]["data"] == "mcp-exec\n", "PID 1 is not the server: %r" % r
-    assert s.close(timeout=10 + SLACK) == 0, "graceful shutdown must exit with status 0"

@@ -33,8 +33,8 @@ import uuid
 
 import pytest
 
-from conftest import (SLACK, TARGET, await_no_token_processes, marker, process_env, read_file,
-                      server_binary, token_processes, wait_until)
+from tests.helpers import (SLACK, TARGET, ToolError, await_no_token_processes, marker, process_env, read_file,
+                           server_binary, token_processes, wait_until)
 
 if TARGET != "binary":
     pytest.skip("the HTTP transport tests start the binary themselves with --listen 127.0.0.1:0 and "
@@ -293,10 +293,6 @@ def modern_headers(msg):
     if msg["method"] == "tools/call":
         h["Mcp-Name"] = msg["params"]["name"]
     return h
-
-
-class ToolError(AssertionError):
-    pass
 
 
 def tool_value(msg):
@@ -1283,7 +1279,11 @@ def test_metrics_names_and_values(servers):
     tok = uuid.uuid4().hex
     sess.job("sleep 300", env={"MCPX_TOKEN": tok})
     s.exec_events({"command": "head -c 5000 /dev/zero"})
-    m = s.metrics()
+    # The /exec job stops counting as running when its end is published,
+    # after its process is reaped, which may come after its exit event.
+    m = wait_until(lambda: (lambda m: m if m["mcp_exec_running_jobs"] == 1 and m["mcp_exec_jobs_finished_total"]
+                                      - before["mcp_exec_jobs_finished_total"] >= 1 else None)(s.metrics()),
+                   10, lambda: "one running and one more finished job in /metrics (now %r)" % s.metrics())
     assert m["mcp_exec_sessions"] == 1, m
     assert m["mcp_exec_running_jobs"] == 1, m
     assert m["mcp_exec_jobs_started_total"] - before["mcp_exec_jobs_started_total"] >= 2, m
@@ -1295,7 +1295,8 @@ def test_metrics_names_and_values(servers):
     assert abs(m["mcp_exec_open_fds"] - s.fds()) <= 4, (m, s.fds())
     sess.delete()
     assert_no_token_processes(tok)
-    assert s.metrics()["mcp_exec_sessions"] == 0
+    wait_until(lambda: s.metrics()["mcp_exec_sessions"] == 0, 10,
+               lambda: "mcp_exec_sessions back to 0 (now %r)" % s.metrics()["mcp_exec_sessions"])
 
 
 # --------------------------------------------------------------------------

@@ -1,0 +1,172 @@
+"""End-to-end tests of input detection: waiting_for_input.
+
+A job blocked reading its own stdin (directly, through a duplicated
+descriptor, in a grandchild or in an event loop) is reported as
+waiting_for_input by status, output, wait, list_jobs and progress, and a
+blocking execute yields it long before yield_after; reading another pipe
+is not waiting for input; the flag clears once the reader has its line or
+stdin is closed.
+"""
+
+import time
+
+import pytest
+
+from tests.helpers import SLACK, marker, poll_status, timed
+
+# A few seconds of tolerance for "returns at about t".
+LATE = 3.0 + SLACK
+
+
+# ==========================================================================
+# waiting_for_input
+# ==========================================================================
+
+def test_waiting_for_input_reported_everywhere_then_cleared_by_eof(srv):
+    t0 = time.monotonic()
+    jid = srv.job("wc -l", stdin="a\nb\n")
+    try:
+        first = srv.status(jid)
+        if time.monotonic() - t0 < 0.9:
+            assert "waiting_for_input" not in first, \
+                "waiting_for_input needs the job to be blocked for >= 1 s: %r" % first
+        st = poll_status(srv, jid, lambda st: st.get("waiting_for_input") is True, 10 + SLACK,
+                         what="waiting_for_input on status")
+        assert time.monotonic() - t0 >= 0.9, "reported before the job could have waited 1 s"
+        assert st["state"] == "running", st
+        assert st == {"job_id": jid, "state": "running", "waiting_for_input": True}, st
+        entries = [j for j in srv.tool("list_jobs")["jobs"] if j["job_id"] == jid]
+        assert entries == [{"job_id": jid, "state": "running", "waiting_for_input": True}], entries
+        w = srv.tool("wait", {"job_ids": [jid], "timeout": 0})
+        assert w == [{"job_id": jid, "state": "running", "waiting_for_input": True}], w
+        out = srv.tool("output", {"job_id": jid, "stdout": "all"})
+        assert out.get("waiting_for_input") is True, out
+        st = srv.tool("input", {"job_id": jid, "close": True})
+        assert st["job_id"] == jid
+        done = srv.collect(jid, timeout=10)
+        assert done["state"] == "success", done
+        assert done["stdout"]["data"].strip() == "2", done
+        assert "waiting_for_input" not in done, done
+    finally:
+        srv.cleanup(jid)
+
+
+def test_blocking_read_yields_waiting_for_input_long_before_yield_after(srv):
+    r, took = timed(srv.tool, "execute", {"command": "read x; echo got $x", "yield_after": 60}, timeout=70)
+    assert r.get("state") == "running" and r.get("yielded") is True, r
+    assert r.get("waiting_for_input") is True, r
+    assert 0.9 <= took <= 1 + LATE, took
+    jid = r["job_id"]
+    srv.tool("input", {"job_id": jid, "data": "hello\n"})
+    done = srv.collect(jid, timeout=10)
+    assert done["state"] == "success" and done["stdout"]["data"] == "got hello\n", done
+
+
+def test_reading_another_pipe_is_not_waiting_for_input(srv):
+    jid = srv.job("sleep 5 | cat")
+    try:
+        deadline = time.monotonic() + 2.5
+        while time.monotonic() < deadline:
+            st = srv.status(jid)
+            assert st["state"] == "running", st
+            assert "waiting_for_input" not in st, st
+            time.sleep(0.2)
+        entries = [j for j in srv.tool("list_jobs")["jobs"] if j["job_id"] == jid]
+        assert entries == [{"job_id": jid, "state": "running"}], entries
+    finally:
+        srv.cleanup(jid)
+
+
+def test_reading_another_pipe_does_not_yield_a_blocking_execute(srv):
+    r, took = timed(srv.tool, "execute", {"command": "sleep 2.5 | cat; echo fin", "yield_after": 60}, timeout=70)
+    assert r["state"] == "success" and r["stdout"]["data"] == "fin\n", r
+    assert took >= 2.4, took
+
+
+def test_waiting_for_input_through_a_duplicated_descriptor(srv):
+    # the reader holds the job's stdin pipe on fd 3, not fd 0
+    r, took = timed(srv.tool, "execute", {"command": "exec 3<&0 0</dev/null; read x <&3; echo got $x",
+                                          "yield_after": 30}, timeout=40)
+    assert r.get("yielded") is True and r.get("waiting_for_input") is True, r
+    assert took <= 1 + LATE, took
+    srv.tool("input", {"job_id": r["job_id"], "data": "fd3\n"})
+    assert srv.collect(r["job_id"])["stdout"]["data"] == "got fd3\n"
+
+
+def test_waiting_for_input_of_a_grandchild(srv):
+    r, took = timed(srv.tool, "execute", {"command": "sh -c 'sh -c \"head -n 1\"'; echo after",
+                                          "yield_after": 30}, timeout=40)
+    assert r.get("yielded") is True and r.get("waiting_for_input") is True, r
+    assert took <= 1 + LATE, took
+    srv.tool("input", {"job_id": r["job_id"], "data": "line\n"})
+    assert srv.collect(r["job_id"])["stdout"]["data"] == "line\nafter\n"
+
+
+def test_waiting_for_input_clears_once_the_reader_has_its_line(srv):
+    jid = srv.job("while read x; do echo \"<$x>\"; sleep 3; done")
+    try:
+        poll_status(srv, jid, lambda st: st.get("waiting_for_input") is True, 10 + SLACK,
+                    what="waiting_for_input")
+        srv.tool("input", {"job_id": jid, "data": "a\n"})
+        srv.poll_output(jid, lambda d: d == "<a>\n")
+        # the loop now sleeps for 3 s: not waiting for input
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < 1.5:
+            st = srv.status(jid)
+            assert "waiting_for_input" not in st, st
+            time.sleep(0.1)
+        # and it comes back once the loop reads again
+        poll_status(srv, jid, lambda st: st.get("waiting_for_input") is True, 10 + SLACK,
+                    what="waiting_for_input again")
+    finally:
+        srv.cleanup(jid)
+
+
+def test_waiting_for_input_of_an_event_loop_reader(srv):
+    """A Node.js program waiting for a line (readline, prompts of npm and
+    friends) waits for stdin in epoll_wait, not in read(2); to the caller it
+    is just as much a job waiting for input."""
+    if srv.run("command -v node >/dev/null")["exit_code"] != 0:
+        pytest.skip("no node in the server's world")
+    cmd = ("node -e \"process.stdin.once('data', d => { console.log('got ' + String(d).trim());"
+           " process.exit(0) })\"")
+    r, took = timed(srv.tool, "execute", {"command": cmd, "yield_after": 4}, timeout=20)
+    try:
+        assert r.get("yielded") is True, r
+        assert r.get("waiting_for_input") is True, \
+            "a node process blocked on stdin (epoll) is not reported: %r after %.1fs" % (r, took)
+        assert took <= 1 + LATE, took
+    finally:
+        srv.cleanup(r["job_id"])
+
+
+def test_progress_says_waiting_for_input(raw_server):
+    s = raw_server(env={"MCP_EXEC_PROGRESS_INTERVAL": "0.2"})
+    jid = s.job("read x; echo got $x")
+    token = "wfi-" + marker()[-8:]
+    rid = s.tool_start("wait", {"job_ids": [jid], "timeout": 30}, meta={"progressToken": token})
+
+    def says_waiting(m):
+        p = m.get("params") or {}
+        return (m.get("method") == "notifications/progress" and p.get("progressToken") == token
+                and "waiting for input" in str(p.get("message", "")))
+    s.wait_notifications(says_waiting, timeout=10 + SLACK)
+    assert not s.has_response(rid), "wait must keep blocking while the job waits for input"
+    s.tool("input", {"job_id": jid, "data": "yes\n"})
+    done = s.decode(s.tool_response(rid, timeout=10))
+    assert done[0]["state"] == "success" and done[0]["stdout"]["data"] == "got yes\n", done
+
+
+def test_progress_of_blocking_execute_says_waiting_for_input(raw_server):
+    s = raw_server(env={"MCP_EXEC_PROGRESS_INTERVAL": "0.2"})
+    token = "wfx-" + marker()[-8:]
+    rid = s.tool_start("execute", {"command": "read x"}, meta={"progressToken": token})
+
+    def says_waiting(m):
+        p = m.get("params") or {}
+        return (m.get("method") == "notifications/progress" and p.get("progressToken") == token
+                and "waiting for input" in str(p.get("message", "")))
+    s.wait_notifications(says_waiting, timeout=10 + SLACK)
+    s.cancel(rid)
+    msg = s.response(rid, timeout=10 + SLACK)
+    assert msg.get("error", {}).get("code") == -32800, msg
