@@ -55,7 +55,7 @@ func TestSandboxedJobChangesNoMetadataOutside(t *testing.T) {
 		reg := sandboxRegistry(t, "MCP_EXEC_SANDBOX="+mode, "MCP_EXEC_ROOTS="+tr.root)
 		for _, a := range metadataAttacks {
 			if mode == "roots" && a.name == "chmod through the hard link" {
-				continue // a link the operator put inside a root is inside: see the README
+				continue // a link the operator put inside a root is inside: see docs/policy-and-sandbox.md
 			}
 			before := metadataOf(t, tr.victim, tr.outside)
 			r := runIn(t, reg, tr.root, tr.attackEnv(a.command))

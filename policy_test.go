@@ -220,7 +220,7 @@ func TestJobsEndingBeforeListedCountAsFinished(t *testing.T) {
 }
 
 // TestAllowListedShellNameAllowsCommands: MCP_EXEC_ALLOW=git,grep,ls,sh,
-// the README's own example, refused every command when SHELL=/bin/sh: the
+// docs/policy-and-sandbox.md's own example, refused every command when SHELL=/bin/sh: the
 // bare sh names the same file as the shell, as PATH finds it.
 func TestAllowListedShellNameAllowsCommands(t *testing.T) {
 	t.Parallel()

@@ -1,6 +1,6 @@
 """Adversarial, black-box tests of what an allowlisted or confined job must not do.
 
-Written from the promises alone (the README and the tool descriptions), not from
+Written from the promises alone (the README, docs/ and the tool descriptions), not from
 the implementation, the way an agent trying to get out would probe them:
 
   A  MCP_EXEC_ALLOW      a listed program is resolved once, from the ABSOLUTE entries of
@@ -828,7 +828,7 @@ class Case:
 class FileAttack:
     def __init__(self, name, command, needs=()):
         self.name, self.command, self.needs = name, command, tuple(needs)
-        # README, The sandbox, "not covered": without a mount namespace of its own a job
+        # docs/policy-and-sandbox.md, the sandbox, "not covered": without a mount namespace of its own a job
         # may still set a file's times to *now* through a descriptor it holds
         self.documented_gap = name.endswith("_now_read_only_fd")
 
@@ -971,7 +971,7 @@ def file_attack(lab, user, mode, attack):
     out = srv.job(attack.render(case))
     after = snapshot(case.dir)
     if before != after and attack.documented_gap and not lab.own_mount_ns(user, mode, image):
-        pytest.xfail("documented gap (README, The sandbox, not covered): with no mount namespace of its own "
+        pytest.xfail("documented gap (docs/policy-and-sandbox.md, the sandbox, not covered): with no mount namespace of its own "
                      "(here: %s, %s) a job sets a file's times to now through a descriptor it holds: %s"
                      % (user, TARGET, snapshot_diff(before, after)))
     assert before == after, "a %s job (as %s) changed what is outside its roots with %s: %s; job: %r" % (

@@ -1023,7 +1023,7 @@ def test_kill_signal_as_json_integer_matches_declared_schema(table):
 
 # ---- a 100 MB line -------------------------------------------------------
 #
-# The server refuses a line over 16 MiB (README).  Refusing it must not cost
+# The server refuses a line over 16 MiB (docs/tools.md).  Refusing it must not cost
 # memory in proportion to the line: the RSS growth must stay below the size of
 # the line itself (100 MiB), and the next line must be served.  How far below
 # is measured with the garbage collector off in its own test.

@@ -10,7 +10,7 @@ stage (`scripts/offline-image.sh toolbox`, `make image-toolbox`).
     `set -o pipefail` work in the container as on a host whose $SHELL is bash
     (without it /bin/sh runs them: dash on Debian, busybox ash on alpine);
   - behind tini and as PID 1 alike, and `-e SHELL=...` still overrides it;
-  - the hardened `podman run` lines the README gives start and work;
+  - the hardened `podman run` lines docs/container.md gives start and work;
   - the toolbox image has each audit tool, and git accepts a repository that
     belongs to another user (a mounted checkout);
   - the image runs with the server's own path as the command, and with the
@@ -38,7 +38,7 @@ AUDIT_TOOLS = ["git --version", "rg --version", "python3 --version", "make --ver
                "file --version", "jq --version", "find --version", "diff --version",
                "less --version"]
 
-# The README's hardened `podman run` flags (without the image and the mounts).
+# docs/container.md's hardened `podman run` flags (without the image and the mounts).
 HARDENED = ["--network=none", "--cap-drop=all", "--security-opt=no-new-privileges",
             "--read-only", "--tmpfs", "/tmp:rw,nosuid,nodev,size=512m", "--pids-limit=1024"]
 
@@ -128,7 +128,7 @@ def test_runtime_tools_present(make_server, which):
 
 
 # --------------------------------------------------------------------------
-# The hardened run lines of the README
+# The hardened run lines of docs/container.md
 # --------------------------------------------------------------------------
 
 @pytest.fixture
@@ -146,7 +146,7 @@ def project():
 
 
 def test_hardened_default_image(make_server, project):
-    """The README's line for the default image: no network, no capabilities,
+    """docs/container.md's line for the default image: no network, no capabilities,
     read-only root, the project mounted writable, jobs confined to it."""
     needs_container_target()
     os.chown(project, 1000, 1000)
@@ -166,7 +166,7 @@ def test_hardened_default_image(make_server, project):
 
 
 def test_hardened_toolbox_audit(make_server, project):
-    """The README's audit line for the toolbox: the tree mounted read-only,
+    """docs/policy-and-sandbox.md's audit line for the toolbox: the tree mounted read-only,
     writes only to /scratch and $TMPDIR, git works on the mounted repository."""
     needs_toolbox()
     subprocess.run(["git", "init", "-q", project], check=True)
@@ -187,7 +187,7 @@ def test_hardened_toolbox_audit(make_server, project):
     assert ok(s, "git status --porcelain") == ""
     r = s.tool("execute", {"command": "touch /src/new", "capture": "all"})
     assert r["exit_code"] != 0, r
-    # the README's recipe: in this container (no CAP_SYS_ADMIN, so no mount
+    # docs/policy-and-sandbox.md's recipe: in this container (no CAP_SYS_ADMIN, so no mount
     # namespace of the job's own) a sandboxed job may change no file's mode,
     # owner or times, so cp -a would fail on each; cp -r keeps the content
     ok(s, "cp -r /src /scratch/src && cd /scratch/src && echo more >> notes.txt"

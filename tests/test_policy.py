@@ -266,7 +266,7 @@ def test_allow_default_shell_when_shell_unset(make_server):
 
 def test_allow_bare_sh_allows_the_shell_it_finds_on_path(make_server):
     """$SHELL=/bin/sh and `sh` on PATH is /bin/sh (or the same file): a listed
-    bare sh allows commands (the README's own MCP_EXEC_ALLOW=git,grep,ls,sh
+    bare sh allows commands (docs/policy-and-sandbox.md's own MCP_EXEC_ALLOW=git,grep,ls,sh
     refused every command)."""
     s = make_server(env={"MCP_EXEC_ALLOW": "sh", "SHELL": "/bin/sh"})
     assert stdout_of(s, {"command": "echo yes"}) == "yes\n"

@@ -1,7 +1,7 @@
 """End-to-end tests of the selectable tool sets (MCP_EXEC_TOOLS).
 
 Checked against a real server process, from the contracts the sets
-reproduce (the README's "Tool sets" and the tools' descriptions) rather than
+reproduce (docs/toolsets.md and the tools' descriptions) rather than
 from the code: the exec set's tool contract and the shell set's six tools.
 
 Every example call of the two contracts is replayed (programs that are
@@ -449,7 +449,7 @@ def test_exec_summary_defaults(exec_srv):
     _, _, summary = parse_exec(text)
     assert sorted_keys(text[text.rindex("[exec summary]\n") + 15:]) == [
         "exit", "signal", "duration_ms", "stdout_bytes", "stderr_bytes", "forwarded_bytes",
-        "max_output_bytes", "truncated", "timed_out"], "the summary line as the README writes it: %s" % text
+        "max_output_bytes", "truncated", "timed_out"], "the summary line as docs/toolsets.md writes it: %s" % text
     assert summary == {"exit": 0, "signal": None, "duration_ms": summary["duration_ms"], "stdout_bytes": 5,
                        "stderr_bytes": 0, "forwarded_bytes": 5, "max_output_bytes": 1048576,
                        "truncated": False, "timed_out": False}

@@ -180,12 +180,12 @@ async function checkAbort() {
       log(`then the job is gone: process ${pid} ended, status {job_id:${jobId}} -> isError "unknown job_id", list_jobs -> []`);
       // The session goes on.
       assert.equal(parse(await call(client, "execute", { command: "echo after" }), "execute").stdout.data, "after\n");
-      // mcp-exec answers a cancelled legacy request -32800 (README: the
-      // legacy eras), on the request's still open SSE stream; the SDK, which
-      // forgot the request when it aborted, reports that reply through
-      // onerror ("Received a response for an unknown message ID") and goes
-      // on. The spec says a cancelled request SHOULD get no response; that
-      // reply is tolerated here, and named, and any other error fails.
+      // Over HTTP mcp-exec sends a cancelled request no reply, as the spec
+      // says it SHOULD (docs/http.md). Should a -32800 reply come on the
+      // request's still open SSE stream, the SDK, which forgot the request
+      // when it aborted, reports it through onerror ("Received a response
+      // for an unknown message ID") and goes on: that error is tolerated
+      // here, and named, and any other error fails.
       const late = /^Received a response for an unknown message ID: .*"code":-32800/;
       const other = errors.filter((e) => !late.test(e.message));
       assert.deepEqual(other.map((e) => e.message), [], "the SDK reported errors");
