@@ -191,25 +191,37 @@ func sortedAllow(cfg *config) []string {
 	return slices.Sorted(slices.Values(cfg.allow))
 }
 
-// shellRunJSON is sh_run's result; its keys sort as the toolkit's do.
-type shellRunJSON struct {
-	Exit      int                      `json:"exit"`
-	Sandbox   *shellSandboxJSON        `json:"sandbox,omitempty"`
-	Stderr    string                   `json:"stderr"`
-	Stdout    string                   `json:"stdout"`
-	TimedOut  bool                     `json:"timed-out"`
-	Truncated map[string]shellDropJSON `json:"truncated,omitempty"`
-}
-
-// shellSandboxJSON marks a result whose job ran confined.
-type shellSandboxJSON struct {
-	Active bool `json:"active"`
-}
+// shellObject is a shell set result: a JSON object whose keys sort as the
+// toolkit's do, which is the order encoding/json writes a map's keys in.
+type shellObject = map[string]any
 
 // shellDropJSON is what a stream's budget dropped.
 type shellDropJSON struct {
 	Bytes int64 `json:"bytes"`
 	Lines int64 `json:"lines"`
+}
+
+// shellStreams is the part of a run's or output's result that shows j's
+// streams from the cursor from, read with budget b: stdout, stderr, what the
+// budget dropped, and whether the job ran confined. The reads end at the
+// streams' ends; finished says no more will come. It returns the result
+// and where the next read starts.
+func shellStreams(cfg *config, j *job, from shellCursor, b shellBudget, finished bool) (shellObject, shellCursor) {
+	out, errs := readShellStream(j.stdout, from.out, b, finished), readShellStream(j.stderr, from.err, b, finished)
+	res := shellObject{"stdout": string(out.text), "stderr": string(errs.text)}
+	if cfg.sandbox != sandboxOff || cfg.networkOff {
+		res["sandbox"] = map[string]bool{"active": true}
+	}
+	drops := map[string]shellDropJSON{}
+	for name, piece := range map[string]shellPiece{"stdout": out, "stderr": errs} {
+		if piece.dropBytes > 0 {
+			drops[name] = shellDropJSON{piece.dropBytes, piece.dropLines}
+		}
+	}
+	if len(drops) > 0 {
+		res["truncated"] = drops
+	}
+	return res, shellCursor{out.end, errs.end}
 }
 
 func runShellRun(c *toolCall, a *shellRunArgs) (any, error) {
@@ -227,10 +239,8 @@ func runShellRun(c *toolCall, a *shellRunArgs) (any, error) {
 	}
 	j, o := ran.job, ran.job.outcome()
 	return fitShell(c, func(b shellBudget) any {
-		res := &shellRunJSON{Exit: shellExit(o), TimedOut: o.timedOut, Sandbox: shellSandbox(c.cfg)}
-		out, errs := readShellStream(j.stdout, shellPos{}, b, true), readShellStream(j.stderr, shellPos{}, b, true)
-		res.Stdout, res.Stderr = string(out.text), string(errs.text)
-		res.Truncated = shellDrops(out, errs)
+		res, _ := shellStreams(c.cfg, j, shellCursor{}, b, true)
+		res["exit"], res["timed-out"] = shellExit(o), o.timedOut
 		return res
 	}), nil
 }
@@ -329,32 +339,6 @@ func shellExit(o outcome) int {
 	return o.exitCode
 }
 
-// shellSandbox marks results of confined jobs, or is nil.
-func shellSandbox(cfg *config) *shellSandboxJSON {
-	if cfg.sandbox != sandboxOff || cfg.networkOff {
-		return &shellSandboxJSON{Active: true}
-	}
-	return nil
-}
-
-// shellDrops is the truncated report of two pieces, nil when nothing was
-// dropped.
-func shellDrops(out, errs shellPiece) map[string]shellDropJSON {
-	var drops map[string]shellDropJSON
-	for _, s := range []struct {
-		name  string
-		piece shellPiece
-	}{{"stdout", out}, {"stderr", errs}} {
-		if s.piece.dropBytes > 0 {
-			if drops == nil {
-				drops = map[string]shellDropJSON{}
-			}
-			drops[s.name] = shellDropJSON{s.piece.dropBytes, s.piece.dropLines}
-		}
-	}
-	return drops
-}
-
 func runShellStart(c *toolCall, a *shellRunArgs) (any, error) {
 	run, err := shellRun(c.cfg, a, true)
 	if err != nil {
@@ -431,18 +415,6 @@ func runShellPoll(c *toolCall, a *shellJobArgs) (any, error) {
 // seconds3 is d in seconds, to the millisecond.
 func seconds3(d time.Duration) float64 { return math.Round(d.Seconds()*1000) / 1000 }
 
-// shellOutputJSON is sh_output's result; its keys sort as the toolkit's do.
-type shellOutputJSON struct {
-	Cursor    string                   `json:"cursor"`
-	EOF       bool                     `json:"eof"`
-	Job       string                   `json:"job"`
-	Sandbox   *shellSandboxJSON        `json:"sandbox,omitempty"`
-	State     string                   `json:"state"`
-	Stderr    string                   `json:"stderr"`
-	Stdout    string                   `json:"stdout"`
-	Truncated map[string]shellDropJSON `json:"truncated,omitempty"`
-}
-
 func runShellOutput(c *toolCall, a *shellOutputArgs) (any, error) {
 	j, err := shellJob(c, a.Job)
 	if err != nil {
@@ -459,10 +431,9 @@ func runShellOutput(c *toolCall, a *shellOutputArgs) (any, error) {
 	}
 	finished := j.terminal() // before the read: a finished job's windows hold all it wrote
 	return fitShell(c, func(b shellBudget) any {
-		out, errs := readShellStream(j.stdout, from.out, b, finished), readShellStream(j.stderr, from.err, b, finished)
-		next := shellCursor{out.end, errs.end}
-		return &shellOutputJSON{Cursor: next.encode(j.id), EOF: finished, Job: j.id, Sandbox: shellSandbox(c.cfg),
-			State: shellState(j), Stdout: string(out.text), Stderr: string(errs.text), Truncated: shellDrops(out, errs)}
+		res, next := shellStreams(c.cfg, j, from, b, finished)
+		res["cursor"], res["eof"], res["job"], res["state"] = next.encode(j.id), finished, j.id, shellState(j)
+		return res
 	}), nil
 }
 
