@@ -478,7 +478,8 @@ type shellCursor struct {
 }
 
 // cursorKey signs cursors, so only a cursor this process handed out for a
-// job is taken back for it.
+// job is taken back for it: process-wide, drawn once at start and never
+// written again.
 var cursorKey = func() []byte {
 	k := make([]byte, 32)
 	_, _ = rand.Read(k) // never fails: crypto/rand panics rather than return an error
