@@ -52,9 +52,9 @@ func kindOf[T any](decode func(json.RawMessage) (T, error), schema func() map[st
 // argKinds is every argument type a tool may declare. A pointer field of one
 // of these types is nil when the call leaves it out.
 var argKinds = map[reflect.Type]argKind{
-	reflect.TypeFor[string]():            kindOf(decodeString, schemaOfType("string")),
-	reflect.TypeFor[bool]():              kindOf(decodeBool, schemaOfType("boolean")),
-	reflect.TypeFor[seconds]():           kindOf(decodeSeconds, schemaOfType("number")),
+	reflect.TypeFor[string]():            kindOf(decodeAs[string]("a string"), schemaOfType("string")),
+	reflect.TypeFor[bool]():              kindOf(decodeAs[bool]("true or false"), schemaOfType("boolean")),
+	reflect.TypeFor[seconds]():           kindOf(decodeAs[seconds]("a number of seconds"), schemaOfType("number")),
 	reflect.TypeFor[jobID]():             kindOf(decodeJobID, jobIDSchema),
 	reflect.TypeFor[[]jobID]():           kindOf(decodeJobIDs, jobIDsSchema),
 	reflect.TypeFor[map[string]string](): kindOf(decodeEnv, envSchema),
@@ -179,28 +179,17 @@ func schemaOf(params []param, docs map[string]string) map[string]any {
 	return schema
 }
 
-func decodeString(r json.RawMessage) (string, error) {
-	var s string
-	if json.Unmarshal(r, &s) != nil {
-		return "", fmt.Errorf("must be a string, got %s", clip(r))
+// decodeAs is the decoder of plain JSON values of type T; what names them
+// in the refusal.
+func decodeAs[T any](what string) func(json.RawMessage) (T, error) {
+	return func(r json.RawMessage) (T, error) {
+		var v T
+		if json.Unmarshal(r, &v) != nil {
+			var zero T
+			return zero, fmt.Errorf("must be %s, got %s", what, clip(r))
+		}
+		return v, nil
 	}
-	return s, nil
-}
-
-func decodeBool(r json.RawMessage) (bool, error) {
-	var b bool
-	if json.Unmarshal(r, &b) != nil {
-		return false, fmt.Errorf("must be true or false, got %s", clip(r))
-	}
-	return b, nil
-}
-
-func decodeSeconds(r json.RawMessage) (seconds, error) {
-	var f float64
-	if json.Unmarshal(r, &f) != nil {
-		return 0, fmt.Errorf("must be a number of seconds, got %s", clip(r))
-	}
-	return seconds(f), nil
 }
 
 // decodeJobID takes a string, or an integer as its decimal digits.
@@ -208,8 +197,7 @@ func decodeJobID(r json.RawMessage) (jobID, error) {
 	if integerID(r) {
 		return jobID(r), nil
 	}
-	s, err := decodeString(r)
-	return jobID(s), err
+	return decodeAs[jobID]("a string")(r)
 }
 
 // decodeJobIDs takes a non-empty array of job ids.
@@ -232,24 +220,32 @@ func decodeJobIDs(r json.RawMessage) ([]jobID, error) {
 	return ids, nil
 }
 
-// decodeEnv decodes an env overlay: an object of strings with usable names.
-func decodeEnv(r json.RawMessage) (map[string]string, error) {
+// decodeStrings decodes an object of strings.
+func decodeStrings(r json.RawMessage) (map[string]string, error) {
 	obj, err := decodeObject(r)
 	if err != nil {
 		return nil, fmt.Errorf("must be an object of strings: %v", err)
 	}
-	env := make(map[string]string, len(obj))
+	strs := make(map[string]string, len(obj))
 	for k, v := range obj {
 		var s string
 		if json.Unmarshal(v, &s) != nil {
 			return nil, fmt.Errorf("value of %q must be a string, got %s", k, clip(v))
 		}
+		strs[k] = s
+	}
+	return strs, nil
+}
+
+// decodeEnv decodes an env overlay: an object of strings with usable names.
+func decodeEnv(r json.RawMessage) (map[string]string, error) {
+	env, err := decodeStrings(r)
+	for k, s := range env {
 		if k == "" || strings.ContainsAny(k, "=\x00") || strings.ContainsRune(s, 0) {
 			return nil, fmt.Errorf("%q cannot be an environment variable (no '=' or NUL in names, no NUL in values)", k)
 		}
-		env[k] = s
 	}
-	return env, nil
+	return env, err
 }
 
 // decodeArgv takes a non-empty array of strings without NUL bytes.
@@ -261,10 +257,8 @@ func decodeArgv(r json.RawMessage) ([]string, error) {
 	if len(argv) == 0 || argv[0] == "" {
 		return nil, errors.New("must name a program: a non-empty array whose first string is not empty")
 	}
-	for _, s := range argv {
-		if strings.ContainsRune(s, 0) {
-			return nil, errors.New("must not contain NUL bytes")
-		}
+	if slices.ContainsFunc(argv, func(s string) bool { return strings.ContainsRune(s, 0) }) {
+		return nil, errors.New("must not contain NUL bytes")
 	}
 	return argv, nil
 }
@@ -290,21 +284,13 @@ func decodeByteCount(r json.RawMessage) (byteCount, error) {
 // decodeLooseEnv takes an object of strings and keeps the entries whose
 // names a shell could set, dropping the rest.
 func decodeLooseEnv(r json.RawMessage) (looseEnv, error) {
-	obj, err := decodeObject(r)
-	if err != nil {
-		return nil, fmt.Errorf("must be an object of strings: %v", err)
-	}
-	env := make(looseEnv, len(obj))
-	for k, v := range obj {
-		var s string
-		if json.Unmarshal(v, &s) != nil {
-			return nil, fmt.Errorf("value of %q must be a string, got %s", k, clip(v))
-		}
-		if shellName(k) && !strings.ContainsRune(s, 0) {
-			env[k] = s
+	env, err := decodeStrings(r)
+	for k, s := range env {
+		if !shellName(k) || strings.ContainsRune(s, 0) {
+			delete(env, k)
 		}
 	}
-	return env, nil
+	return env, err
 }
 
 // shellName reports whether name is a portable variable name:
