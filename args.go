@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"reflect"
 	"slices"
@@ -41,33 +42,33 @@ type (
 // argKind decodes and describes the arguments of one Go type.
 type argKind struct {
 	decode func(raw json.RawMessage) (any, error) // a value of exactly that type
-	schema func() map[string]any
+	schema map[string]any                         // shared: schemaOf adds to a copy
 }
 
 // kindOf builds the argKind of T from a typed decoder.
-func kindOf[T any](decode func(json.RawMessage) (T, error), schema func() map[string]any) argKind {
+func kindOf[T any](decode func(json.RawMessage) (T, error), schema map[string]any) argKind {
 	return argKind{decode: func(raw json.RawMessage) (any, error) { return decode(raw) }, schema: schema}
 }
 
 // argKinds is every argument type a tool may declare. A pointer field of one
 // of these types is nil when the call leaves it out.
 var argKinds = map[reflect.Type]argKind{
-	reflect.TypeFor[string]():            kindOf(decodeAs[string]("a string"), schemaOfType("string")),
-	reflect.TypeFor[bool]():              kindOf(decodeAs[bool]("true or false"), schemaOfType("boolean")),
-	reflect.TypeFor[seconds]():           kindOf(decodeAs[seconds]("a number of seconds"), schemaOfType("number")),
-	reflect.TypeFor[jobID]():             kindOf(decodeJobID, jobIDSchema),
-	reflect.TypeFor[[]jobID]():           kindOf(decodeJobIDs, jobIDsSchema),
-	reflect.TypeFor[map[string]string](): kindOf(decodeEnv, envSchema),
-	reflect.TypeFor[[]string]():          kindOf(decodeArgv, argvSchema),
-	reflect.TypeFor[replyBytes]():        kindOf(decodeReplyBytes, replyBytesSchema),
-	reflect.TypeFor[streamSpec]():        kindOf(parseStreamSpec, streamSchema),
-	reflect.TypeFor[capturePolicy]():     kindOf(parseCapturePolicy, captureSchema),
-	reflect.TypeFor[syscall.Signal]():    kindOf(parseSignal, schemaOfType("string")),
-	reflect.TypeFor[untilSpec]():         kindOf(parseUntilSpec, untilSchema),
-	reflect.TypeFor[ttySpec]():           kindOf(parseTTYSpec, ttySchema),
-	reflect.TypeFor[byteCount]():         kindOf(decodeByteCount, byteCountSchema),
-	reflect.TypeFor[looseEnv]():          kindOf(decodeLooseEnv, envSchema),
-	reflect.TypeFor[argList]():           kindOf(decodeArgList, argListSchema),
+	reflect.TypeFor[string]():            kindOf(decodeAs[string]("a string"), map[string]any{"type": "string"}),
+	reflect.TypeFor[bool]():              kindOf(decodeAs[bool]("true or false"), map[string]any{"type": "boolean"}),
+	reflect.TypeFor[seconds]():           kindOf(decodeAs[seconds]("a number of seconds"), map[string]any{"type": "number"}),
+	reflect.TypeFor[jobID]():             kindOf(decodeJobID, jobIDSchema()),
+	reflect.TypeFor[[]jobID]():           kindOf(decodeJobIDs, map[string]any{"type": "array", "items": jobIDSchema(), "minItems": 1}),
+	reflect.TypeFor[map[string]string](): kindOf(decodeEnv, envSchema()),
+	reflect.TypeFor[[]string]():          kindOf(decodeArgv, map[string]any{"type": "array", "items": map[string]any{"type": "string"}, "minItems": 1}),
+	reflect.TypeFor[replyBytes]():        kindOf(decodeReplyBytes, map[string]any{"type": "integer", "minimum": minReplyBytes}),
+	reflect.TypeFor[streamSpec]():        kindOf(parseStreamSpec, streamSchema()),
+	reflect.TypeFor[capturePolicy]():     kindOf(parseCapturePolicy, captureSchema()),
+	reflect.TypeFor[syscall.Signal]():    kindOf(parseSignal, map[string]any{"type": "string"}),
+	reflect.TypeFor[untilSpec]():         kindOf(parseUntilSpec, untilSchema()),
+	reflect.TypeFor[ttySpec]():           kindOf(parseTTYSpec, ttySchema()),
+	reflect.TypeFor[byteCount]():         kindOf(decodeByteCount, map[string]any{"type": "integer", "minimum": 0}),
+	reflect.TypeFor[looseEnv]():          kindOf(decodeLooseEnv, envSchema()),
+	reflect.TypeFor[argList]():           kindOf(decodeArgList, map[string]any{"type": "array", "items": map[string]any{"type": []string{"string", "number"}}}),
 }
 
 // param is one argument of a tool, read from its args struct.
@@ -165,7 +166,7 @@ func schemaOf(params []param, docs map[string]string) map[string]any {
 	props := map[string]any{}
 	required := []string{}
 	for _, p := range params {
-		s := argKinds[p.typ].schema()
+		s := maps.Clone(argKinds[p.typ].schema)
 		s["description"] = docs[p.name]
 		props[p.name] = s
 		if p.required || p.listed {
@@ -338,37 +339,17 @@ func isJSONNumber(r json.RawMessage) bool {
 	return len(r) > 0 && (r[0] == '-' || r[0] >= '0' && r[0] <= '9') && json.Unmarshal(r, &n) == nil
 }
 
-func byteCountSchema() map[string]any { return map[string]any{"type": "integer", "minimum": 0} }
-
-func argListSchema() map[string]any {
-	return map[string]any{"type": "array", "items": map[string]any{"type": []string{"string", "number"}}}
-}
-
-func argvSchema() map[string]any {
-	return map[string]any{"type": "array", "items": map[string]any{"type": "string"}, "minItems": 1}
-}
-
-func replyBytesSchema() map[string]any {
-	return map[string]any{"type": "integer", "minimum": minReplyBytes}
-}
-
-func schemaOfType(t string) func() map[string]any {
-	return func() map[string]any { return map[string]any{"type": t} }
-}
-
 // jobIDSchema says a job id is a string, or an integer meaning the same.
 func jobIDSchema() map[string]any {
 	return map[string]any{"anyOf": []any{map[string]any{"type": "string"}, map[string]any{"type": "integer"}}}
 }
 
-func jobIDsSchema() map[string]any {
-	return map[string]any{"type": "array", "items": jobIDSchema(), "minItems": 1}
-}
-
+// envSchema says an env overlay is an object of strings.
 func envSchema() map[string]any {
 	return map[string]any{"type": "object", "additionalProperties": map[string]any{"type": "string"}}
 }
 
+// streamSchema is the JSON Schema of a stream spec.
 func streamSchema() map[string]any {
 	return map[string]any{"anyOf": []any{
 		map[string]any{"type": "string", "enum": []string{"none", "all"}},
@@ -379,6 +360,7 @@ func streamSchema() map[string]any {
 	}}
 }
 
+// captureSchema is the JSON Schema of a capture policy.
 func captureSchema() map[string]any {
 	spec := map[string]any{"anyOf": []any{
 		map[string]any{"type": "string", "enum": []string{"stdout", "stderr", "all", "none"}},

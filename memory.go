@@ -33,11 +33,12 @@ func trimWhenIdle(activity <-chan struct{}) {
 		for {
 			for waitFor(activity, trimQuietDuration) {
 			}
-			allocated := totalAllocBytes()
-			if allocated-trimmedAt < trimMinBytes {
+			var m runtime.MemStats
+			runtime.ReadMemStats(&m)
+			if m.TotalAlloc-trimmedAt < trimMinBytes {
 				break
 			}
-			trimmedAt = allocated
+			trimmedAt = m.TotalAlloc
 			returnMemory()
 			if recheckTrim(activity) {
 				break
@@ -66,13 +67,6 @@ func recheckTrim(activity <-chan struct{}) bool {
 func returnMemory() {
 	runtime.GC() // the first collection only moves sync.Pool buffers to its victim cache
 	debug.FreeOSMemory()
-}
-
-// totalAllocBytes is how many heap bytes the process has allocated in all.
-func totalAllocBytes() uint64 {
-	var m runtime.MemStats
-	runtime.ReadMemStats(&m)
-	return m.TotalAlloc
 }
 
 // heapFreeBytes is heap memory free for reuse and not yet returned to the
