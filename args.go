@@ -132,17 +132,9 @@ func bindArgs(tool string, params []param, raw map[string]json.RawMessage, dst r
 
 // refuseUnknown names every argument of raw that tool does not take.
 func refuseUnknown(tool string, params []param, raw map[string]json.RawMessage) error {
-	if len(raw) == 0 {
-		return nil
-	}
-	accepted := make([]string, len(params))
-	known := make(map[string]bool, len(params))
-	for i, p := range params {
-		accepted[i], known[p.name] = p.name, true
-	}
 	var unknown []string
 	for name := range raw {
-		if !known[name] {
+		if !slices.ContainsFunc(params, func(p param) bool { return p.name == name }) {
 			unknown = append(unknown, fmt.Sprintf("%q", clipText(name)))
 		}
 	}
@@ -153,6 +145,10 @@ func refuseUnknown(tool string, params []param, raw map[string]json.RawMessage) 
 	what := "unknown argument"
 	if len(unknown) > 1 {
 		what += "s"
+	}
+	accepted := make([]string, len(params))
+	for i, p := range params {
+		accepted[i] = p.name
 	}
 	list := "none"
 	if len(accepted) > 0 {
@@ -212,11 +208,10 @@ func decodeJobIDs(r json.RawMessage) ([]jobID, error) {
 	}
 	ids := make([]jobID, len(items))
 	for i, item := range items {
-		id, err := decodeJobID(item)
-		if err != nil {
+		var err error
+		if ids[i], err = decodeJobID(item); err != nil {
 			return nil, fmt.Errorf("must be an array of strings, got %s", clip(item))
 		}
-		ids[i] = id
 	}
 	return ids, nil
 }

@@ -251,8 +251,7 @@ var configVars = []configVar{
 }
 
 // readSettings is what a configuration is read from: the server's whole
-// environment, and the MCP_EXEC_* variables in it that are set and not
-// empty.
+// environment, and its MCP_EXEC_* variables that are set and not empty.
 type readSettings struct {
 	environ []string
 	given   map[string]string
@@ -524,7 +523,7 @@ func loadConfig(environ []string) (*config, error) {
 		if !strings.HasPrefix(name, "MCP_EXEC_") {
 			continue
 		}
-		if _, ok := findConfigVar(name); !ok {
+		if !slices.ContainsFunc(configVars, func(v configVar) bool { return v.name == name }) {
 			return nil, fmt.Errorf("unknown variable %s; the valid ones are %s", name, strings.Join(configNames(), ", "))
 		}
 		if value != "" { // set but empty: keep the default
@@ -534,7 +533,11 @@ func loadConfig(environ []string) (*config, error) {
 	for _, v := range configVars {
 		value, explicit := s.given[v.name]
 		if !explicit {
-			value = v.defaultFor(c.profile)
+			value = v.def
+			// c.profile is already set: MCP_EXEC_PROFILE is first in configVars.
+			if c.profile == profileAgent && v.agentDef != "" {
+				value = v.agentDef
+			}
 		}
 		if err := v.set(c, value); err != nil {
 			if !explicit {
@@ -593,25 +596,6 @@ func withoutOwnVariables(environ []string) []string {
 		}
 	}
 	return slices.Clip(env) // readers that append copy, not write into the shared array
-}
-
-// defaultFor is the variable's default under profile (set before the other
-// variables, since it is first in configVars).
-func (v configVar) defaultFor(profile string) string {
-	if profile == profileAgent && v.agentDef != "" {
-		return v.agentDef
-	}
-	return v.def
-}
-
-// findConfigVar finds a variable by name.
-func findConfigVar(name string) (configVar, bool) {
-	for _, v := range configVars {
-		if v.name == name {
-			return v, true
-		}
-	}
-	return configVar{}, false
 }
 
 // configNames lists the variable names in order.

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"maps"
 	"os"
@@ -17,10 +18,7 @@ import (
 // refusal wraps errRefused and says what was refused, by which setting, and
 // what is allowed.
 func admit(cfg *config, argv []string, env map[string]string, dir string) (string, error) {
-	if err := admitProgram(cfg, argv); err != nil {
-		return dir, err
-	}
-	if err := admitEnv(cfg, env); err != nil {
+	if err := cmp.Or(admitProgram(cfg, argv), admitEnv(cfg, env)); err != nil {
 		return dir, err
 	}
 	return admitDir(cfg, dir)
