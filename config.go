@@ -266,8 +266,7 @@ func (s readSettings) explicit(name string) bool {
 
 // derivedDefault is a default that depends on other settings or on the
 // server's environment. Rules apply in order, after every MCP_EXEC_*
-// variable has been parsed (at its value, or at its profile's default) and
-// before the checks between settings.
+// variable has been parsed and before the checks between settings.
 type derivedDefault struct {
 	setting   string // the variable, or what the server reads, whose default the rule decides
 	def       string // its default when the rule changes nothing
