@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"reflect"
 	"slices"
@@ -41,33 +42,33 @@ type (
 // argKind decodes and describes the arguments of one Go type.
 type argKind struct {
 	decode func(raw json.RawMessage) (any, error) // a value of exactly that type
-	schema func() map[string]any
+	schema map[string]any                         // shared: schemaOf adds to a copy
 }
 
 // kindOf builds the argKind of T from a typed decoder.
-func kindOf[T any](decode func(json.RawMessage) (T, error), schema func() map[string]any) argKind {
+func kindOf[T any](decode func(json.RawMessage) (T, error), schema map[string]any) argKind {
 	return argKind{decode: func(raw json.RawMessage) (any, error) { return decode(raw) }, schema: schema}
 }
 
 // argKinds is every argument type a tool may declare. A pointer field of one
 // of these types is nil when the call leaves it out.
 var argKinds = map[reflect.Type]argKind{
-	reflect.TypeFor[string]():            kindOf(decodeString, schemaOfType("string")),
-	reflect.TypeFor[bool]():              kindOf(decodeBool, schemaOfType("boolean")),
-	reflect.TypeFor[seconds]():           kindOf(decodeSeconds, schemaOfType("number")),
-	reflect.TypeFor[jobID]():             kindOf(decodeJobID, jobIDSchema),
-	reflect.TypeFor[[]jobID]():           kindOf(decodeJobIDs, jobIDsSchema),
-	reflect.TypeFor[map[string]string](): kindOf(decodeEnv, envSchema),
-	reflect.TypeFor[[]string]():          kindOf(decodeArgv, argvSchema),
-	reflect.TypeFor[replyBytes]():        kindOf(decodeReplyBytes, replyBytesSchema),
-	reflect.TypeFor[streamSpec]():        kindOf(parseStreamSpec, streamSchema),
-	reflect.TypeFor[capturePolicy]():     kindOf(parseCapturePolicy, captureSchema),
-	reflect.TypeFor[syscall.Signal]():    kindOf(parseSignal, schemaOfType("string")),
-	reflect.TypeFor[untilSpec]():         kindOf(parseUntilSpec, untilSchema),
-	reflect.TypeFor[ttySpec]():           kindOf(parseTTYSpec, ttySchema),
-	reflect.TypeFor[byteCount]():         kindOf(decodeByteCount, byteCountSchema),
-	reflect.TypeFor[looseEnv]():          kindOf(decodeLooseEnv, envSchema),
-	reflect.TypeFor[argList]():           kindOf(decodeArgList, argListSchema),
+	reflect.TypeFor[string]():            kindOf(decodeAs[string]("a string"), map[string]any{"type": "string"}),
+	reflect.TypeFor[bool]():              kindOf(decodeAs[bool]("true or false"), map[string]any{"type": "boolean"}),
+	reflect.TypeFor[seconds]():           kindOf(decodeAs[seconds]("a number of seconds"), map[string]any{"type": "number"}),
+	reflect.TypeFor[jobID]():             kindOf(decodeJobID, jobIDSchema()),
+	reflect.TypeFor[[]jobID]():           kindOf(decodeJobIDs, map[string]any{"type": "array", "items": jobIDSchema(), "minItems": 1}),
+	reflect.TypeFor[map[string]string](): kindOf(decodeEnv, envSchema()),
+	reflect.TypeFor[[]string]():          kindOf(decodeArgv, map[string]any{"type": "array", "items": map[string]any{"type": "string"}, "minItems": 1}),
+	reflect.TypeFor[replyBytes]():        kindOf(decodeReplyBytes, map[string]any{"type": "integer", "minimum": minReplyBytes}),
+	reflect.TypeFor[streamSpec]():        kindOf(parseStreamSpec, streamSchema()),
+	reflect.TypeFor[capturePolicy]():     kindOf(parseCapturePolicy, captureSchema()),
+	reflect.TypeFor[syscall.Signal]():    kindOf(parseSignal, map[string]any{"type": "string"}),
+	reflect.TypeFor[untilSpec]():         kindOf(parseUntilSpec, untilSchema()),
+	reflect.TypeFor[ttySpec]():           kindOf(parseTTYSpec, ttySchema()),
+	reflect.TypeFor[byteCount]():         kindOf(decodeByteCount, map[string]any{"type": "integer", "minimum": 0}),
+	reflect.TypeFor[looseEnv]():          kindOf(decodeLooseEnv, envSchema()),
+	reflect.TypeFor[argList]():           kindOf(decodeArgList, map[string]any{"type": "array", "items": map[string]any{"type": []string{"string", "number"}}}),
 }
 
 // param is one argument of a tool, read from its args struct.
@@ -131,17 +132,9 @@ func bindArgs(tool string, params []param, raw map[string]json.RawMessage, dst r
 
 // refuseUnknown names every argument of raw that tool does not take.
 func refuseUnknown(tool string, params []param, raw map[string]json.RawMessage) error {
-	if len(raw) == 0 {
-		return nil
-	}
-	accepted := make([]string, len(params))
-	known := make(map[string]bool, len(params))
-	for i, p := range params {
-		accepted[i], known[p.name] = p.name, true
-	}
 	var unknown []string
 	for name := range raw {
-		if !known[name] {
+		if !slices.ContainsFunc(params, func(p param) bool { return p.name == name }) {
 			unknown = append(unknown, fmt.Sprintf("%q", clipText(name)))
 		}
 	}
@@ -152,6 +145,10 @@ func refuseUnknown(tool string, params []param, raw map[string]json.RawMessage) 
 	what := "unknown argument"
 	if len(unknown) > 1 {
 		what += "s"
+	}
+	accepted := make([]string, len(params))
+	for i, p := range params {
+		accepted[i] = p.name
 	}
 	list := "none"
 	if len(accepted) > 0 {
@@ -165,7 +162,7 @@ func schemaOf(params []param, docs map[string]string) map[string]any {
 	props := map[string]any{}
 	required := []string{}
 	for _, p := range params {
-		s := argKinds[p.typ].schema()
+		s := maps.Clone(argKinds[p.typ].schema)
 		s["description"] = docs[p.name]
 		props[p.name] = s
 		if p.required || p.listed {
@@ -179,28 +176,17 @@ func schemaOf(params []param, docs map[string]string) map[string]any {
 	return schema
 }
 
-func decodeString(r json.RawMessage) (string, error) {
-	var s string
-	if json.Unmarshal(r, &s) != nil {
-		return "", fmt.Errorf("must be a string, got %s", clip(r))
+// decodeAs is the decoder of plain JSON values of type T; what names them
+// in the refusal.
+func decodeAs[T any](what string) func(json.RawMessage) (T, error) {
+	return func(r json.RawMessage) (T, error) {
+		var v T
+		if json.Unmarshal(r, &v) != nil {
+			var zero T
+			return zero, fmt.Errorf("must be %s, got %s", what, clip(r))
+		}
+		return v, nil
 	}
-	return s, nil
-}
-
-func decodeBool(r json.RawMessage) (bool, error) {
-	var b bool
-	if json.Unmarshal(r, &b) != nil {
-		return false, fmt.Errorf("must be true or false, got %s", clip(r))
-	}
-	return b, nil
-}
-
-func decodeSeconds(r json.RawMessage) (seconds, error) {
-	var f float64
-	if json.Unmarshal(r, &f) != nil {
-		return 0, fmt.Errorf("must be a number of seconds, got %s", clip(r))
-	}
-	return seconds(f), nil
 }
 
 // decodeJobID takes a string, or an integer as its decimal digits.
@@ -208,8 +194,7 @@ func decodeJobID(r json.RawMessage) (jobID, error) {
 	if integerID(r) {
 		return jobID(r), nil
 	}
-	s, err := decodeString(r)
-	return jobID(s), err
+	return decodeAs[jobID]("a string")(r)
 }
 
 // decodeJobIDs takes a non-empty array of job ids.
@@ -223,33 +208,40 @@ func decodeJobIDs(r json.RawMessage) ([]jobID, error) {
 	}
 	ids := make([]jobID, len(items))
 	for i, item := range items {
-		id, err := decodeJobID(item)
-		if err != nil {
+		var err error
+		if ids[i], err = decodeJobID(item); err != nil {
 			return nil, fmt.Errorf("must be an array of strings, got %s", clip(item))
 		}
-		ids[i] = id
 	}
 	return ids, nil
 }
 
-// decodeEnv decodes an env overlay: an object of strings with usable names.
-func decodeEnv(r json.RawMessage) (map[string]string, error) {
+// decodeStrings decodes an object of strings.
+func decodeStrings(r json.RawMessage) (map[string]string, error) {
 	obj, err := decodeObject(r)
 	if err != nil {
 		return nil, fmt.Errorf("must be an object of strings: %v", err)
 	}
-	env := make(map[string]string, len(obj))
+	strs := make(map[string]string, len(obj))
 	for k, v := range obj {
 		var s string
 		if json.Unmarshal(v, &s) != nil {
 			return nil, fmt.Errorf("value of %q must be a string, got %s", k, clip(v))
 		}
+		strs[k] = s
+	}
+	return strs, nil
+}
+
+// decodeEnv decodes an env overlay: an object of strings with usable names.
+func decodeEnv(r json.RawMessage) (map[string]string, error) {
+	env, err := decodeStrings(r)
+	for k, s := range env {
 		if k == "" || strings.ContainsAny(k, "=\x00") || strings.ContainsRune(s, 0) {
 			return nil, fmt.Errorf("%q cannot be an environment variable (no '=' or NUL in names, no NUL in values)", k)
 		}
-		env[k] = s
 	}
-	return env, nil
+	return env, err
 }
 
 // decodeArgv takes a non-empty array of strings without NUL bytes.
@@ -261,10 +253,8 @@ func decodeArgv(r json.RawMessage) ([]string, error) {
 	if len(argv) == 0 || argv[0] == "" {
 		return nil, errors.New("must name a program: a non-empty array whose first string is not empty")
 	}
-	for _, s := range argv {
-		if strings.ContainsRune(s, 0) {
-			return nil, errors.New("must not contain NUL bytes")
-		}
+	if slices.ContainsFunc(argv, func(s string) bool { return strings.ContainsRune(s, 0) }) {
+		return nil, errors.New("must not contain NUL bytes")
 	}
 	return argv, nil
 }
@@ -290,21 +280,13 @@ func decodeByteCount(r json.RawMessage) (byteCount, error) {
 // decodeLooseEnv takes an object of strings and keeps the entries whose
 // names a shell could set, dropping the rest.
 func decodeLooseEnv(r json.RawMessage) (looseEnv, error) {
-	obj, err := decodeObject(r)
-	if err != nil {
-		return nil, fmt.Errorf("must be an object of strings: %v", err)
-	}
-	env := make(looseEnv, len(obj))
-	for k, v := range obj {
-		var s string
-		if json.Unmarshal(v, &s) != nil {
-			return nil, fmt.Errorf("value of %q must be a string, got %s", k, clip(v))
-		}
-		if shellName(k) && !strings.ContainsRune(s, 0) {
-			env[k] = s
+	env, err := decodeStrings(r)
+	for k, s := range env {
+		if !shellName(k) || strings.ContainsRune(s, 0) {
+			delete(env, k)
 		}
 	}
-	return env, nil
+	return env, err
 }
 
 // shellName reports whether name is a portable variable name:
@@ -352,37 +334,17 @@ func isJSONNumber(r json.RawMessage) bool {
 	return len(r) > 0 && (r[0] == '-' || r[0] >= '0' && r[0] <= '9') && json.Unmarshal(r, &n) == nil
 }
 
-func byteCountSchema() map[string]any { return map[string]any{"type": "integer", "minimum": 0} }
-
-func argListSchema() map[string]any {
-	return map[string]any{"type": "array", "items": map[string]any{"type": []string{"string", "number"}}}
-}
-
-func argvSchema() map[string]any {
-	return map[string]any{"type": "array", "items": map[string]any{"type": "string"}, "minItems": 1}
-}
-
-func replyBytesSchema() map[string]any {
-	return map[string]any{"type": "integer", "minimum": minReplyBytes}
-}
-
-func schemaOfType(t string) func() map[string]any {
-	return func() map[string]any { return map[string]any{"type": t} }
-}
-
 // jobIDSchema says a job id is a string, or an integer meaning the same.
 func jobIDSchema() map[string]any {
 	return map[string]any{"anyOf": []any{map[string]any{"type": "string"}, map[string]any{"type": "integer"}}}
 }
 
-func jobIDsSchema() map[string]any {
-	return map[string]any{"type": "array", "items": jobIDSchema(), "minItems": 1}
-}
-
+// envSchema says an env overlay is an object of strings.
 func envSchema() map[string]any {
 	return map[string]any{"type": "object", "additionalProperties": map[string]any{"type": "string"}}
 }
 
+// streamSchema is the JSON Schema of a stream spec.
 func streamSchema() map[string]any {
 	return map[string]any{"anyOf": []any{
 		map[string]any{"type": "string", "enum": []string{"none", "all"}},
@@ -393,6 +355,7 @@ func streamSchema() map[string]any {
 	}}
 }
 
+// captureSchema is the JSON Schema of a capture policy.
 func captureSchema() map[string]any {
 	spec := map[string]any{"anyOf": []any{
 		map[string]any{"type": "string", "enum": []string{"stdout", "stderr", "all", "none"}},

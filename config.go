@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"net"
 	"os"
@@ -118,13 +119,7 @@ type configVar struct {
 
 var configVars = []configVar{
 	{"MCP_EXEC_PROFILE", profileCompat, "", "compat (1.0 behaviour) or agent (defaults sized for LLM hosts; explicit variables still win)",
-		func(c *config, v string) error {
-			if v != profileCompat && v != profileAgent {
-				return errors.New("must be compat or agent")
-			}
-			c.profile = v
-			return nil
-		}},
+		func(c *config, v string) (err error) { c.profile, err = oneOf(v, profileCompat, profileAgent); return }},
 	{"MCP_EXEC_DEFAULT_TIMEOUT", "60", "50", "seconds wait blocks when the call gives no timeout (>= 0, fractions allowed)",
 		func(c *config, v string) (err error) { c.defaultTimeout, err = parseSeconds(v, true); return }},
 	{"MCP_EXEC_MAX_OUTPUT_BYTES", "1048576", "", "bytes of output kept per stream per job; older bytes are dropped (>= 1)",
@@ -167,20 +162,15 @@ var configVars = []configVar{
 	{"MCP_EXEC_LAUNCHER", "", "", `JSON array of strings prefixed to every job's argv, e.g. ["nice","-n","10"]`,
 		func(c *config, v string) (err error) { c.launcher, err = parseLauncher(v); return }},
 	{"MCP_EXEC_SANDBOX", sandboxOff, "", "off, read-only (jobs write only to a private TMPDIR and /dev/null-like devices) or roots (also inside MCP_EXEC_ROOTS); kernel-enforced (Landlock)",
-		func(c *config, v string) error {
-			if v != sandboxOff && v != sandboxReadOnly && v != sandboxRoots {
-				return errors.New("must be off, read-only or roots")
-			}
-			c.sandbox = v
-			return nil
+		func(c *config, v string) (err error) {
+			c.sandbox, err = oneOf(v, sandboxOff, sandboxReadOnly, sandboxRoots)
+			return
 		}},
 	{"MCP_EXEC_NETWORK", "on", "", "on, or off: jobs can open no IP socket (seccomp) and make no TCP connection (Landlock)",
 		func(c *config, v string) error {
-			if v != "on" && v != "off" {
-				return errors.New("must be on or off")
-			}
-			c.networkOff = v == "off"
-			return nil
+			network, err := oneOf(v, "on", "off")
+			c.networkOff = network == "off"
+			return err
 		}},
 	{"MCP_EXEC_RLIMITS", "", "", "comma list of resource limits set in every job, soft and hard, e.g. cpu=60,as=4G,nproc=512,fsize=1G,nofile=4096",
 		func(c *config, v string) (err error) { c.rlimits, c.rlimitsText, err = parseRlimits(v); return }},
@@ -261,8 +251,7 @@ var configVars = []configVar{
 }
 
 // readSettings is what a configuration is read from: the server's whole
-// environment, and the MCP_EXEC_* variables in it that are set and not
-// empty.
+// environment, and its MCP_EXEC_* variables that are set and not empty.
 type readSettings struct {
 	environ []string
 	given   map[string]string
@@ -277,8 +266,7 @@ func (s readSettings) explicit(name string) bool {
 
 // derivedDefault is a default that depends on other settings or on the
 // server's environment. Rules apply in order, after every MCP_EXEC_*
-// variable has been parsed (at its value, or at its profile's default) and
-// before the checks between settings.
+// variable has been parsed and before the checks between settings.
 type derivedDefault struct {
 	setting   string // the variable, or what the server reads, whose default the rule decides
 	def       string // its default when the rule changes nothing
@@ -286,28 +274,11 @@ type derivedDefault struct {
 	apply     func(c *config, s readSettings) error
 }
 
-// The shell set's limits on finished jobs when none is set.
-const (
-	shellJobTTL      = time.Hour
-	shellMaxFinished = 100
-)
-
 // derivedDefaults is the one place where a setting's default follows from
-// others. The profile (MCP_EXEC_PROFILE) comes first and is not a rule
-// here: it picks each variable's default in configVars' agent column. Then,
-// in order:
-//
-//   - MCP_EXEC_USAGE turns on when jobs are confined (sandbox, network off,
-//     rlimits);
-//   - with the exec set offered, the exec-mcp gateway's MAX_CONCURRENT_EXECS,
-//     MAX_TIMEOUT_SECONDS and DEFAULT_CWD set MCP_EXEC_MAX_JOBS,
-//     MCP_EXEC_MAX_TIME_LIMIT and the exec tool's cwd;
-//   - with the shell set offered, MCP_EXEC_JOB_TTL becomes an hour and
-//     MCP_EXEC_MAX_FINISHED 100;
-//   - the jobs' shell is $SHELL, found on PATH, else /bin/sh.
-//
-// An MCP_EXEC_* variable that is given always wins over its rule. Only
-// loadConfig applies them: after it a config is read-only.
+// others, each rule saying what changes it. The profile (MCP_EXEC_PROFILE)
+// is not a rule here: it picks each variable's default in configVars' agent
+// column. An MCP_EXEC_* variable that is given always wins over its rule.
+// Only loadConfig applies them: after it a config is read-only.
 var derivedDefaults = []derivedDefault{
 	{"MCP_EXEC_USAGE", "0 (agent profile: 1)", "1 when jobs are confined: MCP_EXEC_SANDBOX other than off, MCP_EXEC_NETWORK=off or MCP_EXEC_RLIMITS set",
 		func(c *config, s readSettings) error {
@@ -324,20 +295,8 @@ var derivedDefaults = []derivedDefault{
 		func(c *config, v string) (err error) { c.execCwd, err = resolveDir(v); return }),
 	// The shell set's jobs are never collected: they are polled, then
 	// forgotten when old, as the toolkit forgets them.
-	{"MCP_EXEC_JOB_TTL", "0", "3600 when the shell set is offered (MCP_EXEC_TOOLS names shell)",
-		func(c *config, s readSettings) error {
-			if c.offers(toolSetShell) && !s.explicit("MCP_EXEC_JOB_TTL") {
-				c.jobTTL = shellJobTTL
-			}
-			return nil
-		}},
-	{"MCP_EXEC_MAX_FINISHED", "0", "100 when the shell set is offered (MCP_EXEC_TOOLS names shell)",
-		func(c *config, s readSettings) error {
-			if c.offers(toolSetShell) && !s.explicit("MCP_EXEC_MAX_FINISHED") {
-				c.maxFinished = shellMaxFinished
-			}
-			return nil
-		}},
+	forShellSet("MCP_EXEC_JOB_TTL", "3600", func(c *config) { c.jobTTL = time.Hour }),
+	forShellSet("MCP_EXEC_MAX_FINISHED", "100", func(c *config) { c.maxFinished = 100 }),
 	// SHELL and PATH from environ, the environment the server was given,
 	// as every other setting is read: not from the process's own.
 	{"SHELL", "/bin/sh", "SHELL in the server's environment; a bare name is found on its PATH",
@@ -346,7 +305,13 @@ var derivedDefaults = []derivedDefault{
 			if c.shellSpelled == "" {
 				c.shellSpelled = "/bin/sh"
 			}
-			c.shell = resolveShell(c.shellSpelled, s.environ)
+			// A bare name is found on PATH as lookPath finds programs; a
+			// shell not found is kept as spelled, and each job then fails to
+			// start with a start_error that names it.
+			c.shell = c.shellSpelled
+			if path, err := lookPath(c.shellSpelled, s.environ); err == nil {
+				c.shell = path
+			}
 			return nil
 		}},
 }
@@ -369,6 +334,18 @@ func fromGateway(name, ours, def string, set func(c *config, value string) error
 				if err := set(c, value); err != nil {
 					return fmt.Errorf("%s=%q (the exec-mcp gateway's setting, read for MCP_EXEC_TOOLS=exec): %w", name, value, err)
 				}
+			}
+			return nil
+		}}
+}
+
+// forShellSet is the rule that gives variable name the shell set's default,
+// spelled shellDef, when that set is offered and name is not given.
+func forShellSet(name, shellDef string, set func(c *config)) derivedDefault {
+	return derivedDefault{name, "0", shellDef + " when the shell set is offered (MCP_EXEC_TOOLS names shell)",
+		func(c *config, s readSettings) error {
+			if c.offers(toolSetShell) && !s.explicit(name) {
+				set(c)
 			}
 			return nil
 		}}
@@ -406,12 +383,19 @@ func validToolPrefix(v string) bool {
 
 func isLetter(b byte) bool { return b >= 'a' && b <= 'z' || b >= 'A' && b <= 'Z' }
 
+// oneOf returns v if it is one of choices, which the error lists.
+func oneOf(v string, choices ...string) (string, error) {
+	if slices.Contains(choices, v) {
+		return v, nil
+	}
+	last := len(choices) - 1
+	return "", fmt.Errorf("must be %s or %s", strings.Join(choices[:last], ", "), choices[last])
+}
+
 // parseSwitch reads 0 or 1.
 func parseSwitch(v string) (bool, error) {
-	if v != "0" && v != "1" {
-		return false, errors.New("must be 0 or 1")
-	}
-	return v == "1", nil
+	on, err := oneOf(v, "0", "1")
+	return on == "1", err
 }
 
 // parseCount reads a whole number, 0 or more.
@@ -497,10 +481,8 @@ func parseLauncher(v string) ([]string, error) {
 	if json.Unmarshal([]byte(v), &argv) != nil || len(argv) == 0 || argv[0] == "" {
 		return nil, errors.New(`must be a JSON array of strings naming a program first, e.g. ["nice","-n","10"]`)
 	}
-	for _, s := range argv {
-		if strings.ContainsRune(s, 0) {
-			return nil, errors.New("must not contain NUL bytes")
-		}
+	if slices.ContainsFunc(argv, func(s string) bool { return strings.ContainsRune(s, 0) }) {
+		return nil, errors.New("must not contain NUL bytes")
 	}
 	return slices.Clip(argv), nil
 }
@@ -531,9 +513,7 @@ func parseSeconds(v string, zeroOK bool) (time.Duration, error) {
 // loadConfig reads the configuration from environ. An unknown MCP_EXEC_*
 // variable is an error: it is almost always a typo. The profile picks the
 // defaults; a variable that is set wins over its profile's default and over
-// any rule of derivedDefaults. The config returned is never changed again:
-// sessions, transports and the tool caches share it, and a view that
-// differs is a copy (withUsage).
+// any rule of derivedDefaults. The config returned is never changed again.
 func loadConfig(environ []string) (*config, error) {
 	c := &config{baseEnv: withoutOwnVariables(environ)}
 	s := readSettings{environ: environ, given: map[string]string{}}
@@ -542,7 +522,7 @@ func loadConfig(environ []string) (*config, error) {
 		if !strings.HasPrefix(name, "MCP_EXEC_") {
 			continue
 		}
-		if _, ok := findConfigVar(name); !ok {
+		if !slices.ContainsFunc(configVars, func(v configVar) bool { return v.name == name }) {
 			return nil, fmt.Errorf("unknown variable %s; the valid ones are %s", name, strings.Join(configNames(), ", "))
 		}
 		if value != "" { // set but empty: keep the default
@@ -552,7 +532,11 @@ func loadConfig(environ []string) (*config, error) {
 	for _, v := range configVars {
 		value, explicit := s.given[v.name]
 		if !explicit {
-			value = v.defaultFor(c.profile)
+			value = v.def
+			// c.profile is already set: MCP_EXEC_PROFILE is first in configVars.
+			if c.profile == profileAgent && v.agentDef != "" {
+				value = v.agentDef
+			}
 		}
 		if err := v.set(c, value); err != nil {
 			if !explicit {
@@ -591,11 +575,10 @@ func checkLimits(c *config) error {
 	return nil
 }
 
-// withUsage returns a copy of c whose terminal results carry usage; c is
-// never changed. The copy shares c's slices and maps, which nobody
-// changes. A config keys the tool caches (toolTables, toolLists), so make
-// each view once, where the transport that needs it starts, and keep it:
-// a view made per request would add cache entries without bound.
+// withUsage returns a copy of c, sharing its slices and maps, whose
+// terminal results carry usage. A config keys the tool caches (toolTables,
+// toolLists), so make each view once, where the transport that needs it
+// starts: a view made per request would add cache entries without bound.
 func (c *config) withUsage() *config {
 	view := *c
 	view.usage = true
@@ -614,25 +597,6 @@ func withoutOwnVariables(environ []string) []string {
 	return slices.Clip(env) // readers that append copy, not write into the shared array
 }
 
-// defaultFor is the variable's default under profile (set before the other
-// variables, since it is first in configVars).
-func (v configVar) defaultFor(profile string) string {
-	if profile == profileAgent && v.agentDef != "" {
-		return v.agentDef
-	}
-	return v.def
-}
-
-// findConfigVar finds a variable by name.
-func findConfigVar(name string) (configVar, bool) {
-	for _, v := range configVars {
-		if v.name == name {
-			return v, true
-		}
-	}
-	return configVar{}, false
-}
-
 // configNames lists the variable names in order.
 func configNames() []string {
 	names := make([]string, len(configVars))
@@ -641,17 +605,6 @@ func configNames() []string {
 	}
 	sort.Strings(names)
 	return names
-}
-
-// resolveShell finds shell (as $SHELL spells it) on environ's PATH when it
-// is a bare name, as lookPath finds programs. A shell that cannot be found
-// is kept as is: each job then fails to start with a start_error that
-// names it.
-func resolveShell(shell string, environ []string) string {
-	if path, err := lookPath(shell, environ); err == nil {
-		return path
-	}
-	return shell
 }
 
 // secondsToDuration converts seconds, saturating instead of overflowing.
@@ -682,7 +635,7 @@ func parseRlimits(v string) (limits []rlimit, spelled string, err error) {
 		case !ok:
 			return nil, "", fmt.Errorf("%q is not name=value", item)
 		case !known:
-			return nil, "", fmt.Errorf("unknown resource %q (known: %s)", name, strings.Join(rlimitNames(), ", "))
+			return nil, "", fmt.Errorf("unknown resource %q (known: %s)", name, strings.Join(slices.Sorted(maps.Keys(rlimitResources)), ", "))
 		case seen[name]:
 			return nil, "", fmt.Errorf("%s is given twice", name)
 		}
@@ -715,16 +668,6 @@ func parseLimitValue(v string, byteSized bool) (uint64, error) {
 		return 0, fmt.Errorf("%q must be a whole number or unlimited", v)
 	}
 	return n << shift, nil
-}
-
-// rlimitNames lists the resource names MCP_EXEC_RLIMITS knows, sorted.
-func rlimitNames() []string {
-	names := make([]string, 0, len(rlimitResources))
-	for name := range rlimitResources {
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	return names
 }
 
 // checkListen refuses HTTP settings that contradict each other, and a

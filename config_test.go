@@ -290,3 +290,13 @@ func TestSessionLeavesConfigUnchanged(t *testing.T) {
 		t.Errorf("the session changed its configuration:\n%+v\nwas\n%+v", *cfg, before)
 	}
 }
+
+// findConfigVar finds a variable of configVars by name.
+func findConfigVar(name string) (configVar, bool) {
+	for _, v := range configVars {
+		if v.name == name {
+			return v, true
+		}
+	}
+	return configVar{}, false
+}

@@ -148,11 +148,6 @@ func escapedCost(s []byte, cost func(esc string, size int) int) int {
 			i += plain
 			continue
 		}
-		if c := s[i]; c < utf8.RuneSelf { // an ASCII escape: no decoding needed
-			n += cost(asciiEscapes[c], 1)
-			i++
-			continue
-		}
 		esc, size := jsonEscape(s[i:])
 		n += cost(esc, size)
 		i += size
@@ -167,11 +162,6 @@ func appendQuoted(b, s []byte) []byte {
 		if plain := plainRun(s[i:]); plain > 0 {
 			b = append(b, s[i:i+plain]...)
 			i += plain
-			continue
-		}
-		if c := s[i]; c < utf8.RuneSelf { // an ASCII escape: no decoding needed
-			b = append(b, asciiEscapes[c]...)
-			i++
 			continue
 		}
 		esc, size := jsonEscape(s[i:])
@@ -291,8 +281,6 @@ func unknownKey(obj map[string]json.RawMessage, allowed ...string) string {
 
 // integerID reports whether id is a number id we accept: an integer of any
 // size with no sign but '-', no leading zero, no fraction or exponent.
-// (Hand-written: it was the only use of regexp; dropping that and
-// runtime/metrics took the static binary from 2.83 to 2.55 MB.)
 func integerID(id []byte) bool {
 	if len(id) > 0 && id[0] == '-' {
 		id = id[1:]

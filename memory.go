@@ -21,23 +21,22 @@ const (
 
 // trimWhenIdle hands memory a burst of work freed back to the system once
 // requests pause. The runtime would otherwise keep the burst's heap until
-// its next collection, which an idle server may not start for minutes. After
-// a trim it looks again each quiet second, a few times, because the burst's
-// last frees can land after it; a request that finishes meanwhile means the
-// burst went on, so it waits for the next quiet second and trims again if
-// enough was allocated since. It costs a few collections per burst and
-// nothing while the server is idle.
+// its next collection, which an idle server may not start for minutes.
+// After a trim it looks again (recheckTrim), because the burst's last frees
+// can land after it. It costs a few collections per burst and nothing while
+// the server is idle.
 func trimWhenIdle(activity <-chan struct{}) {
 	var trimmedAt uint64 // bytes allocated in all when memory was last handed back
 	for range activity {
 		for {
 			for waitFor(activity, trimQuietDuration) {
 			}
-			allocated := totalAllocBytes()
-			if allocated-trimmedAt < trimMinBytes {
+			var m runtime.MemStats
+			runtime.ReadMemStats(&m)
+			if m.TotalAlloc-trimmedAt < trimMinBytes {
 				break
 			}
-			trimmedAt = allocated
+			trimmedAt = m.TotalAlloc
 			returnMemory()
 			if recheckTrim(activity) {
 				break
@@ -66,13 +65,6 @@ func recheckTrim(activity <-chan struct{}) bool {
 func returnMemory() {
 	runtime.GC() // the first collection only moves sync.Pool buffers to its victim cache
 	debug.FreeOSMemory()
-}
-
-// totalAllocBytes is how many heap bytes the process has allocated in all.
-func totalAllocBytes() uint64 {
-	var m runtime.MemStats
-	runtime.ReadMemStats(&m)
-	return m.TotalAlloc
 }
 
 // heapFreeBytes is heap memory free for reuse and not yet returned to the

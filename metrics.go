@@ -3,7 +3,8 @@ package main
 import (
 	"fmt"
 	"io"
-	"sort"
+	"maps"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -57,11 +58,7 @@ func writeMetrics(w io.Writer, gauges []metric) {
 		fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s %s\n%s %s\n", m.name, m.help, m.name, m.kind, m.name, strconv.FormatFloat(m.value, 'f', -1, 64))
 	}
 	httpResponses.mu.Lock()
-	codes := make([]int, 0, len(httpResponses.byCode))
-	for c := range httpResponses.byCode {
-		codes = append(codes, c)
-	}
-	sort.Ints(codes)
+	codes := slices.Sorted(maps.Keys(httpResponses.byCode))
 	fmt.Fprintf(w, "# HELP mcp_exec_http_responses_total HTTP responses by status code.\n# TYPE mcp_exec_http_responses_total counter\n")
 	for _, c := range codes {
 		fmt.Fprintf(w, "mcp_exec_http_responses_total{code=\"%d\"} %d\n", c, httpResponses.byCode[c])

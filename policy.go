@@ -1,7 +1,9 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
+	"maps"
 	"os"
 	"slices"
 	"sort"
@@ -16,10 +18,7 @@ import (
 // refusal wraps errRefused and says what was refused, by which setting, and
 // what is allowed.
 func admit(cfg *config, argv []string, env map[string]string, dir string) (string, error) {
-	if err := admitProgram(cfg, argv); err != nil {
-		return dir, err
-	}
-	if err := admitEnv(cfg, env); err != nil {
+	if err := cmp.Or(admitProgram(cfg, argv), admitEnv(cfg, env)); err != nil {
 		return dir, err
 	}
 	return admitDir(cfg, dir)
@@ -83,10 +82,10 @@ func admitDir(cfg *config, dir string) (string, error) {
 	if cfg.roots == nil {
 		return dir, nil
 	}
-	roots := strings.Join(cfg.roots, ", ")
 	if dir == "" {
 		return cfg.roots[0], nil
 	}
+	roots := strings.Join(cfg.roots, ", ")
 	resolved, err := resolveDir(dir)
 	if err != nil {
 		return "", fmt.Errorf("%w: cwd %v; MCP_EXEC_ROOTS allows: %s", errRefused, err, roots)
@@ -100,14 +99,7 @@ func admitDir(cfg *config, dir string) (string, error) {
 }
 
 // sortedKeys lists a set's members in order.
-func sortedKeys(set map[string]bool) []string {
-	keys := make([]string, 0, len(set))
-	for k := range set {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
-}
+func sortedKeys(set map[string]bool) []string { return slices.Sorted(maps.Keys(set)) }
 
 // pinDir opens the cwd a job was admitted to and checks where the opened
 // directory really is, then returns a path that names that very directory

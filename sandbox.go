@@ -141,8 +141,9 @@ func confinementFor(cfg *config, tmp string) confinement {
 }
 
 // checkConfinement confirms at startup that the kernel enforces what cfg
-// asks of jobs, by starting a launcher under it that then runs nothing. Its error
-// names the setting that cannot be had, and why.
+// asks of jobs, by starting a launcher under it that then runs nothing: a
+// sandbox the kernel cannot enforce stops the server instead of leaving
+// jobs unconfined. Its error names the setting that cannot be had, and why.
 func checkConfinement(cfg *config) error {
 	c := confinementFor(cfg, "")
 	if !c.any() {
@@ -165,8 +166,7 @@ func checkConfinement(cfg *config) error {
 
 // probeConfinement starts the launcher once under c, with no program, and
 // returns nil when it ran, or the confineFailed* status of what failed and
-// why. The server calls it at startup: a sandbox the kernel
-// cannot enforce stops the server instead of leaving jobs unconfined.
+// why.
 func probeConfinement(c confinement) (int, error) {
 	r, w, err := os.Pipe()
 	if err != nil {
@@ -222,17 +222,16 @@ var jobTemps struct {
 // makeJobTemp creates a fresh, empty directory only one job will use as its
 // TMPDIR.
 func makeJobTemp() (string, error) {
+	var err error
 	jobTemps.mu.Lock()
 	if jobTemps.base == "" {
-		base, err := os.MkdirTemp("", "mcp-exec-jobs-")
-		if err != nil {
-			jobTemps.mu.Unlock()
-			return "", fmt.Errorf("make the jobs' temporary directory: %w", err)
-		}
-		jobTemps.base = base
+		jobTemps.base, err = os.MkdirTemp("", "mcp-exec-jobs-") // "" on error: the next job tries again
 	}
 	base := jobTemps.base
 	jobTemps.mu.Unlock()
+	if err != nil {
+		return "", fmt.Errorf("make the jobs' temporary directory: %w", err)
+	}
 	dir, err := os.MkdirTemp(base, "job-")
 	if err != nil {
 		return "", fmt.Errorf("make the job's temporary directory: %w", err)

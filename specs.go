@@ -227,31 +227,25 @@ func signalByName(up string) (syscall.Signal, bool) {
 // realtimeByName resolves RTMIN, RTMIN+n, RTMAX and RTMAX-n, numbered as
 // kill(1) numbers them for programs built on the C library.
 func realtimeByName(up string) (syscall.Signal, bool) {
-	for _, base := range []struct {
-		name string
-		sig  syscall.Signal
-		step int
-	}{{"RTMIN", realtimeMin, 1}, {"RTMAX", realtimeMax, -1}} {
-		rest, ok := strings.CutPrefix(up, base.name)
-		if !ok || realtimeMin == 0 {
-			continue
-		}
-		n := 0
-		if rest != "" {
-			sign := "+"
-			if base.step < 0 {
-				sign = "-"
-			}
-			digits, ok := strings.CutPrefix(rest, sign)
-			var err error
-			if n, err = strconv.Atoi(digits); !ok || err != nil || n < 0 {
-				return 0, false
-			}
-		}
-		sig := base.sig + syscall.Signal(n*base.step)
-		return sig, sig >= realtimeMin && sig <= realtimeMax
+	base, sign, step := realtimeMin, "+", 1
+	rest, ok := strings.CutPrefix(up, "RTMIN")
+	if !ok {
+		base, sign, step = realtimeMax, "-", -1
+		rest, ok = strings.CutPrefix(up, "RTMAX")
 	}
-	return 0, false
+	if !ok || realtimeMin == 0 {
+		return 0, false
+	}
+	n := 0
+	if rest != "" {
+		digits, ok := strings.CutPrefix(rest, sign)
+		var err error
+		if n, err = strconv.Atoi(digits); !ok || err != nil || n < 0 {
+			return 0, false
+		}
+	}
+	sig := base + syscall.Signal(n*step)
+	return sig, sig >= realtimeMin && sig <= realtimeMax
 }
 
 // isRealtime reports whether sig is one of the system's real-time signals,

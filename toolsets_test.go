@@ -4,6 +4,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestDefaultOffersTheSevenJobTools: with no setting, the seven 1.0 tools
@@ -52,7 +53,7 @@ func TestToolSetSettingsRefused(t *testing.T) {
 // collected, so offering it bounds finished jobs unless a setting says
 // otherwise.
 func TestShellSetDefaultsLimitFinishedJobs(t *testing.T) {
-	if cfg := configOf(t, "MCP_EXEC_TOOLS=shell"); cfg.jobTTL != shellJobTTL || cfg.maxFinished != shellMaxFinished {
+	if cfg := configOf(t, "MCP_EXEC_TOOLS=shell"); cfg.jobTTL != time.Hour || cfg.maxFinished != 100 {
 		t.Errorf("ttl %v, max finished %d", cfg.jobTTL, cfg.maxFinished)
 	}
 	if cfg := configOf(t, "MCP_EXEC_TOOLS=shell", "MCP_EXEC_JOB_TTL=0", "MCP_EXEC_MAX_FINISHED=0"); cfg.jobTTL != 0 || cfg.maxFinished != 0 {
