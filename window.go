@@ -565,18 +565,13 @@ func (w *window) dropOldest(want int64) {
 		if i >= len(w.chunks) {
 			break
 		}
-		next := min(floor+min(int64(i+1)*windowChunkBytes, limit)-p, total)
-		if i == writing {
-			if !first {
-				break // around the ring to the newest bytes
-			}
-			// A full ring's oldest bytes share the chunk being written: they
-			// go, the chunk stays.
-			floor = next
-			continue
+		if i == writing && !first {
+			break // around the ring to the newest bytes
 		}
-		floor = next
-		if c := w.chunks[i]; c != nil {
+		floor = min(floor+min(int64(i+1)*windowChunkBytes, limit)-p, total)
+		// A full ring's oldest bytes may share the chunk being written: they
+		// go, the chunk stays.
+		if c := w.chunks[i]; c != nil && i != writing {
 			freed += int64(len(c))
 			w.chunks[i] = nil
 		}
