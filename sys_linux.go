@@ -42,13 +42,6 @@ func closeInheritedOnExec() {
 	cloexecListed("/proc/self/fd") // kernels before 5.11
 }
 
-// procInfo is what /proc/PID/stat says about one process.
-type procInfo struct {
-	pid, ppid, pgid, sid int
-	comm                 string
-	state                string
-}
-
 // readProcs lists every process visible in /proc. Processes that vanish
 // while it reads are skipped.
 func readProcs() []procInfo {
@@ -301,15 +294,6 @@ func scheduledRuns(pid int) uint64 {
 	}
 	n, _ := strconv.ParseUint(fields[2], 10, 64)
 	return n
-}
-
-// pipeInode is the inode number of the pipe fd belongs to.
-func pipeInode(fd int) uint64 {
-	var st unix.Stat_t
-	if unix.Fstat(fd, &st) != nil {
-		return 0
-	}
-	return st.Ino
 }
 
 // openPath is the path of the file open at fd, as /proc names it.
