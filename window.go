@@ -460,8 +460,7 @@ func (w *window) charAround(p, start, total int64) (int64, int64) {
 		return p, 0
 	}
 	for lead := p - 1; lead >= start && lead > p-utf8.UTFMax; lead-- {
-		b := w.at(lead)
-		if !utf8.RuneStart(b) {
+		if !utf8.RuneStart(w.at(lead)) {
 			continue
 		}
 		r, size := utf8.DecodeRune(w.copyRange(lead, min(total, lead+utf8.UTFMax)))
