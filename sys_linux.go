@@ -267,15 +267,8 @@ func epollWatches(dir string, epfd int64, target string) bool {
 		return false
 	}
 	for _, line := range strings.Split(string(b), "\n") {
-		rest, ok := strings.CutPrefix(line, "tfd:")
-		if !ok {
-			continue
-		}
-		fields := strings.Fields(rest)
-		if len(fields) == 0 {
-			continue
-		}
-		if fd, err := strconv.ParseInt(fields[0], 10, 64); err == nil && fdIs(dir, fd, target) {
+		var fd int64 // a watched descriptor's line: "tfd: N events: ..."
+		if _, err := fmt.Sscanf(line, "tfd:%d", &fd); err == nil && fdIs(dir, fd, target) {
 			return true
 		}
 	}
