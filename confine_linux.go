@@ -109,11 +109,7 @@ func (c confinement) restrictThread() error {
 		return nil
 	}
 	if err := rules.install(); err != nil {
-		failed := confineFailedFS
-		if !c.fsRestricted {
-			failed = confineFailedNet
-		}
-		return &confineError{failed, fmt.Errorf("seccomp filter: %w (the sandbox and network off need seccomp filters: Linux 3.17 or later, allowed by podman's and docker's default profiles)", err)}
+		return c.failed(fmt.Errorf("seccomp filter: %w (the sandbox and network off need seccomp filters: Linux 3.17 or later, allowed by podman's and docker's default profiles)", err))
 	}
 	return nil
 }
@@ -149,15 +145,11 @@ func setRlimits(limits []rlimit) error {
 // 6+), so a job cannot signal the server or another job.
 func (c confinement) restrictLandlock() error {
 	abi, err := landlockABI()
-	failed := confineFailedFS
-	if !c.fsRestricted {
-		failed = confineFailedNet
-	}
 	if err != nil {
 		if !c.fsRestricted {
 			return nil // the seccomp filter alone keeps the job off the network
 		}
-		return &confineError{failed, fmt.Errorf("the kernel offers no Landlock (%w): the filesystem sandbox needs Linux 5.13 or later with Landlock enabled (lsm=landlock)", err)}
+		return c.failed(fmt.Errorf("the kernel offers no Landlock (%w): the filesystem sandbox needs Linux 5.13 or later with Landlock enabled (lsm=landlock)", err))
 	}
 	var attr unix.LandlockRulesetAttr
 	var writes uint64
@@ -172,7 +164,7 @@ func (c confinement) restrictLandlock() error {
 		// Without signal scoping a sandboxed job could stop or kill the
 		// server and other sessions' jobs: refuse rather than run less
 		// confined than promised.
-		return &confineError{failed, fmt.Errorf("this kernel's Landlock is ABI %d: keeping a sandboxed job from signalling the server and other jobs needs ABI 6 (Linux 6.12)", abi)}
+		return c.failed(fmt.Errorf("this kernel's Landlock is ABI %d: keeping a sandboxed job from signalling the server and other jobs needs ABI 6 (Linux 6.12)", abi))
 	}
 	if abi >= 6 {
 		attr.Scoped = unix.LANDLOCK_SCOPE_SIGNAL
@@ -185,26 +177,35 @@ func (c confinement) restrictLandlock() error {
 	}
 	fd, _, errno := unix.Syscall(unix.SYS_LANDLOCK_CREATE_RULESET, uintptr(unsafe.Pointer(&attr)), rulesetAttrSize(abi), 0)
 	if errno != 0 {
-		return &confineError{failed, fmt.Errorf("landlock_create_ruleset: %w", errno)}
+		return c.failed(fmt.Errorf("landlock_create_ruleset: %w", errno))
 	}
 	ruleset := int(fd)
 	defer unix.Close(ruleset)
 	if c.fsRestricted {
 		for _, dir := range c.writable {
 			if err := allowBeneath(ruleset, dir, writes); err != nil {
-				return &confineError{failed, err}
+				return c.failed(err)
 			}
 		}
 		for _, dev := range harmlessDevices {
 			if err := allowBeneath(ruleset, dev, writes&landlockFileRights); err != nil && !errors.Is(err, unix.ENOENT) {
-				return &confineError{failed, err} // a minimal image may lack a device; nothing to allow then
+				return c.failed(err) // a minimal image may lack a device; nothing to allow then
 			}
 		}
 	}
 	if _, _, errno := unix.Syscall(unix.SYS_LANDLOCK_RESTRICT_SELF, uintptr(ruleset), 0, 0); errno != 0 {
-		return &confineError{failed, fmt.Errorf("landlock_restrict_self: %w", errno)}
+		return c.failed(fmt.Errorf("landlock_restrict_self: %w", errno))
 	}
 	return nil
+}
+
+// failed is err as the confineError of c: a sandbox's failure when c has a
+// sandbox, else network off's.
+func (c confinement) failed(err error) error {
+	if c.fsRestricted {
+		return &confineError{confineFailedFS, err}
+	}
+	return &confineError{confineFailedNet, err}
 }
 
 // landlockWritesFor is every filesystem-changing right the given ABI knows.

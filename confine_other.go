@@ -2,10 +2,7 @@
 
 package main
 
-import (
-	"errors"
-	"fmt"
-)
+import "errors"
 
 // rlimitResources is empty here: MCP_EXEC_RLIMITS needs the Linux launcher.
 var rlimitResources = map[string]struct {
@@ -34,9 +31,6 @@ func setRlimits(limits []rlimit) error {
 	}
 	return &confineError{confineFailedRlimits, errNoConfinement}
 }
-
-// rlimitName is the resource's number: no names are known here.
-func rlimitName(resource int) string { return fmt.Sprint(resource) }
 
 // jobDir is dir: no job has a mount namespace of its own here.
 func (c confinement) jobDir(dir string) (string, func(), error) { return dir, func() {}, nil }

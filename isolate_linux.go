@@ -3,7 +3,6 @@ package main
 import (
 	"errors"
 	"fmt"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -130,16 +129,11 @@ func dropCapabilities() error {
 	return nil
 }
 
-// lastCapability is the highest capability number the kernel knows, read
-// once.
+// lastCapability is the highest capability number the kernel knows, read once.
 var lastCapability = sync.OnceValue(func() int {
-	data, err := os.ReadFile("/proc/sys/kernel/cap_last_cap")
+	n, err := readNumber("/proc/sys/kernel/cap_last_cap")
 	if err != nil {
 		return unix.CAP_LAST_CAP // as this program was built to know
 	}
-	n, err := strconv.Atoi(strings.TrimSpace(string(data)))
-	if err != nil {
-		return unix.CAP_LAST_CAP
-	}
-	return n
+	return int(n)
 })

@@ -43,17 +43,13 @@ func (r *registry) kill(w *waiter, j *job, plan killPlan) (killOutcome, error) {
 			if err := j.signal(sig); err != nil {
 				return killOutcome{}, err
 			}
+			var err error
 			if plan.wait <= 0 { // no waiting: look once, and escalate at once
-				if out.terminated = j.terminal() && !groupAlive(j.pid); out.terminated {
-					break
-				}
-				continue
-			}
-			dead, err := j.awaitDeath(w, time.Now().Add(plan.wait))
-			if err != nil {
+				out.terminated = j.terminal() && !groupAlive(j.pid)
+			} else if out.terminated, err = j.awaitDeath(w, time.Now().Add(plan.wait)); err != nil {
 				return killOutcome{}, err
 			}
-			if out.terminated = dead; dead {
+			if out.terminated {
 				break
 			}
 		}

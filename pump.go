@@ -49,7 +49,7 @@ func startPump(f *os.File, w *window, gate *readGate) *pump {
 // run reads until EOF or error, then closes the pipe.
 func (p *pump) run() {
 	defer close(p.finished)
-	defer p.settle.ended()
+	defer p.settle.moveTo(settleSettled) // EOF, a read error or a close
 	defer p.f.Close()
 	rc, err := p.f.SyscallConn()
 	if err != nil {
@@ -131,6 +131,7 @@ type readGate struct {
 	wrote chan struct{} // 1-buffered: the pump put bytes in the window
 }
 
+// newReadGate returns a gate whose reader has taken nothing yet.
 func newReadGate() *readGate {
 	return &readGate{moved: make(chan struct{}, 1), wrote: make(chan struct{}, 1)}
 }
@@ -189,9 +190,9 @@ type settleState int
 //	         pipe reached EOF or failed. Everything the shell wrote is in
 //	         the window.
 //
-// Transitions: writing → exited (shellExited); exited → looked (a read
+// Transitions: writing → exited (awaitSettled); exited → looked (a read
 // with data); exited or looked → settled (a read finding the pipe empty);
-// any → settled (ended). Each one is announced on changed.
+// any → settled (the pump stops). Each one is announced on changed.
 type settle struct {
 	mu      sync.Mutex  // guards state and changed
 	state   settleState // where the pump is
@@ -205,19 +206,14 @@ const (
 	settleSettled
 )
 
-// moveTo advances the state to to, if that is forward. Caller holds s.mu.
+// moveTo advances the state to to, if that is forward.
 func (s *settle) moveTo(to settleState) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	if to > s.state {
 		s.state = to
 		s.changed.announce()
 	}
-}
-
-// shellExited records that the job's shell has exited.
-func (s *settle) shellExited() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.moveTo(settleExited)
 }
 
 // readBegins is called as a read begins; it reports whether the shell had
@@ -231,23 +227,12 @@ func (s *settle) readBegins() bool {
 // readEnded records a read that began after the exit (afterExit) and found
 // the pipe empty or not.
 func (s *settle) readEnded(afterExit, empty bool) {
-	if !afterExit {
-		return
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if empty {
+	switch {
+	case afterExit && empty:
 		s.moveTo(settleSettled)
-	} else {
+	case afterExit:
 		s.moveTo(settleLooked)
 	}
-}
-
-// ended records that the pump stopped: EOF, a read error or a close.
-func (s *settle) ended() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.moveTo(settleSettled)
 }
 
 // settled reports whether everything the shell wrote is in the window.
@@ -284,7 +269,7 @@ func (s *settle) waitUntil(want settleState, timeout <-chan time.Time) bool {
 // not busy, and the result is not held back for ever.
 func awaitSettled(limit time.Duration, pumps ...*pump) {
 	for _, p := range pumps {
-		p.settle.shellExited()
+		p.settle.moveTo(settleExited)
 		p.wake()
 	}
 	stuck := time.NewTimer(settleStuckDuration)

@@ -13,9 +13,10 @@ import (
 
 // The reaper is the one owner of child reaping in this process. Nothing else
 // may call wait4/waitid or use os/exec: a second waiter would steal exit
-// statuses, and a job would report another process's exit. It collects every child with wait4(-1), hands a
-// job's status to the callback registered at spawn, and simply discards the
-// statuses of orphans that were re-parented to us (as PID 1 or subreaper).
+// statuses, and a job would report another process's exit. It collects every
+// child with wait4(-1), hands a job's status to the callback registered at
+// spawn, and discards the statuses of orphans re-parented to us (as PID 1
+// or subreaper).
 
 // exitStatus is how a child ended.
 type exitStatus struct {
@@ -151,11 +152,10 @@ type spawnSpec struct {
 	ctty    bool // the child's fd 0 becomes its controlling terminal
 }
 
-// spawnNotify starts a child in a new session and process group (its pgid is its pid)
-// and returns its pid. It calls onExit with the child's exit status, once,
-// on the reaper's goroutine, possibly before spawnNotify returns; onExit
-// must not block. The caller owns the child's fds in spec.files and must
-// close them.
+// spawnNotify starts a child in a new session and process group and returns
+// its pid. It calls onExit with the child's exit status, once, on the
+// reaper's goroutine, possibly before spawnNotify returns; onExit must not
+// block. The caller owns the child's fds in spec.files and must close them.
 func spawnNotify(spec spawnSpec, onExit func(exitStatus)) (int, error) {
 	if spec.confine != nil && spec.confine.restrictsThread() {
 		return spawnConfined(spec, onExit)
@@ -270,13 +270,9 @@ func signalGroup(pgid int, sig syscall.Signal) error {
 
 // groupAlive reports whether any process, zombies included, is still in
 // group pgid. EPERM means a member exists that we may not signal.
-func groupAlive(pgid int) bool {
-	err := signalGroup(pgid, 0)
-	return !errors.Is(err, errGroupGone)
-}
+func groupAlive(pgid int) bool { return !errors.Is(signalGroup(pgid, 0), errGroupGone) }
 
-// awaitGroupGone blocks until group pgid has no members, stop is closed, or
-// deadline passes, and reports whether the group is gone.
+// awaitGroupGone is awaitProcesses for the members of group pgid.
 func awaitGroupGone(pgid int, deadline time.Time, stop <-chan struct{}) bool {
 	return awaitProcesses(func() bool { return !groupAlive(pgid) }, deadline, stop)
 }

@@ -99,9 +99,8 @@ func (r seccompRules) install() error {
 }
 
 // nativePrograms is process-wide state: each rule set's filter for this
-// machine (a seccompRules → []unix.SockFilter), stored by native at the
-// rule set's first spawn: there are a few rule sets and many spawns. The kernel copies a filter it is
-// given, so one slice serves every thread.
+// machine (seccompRules → []unix.SockFilter), assembled at its first spawn
+// of many. The kernel copies a filter, so one slice serves every thread.
 var nativePrograms sync.Map
 
 // native is r's filter for this machine's architecture.

@@ -23,6 +23,23 @@ func cloexecListed(dir string) {
 	}
 }
 
+// procInfo is what the process table (/proc/PID/stat) says about one
+// process; only Linux reads it.
+type procInfo struct {
+	pid, ppid, pgid, sid int
+	comm                 string
+	state                string
+}
+
+// pipeInode is the inode number of the pipe fd belongs to.
+func pipeInode(fd int) uint64 {
+	var st syscall.Stat_t
+	if syscall.Fstat(fd, &st) != nil {
+		return 0
+	}
+	return uint64(st.Ino) // the field's type differs by system
+}
+
 // fdSoftLimit is this process's soft RLIMIT_NOFILE, or 0 if unknown.
 func fdSoftLimit() int {
 	var lim syscall.Rlimit

@@ -42,13 +42,6 @@ func closeInheritedOnExec() {
 	cloexecListed("/proc/self/fd") // kernels before 5.11
 }
 
-// procInfo is what /proc/PID/stat says about one process.
-type procInfo struct {
-	pid, ppid, pgid, sid int
-	comm                 string
-	state                string
-}
-
 // readProcs lists every process visible in /proc. Processes that vanish
 // while it reads are skipped.
 func readProcs() []procInfo {
@@ -94,24 +87,23 @@ func readProc(pid int) (procInfo, bool) {
 // sessionMembers lists the processes in group or session id: a job's, whose
 // process group and session are both its pid.
 func sessionMembers(id int) []procInfo {
-	var members []procInfo
-	for _, p := range readProcs() {
-		if p.pgid == id || p.sid == id {
-			members = append(members, p)
-		}
-	}
-	return members
+	return procsWhere(func(p procInfo) bool { return p.pgid == id || p.sid == id })
 }
 
 // groupMembers lists the processes in group pgid.
 func groupMembers(pgid int) []procInfo {
-	var members []procInfo
+	return procsWhere(func(p procInfo) bool { return p.pgid == pgid })
+}
+
+// procsWhere lists the processes in /proc that keep accepts; nil for none.
+func procsWhere(keep func(procInfo) bool) []procInfo {
+	var found []procInfo
 	for _, p := range readProcs() {
-		if p.pgid == pgid {
-			members = append(members, p)
+		if keep(p) {
+			found = append(found, p)
 		}
 	}
-	return members
+	return found
 }
 
 // descendants lists every process below pid in the process tree.
@@ -275,15 +267,8 @@ func epollWatches(dir string, epfd int64, target string) bool {
 		return false
 	}
 	for _, line := range strings.Split(string(b), "\n") {
-		rest, ok := strings.CutPrefix(line, "tfd:")
-		if !ok {
-			continue
-		}
-		fields := strings.Fields(rest)
-		if len(fields) == 0 {
-			continue
-		}
-		if fd, err := strconv.ParseInt(fields[0], 10, 64); err == nil && fdIs(dir, fd, target) {
+		var fd int64 // a watched descriptor's line: "tfd: N events: ..."
+		if _, err := fmt.Sscanf(line, "tfd:%d", &fd); err == nil && fdIs(dir, fd, target) {
 			return true
 		}
 	}
@@ -304,15 +289,6 @@ func scheduledRuns(pid int) uint64 {
 	return n
 }
 
-// pipeInode is the inode number of the pipe fd belongs to.
-func pipeInode(fd int) uint64 {
-	var st unix.Stat_t
-	if unix.Fstat(fd, &st) != nil {
-		return 0
-	}
-	return st.Ino
-}
-
 // openPath is the path of the file open at fd, as /proc names it.
 func openPath(fd int) (string, bool) {
 	p, err := os.Readlink("/proc/self/fd/" + strconv.Itoa(fd))
@@ -324,16 +300,13 @@ func openPath(fd int) (string, bool) {
 func maxRSSKiB(ru *syscall.Rusage) int64 { return int64(ru.Maxrss) }
 
 // hideFromJobs keeps what is private to the server away from its jobs,
-// which run as the same user. Not dumpable, its /proc files (memory,
-// descriptors, environment) open only to a process with CAP_SYS_PTRACE, so
-// a job cannot write to the client's stdout through /proc/PID/fd/1 or read
-// the server's memory; the flag does not pass to the jobs, which exec. And
-// the variables whose names start with secret are wiped from the
-// environment the kernel shows in /proc/PID/environ, for jobs that do have
-// the capability (root outside a container): the Go runtime keeps its own
-// copy, which is what the server reads.
-// Only undumpable asks for the first: a 1.0 job may read the server's
-// /proc/PID/cwd. It returns what it could not do.
+// which run as the same user, and returns what it could not do. With
+// undumpable (not asked for by 1.0, whose jobs may read the server's
+// /proc/PID/cwd), its /proc files open only with CAP_SYS_PTRACE, so a job
+// can neither write to the client's stdout through /proc/PID/fd/1 nor read
+// the server's memory; jobs, which exec, do not inherit the flag. The
+// variables named secret* are wiped from /proc/PID/environ for jobs that
+// have the capability; the Go runtime reads its own copy.
 func hideFromJobs(secret string, undumpable bool) error {
 	var errs []error
 	if undumpable {
@@ -487,18 +460,21 @@ func pidsUsage() (used, most int64, ok bool) {
 	if dir == "" {
 		return 0, 0, false
 	}
-	b, err := os.ReadFile(dir + "/pids.max")
+	most, err := readNumber(dir + "/pids.max")
 	if err != nil {
-		return 0, 0, false
+		return 0, 0, false // unreadable, or "max": no limit
 	}
-	if most, err = strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64); err != nil {
-		return 0, 0, false // "max": no limit
-	}
-	if b, err = os.ReadFile(dir + "/pids.current"); err != nil {
-		return 0, 0, false
-	}
-	used, err = strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+	used, err = readNumber(dir + "/pids.current")
 	return used, most, err == nil
+}
+
+// readNumber reads a file that holds one decimal number.
+func readNumber(path string) (int64, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, err
+	}
+	return strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
 }
 
 // availableMemory is the memory this process may use: its cgroup's limit
@@ -507,11 +483,9 @@ func pidsUsage() (used, most int64, ok bool) {
 func availableMemory() int64 {
 	var limit int64
 	for _, path := range []string{"/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"} {
-		if b, err := os.ReadFile(path); err == nil {
-			if n, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64); err == nil && n > 0 {
-				limit = n
-				break
-			}
+		if n, err := readNumber(path); err == nil && n > 0 {
+			limit = n
+			break
 		}
 	}
 	var info unix.Sysinfo_t

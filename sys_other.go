@@ -36,13 +36,6 @@ func becomeSubreaper() (bool, error) { return false, nil }
 // descriptors our own parent leaked to us never reach a job.
 func closeInheritedOnExec() { cloexecListed("/dev/fd") }
 
-// procInfo is what the process table says about one process.
-type procInfo struct {
-	pid, ppid, pgid int
-	comm            string
-	state           string
-}
-
 // groupMembers needs /proc; without it survivors are reported by count only.
 func groupMembers(pgid int) []procInfo { return nil }
 
@@ -74,15 +67,6 @@ func processTree(pid int) []procInfo { return nil }
 
 // processGroups needs /proc; elsewhere it knows no processes.
 func processGroups() map[int][]procInfo { return nil }
-
-// pipeInode is the inode number of the pipe fd belongs to.
-func pipeInode(fd int) uint64 {
-	var st syscall.Stat_t
-	if syscall.Fstat(fd, &st) != nil {
-		return 0
-	}
-	return uint64(st.Ino)
-}
 
 // openPath needs /proc; elsewhere an open file's path is not known.
 func openPath(fd int) (string, bool) { return "", false }

@@ -48,7 +48,7 @@ func newUntilWatch(spec untilSpec, jobs []*job) *untilWatch {
 	now := time.Now()
 	for _, j := range jobs {
 		if spec.pattern == nil {
-			u.quiet[j] = &quietClock{total: outputTotal(j), since: now}
+			u.quiet[j] = &quietClock{total: j.outputBytes(), since: now}
 			continue
 		}
 		for _, s := range []struct {
@@ -67,13 +67,6 @@ func newUntilWatch(spec untilSpec, jobs []*job) *untilWatch {
 		}
 	}
 	return u
-}
-
-// outputTotal is every byte a job wrote to both streams.
-func outputTotal(j *job) int64 {
-	_, out := j.stdout.stats()
-	_, errs := j.stderr.stats()
-	return out + errs
 }
 
 // untilHit is what ended a wait early for one job.
@@ -97,7 +90,7 @@ func (u *untilWatch) look() *untilHit {
 			if j.terminal() {
 				continue
 			}
-			if total := outputTotal(j); total != c.total {
+			if total := j.outputBytes(); total != c.total {
 				c.total, c.since = total, now
 			} else if now.Sub(c.since) >= u.spec.idle {
 				return &untilHit{job: j}

@@ -82,17 +82,17 @@ func newWindow(limit, headLimit int) *window {
 	runtime.AddCleanup(win, func(h *windowHeld) { windowMemory.used.Add(-h.bytes.Load()) }, win.held)
 	windowMemory.mu.Lock()
 	if len(windowMemory.all) >= 2*windowMemory.live+1024 { // amortized: the list would grow with every job ever run
-		windowMemory.all = liveWindows(windowMemory.all)
-		windowMemory.live = len(windowMemory.all)
+		compactWindows()
 	}
 	windowMemory.all = append(windowMemory.all, weak.Make(win))
 	windowMemory.mu.Unlock()
 	return win
 }
 
-// liveWindows keeps the pointers of all whose windows still live, in
-// place. Caller holds windowMemory.mu.
-func liveWindows(all []weak.Pointer[window]) []weak.Pointer[window] {
+// compactWindows drops, in place, the pointers of windowMemory.all whose
+// windows are gone. Caller holds windowMemory.mu.
+func compactWindows() {
+	all := windowMemory.all
 	live := all[:0]
 	for _, p := range all {
 		if p.Value() != nil {
@@ -100,7 +100,7 @@ func liveWindows(all []weak.Pointer[window]) []weak.Pointer[window] {
 		}
 	}
 	clear(all[len(live):]) // let the dead pointers go
-	return live
+	windowMemory.all, windowMemory.live = live, len(live)
 }
 
 // keepHead copies what of p, written at absolute offset at, falls in the
@@ -160,17 +160,6 @@ func (w *window) room(q, want int) []byte {
 		w.chunks[i], c = grown, grown
 	}
 	return c[off:]
-}
-
-// allocated is how many bytes of storage the window holds.
-func (w *window) allocated() int {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	n := 0
-	for _, c := range w.chunks {
-		n += len(c)
-	}
-	return n
 }
 
 // slice is one answer to a read: the raw bytes of [offset, offset+len(data))
@@ -255,13 +244,6 @@ func (w *window) contiguous() (from, total int64) {
 		return 0, total
 	}
 	return start, total
-}
-
-// inHead reports whether offset p is kept only by the head, before a gap.
-// Caller holds w.mu.
-func (w *window) inHead(p int64) bool {
-	lo, _ := w.contiguous()
-	return p < lo && p < int64(len(w.head))
 }
 
 // reserve returns storage for the next bytes of the stream, at most max, so
@@ -364,25 +346,22 @@ func (w *window) readRange(from, length int64, unaligned bool, limit int64) slic
 	defer w.mu.Unlock()
 	start, total := w.contiguous()
 	s := slice{total: total}
-	if from < 0 {
-		from = 0
-	}
-	if w.inHead(from) {
+	from = max(from, 0)
+	// start > 0 here means a gap after the kept head: start is the ring's.
+	if headEnd := int64(len(w.head)); from < start && from < headEnd {
 		// Served from the kept head, up to its end at most; what the range
 		// asked for beyond it, up to the window, is dropped.
-		headEnd, ringStart := int64(len(w.head)), start
 		if end := from + length; length < 0 || end > headEnd {
 			if length < 0 {
-				end = ringStart
+				end = start
 			}
-			s.dropped = min(end, ringStart) - headEnd
+			s.dropped = min(end, start) - headEnd
 			s.truncated = s.dropped > 0
 		}
 		start, total = 0, headEnd
-	} else if ringStart, _ := w.span(); from < start {
+	} else if from < start {
 		// dropped counts the requested bytes that are gone; the read
 		// still serves length bytes from the oldest retained one.
-		start = ringStart
 		s.dropped = start - from
 		if length >= 0 && length < s.dropped {
 			s.dropped = length
@@ -390,9 +369,7 @@ func (w *window) readRange(from, length int64, unaligned bool, limit int64) slic
 		s.truncated = s.dropped > 0
 		from = start
 	}
-	if from > total {
-		from = total
-	}
+	from = min(from, total)
 	to := total
 	if length >= 0 && length < total-from {
 		to = from + length
@@ -442,18 +419,18 @@ func (w *window) readTail(n int64, limit int64) slice {
 	if p > start && w.at(p-1) == '\n' {
 		p-- // the final newline ends the last line; it does not start one
 	}
-	for p > start {
+	for ; p > start; p-- {
 		if w.at(p-1) == '\n' {
 			if n--; n == 0 {
-				s := slice{total: total}
-				w.copyEnds(&s, p, total, limit)
-				return s
+				break
 			}
 		}
-		p--
 	}
-	s := slice{total: total, truncated: start > 0, dropped: start}
-	w.copyEnds(&s, start, total, limit)
+	s := slice{total: total}
+	if n > 0 { // fewer lines than asked for: p is at start
+		s.truncated, s.dropped = start > 0, start
+	}
+	w.copyEnds(&s, p, total, limit)
 	return s
 }
 
@@ -483,17 +460,10 @@ func (w *window) charAround(p, start, total int64) (int64, int64) {
 		return p, 0
 	}
 	for lead := p - 1; lead >= start && lead > p-utf8.UTFMax; lead-- {
-		b := w.at(lead)
-		if !utf8.RuneStart(b) {
+		if !utf8.RuneStart(w.at(lead)) {
 			continue
 		}
-		var enc [utf8.UTFMax]byte
-		n := 0
-		for q := lead; q < total && n < utf8.UTFMax; q++ {
-			enc[n] = w.at(q)
-			n++
-		}
-		r, size := utf8.DecodeRune(enc[:n])
+		r, size := utf8.DecodeRune(w.copyRange(lead, min(total, lead+utf8.UTFMax)))
 		if r == utf8.RuneError && size <= 1 || lead+int64(size) <= p {
 			return p, 0
 		}
@@ -508,9 +478,6 @@ func (w *window) stats() (start, total int64) {
 	defer w.mu.Unlock()
 	return w.span()
 }
-
-// serve reads what spec selects.
-func (w *window) serve(spec streamSpec) slice { return w.serveWithin(spec, 0) }
 
 // serveWithin reads what spec selects, copying only the first and last
 // limit bytes of a bigger range (limit 0: everything).
@@ -559,8 +526,7 @@ func boundWindows() {
 			return
 		}
 	}
-	windowMemory.all = liveWindows(windowMemory.all)
-	windowMemory.live = len(windowMemory.all)
+	compactWindows()
 	strong := make([]*window, 0, len(windowMemory.all))
 	for _, p := range windowMemory.all {
 		if w := p.Value(); w != nil {
@@ -598,18 +564,13 @@ func (w *window) dropOldest(want int64) {
 		if i >= len(w.chunks) {
 			break
 		}
-		next := min(floor+min(int64(i+1)*windowChunkBytes, limit)-p, total)
-		if i == writing {
-			if !first {
-				break // around the ring to the newest bytes
-			}
-			// A full ring's oldest bytes share the chunk being written: they
-			// go, the chunk stays.
-			floor = next
-			continue
+		if i == writing && !first {
+			break // around the ring to the newest bytes
 		}
-		floor = next
-		if c := w.chunks[i]; c != nil {
+		floor = min(floor+min(int64(i+1)*windowChunkBytes, limit)-p, total)
+		// A full ring's oldest bytes may share the chunk being written: they
+		// go, the chunk stays.
+		if c := w.chunks[i]; c != nil && i != writing {
 			freed += int64(len(c))
 			w.chunks[i] = nil
 		}

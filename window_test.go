@@ -739,3 +739,17 @@ func TestWindowListForgetsDeadWindows(t *testing.T) {
 		t.Errorf("%d windows listed after 10,000 made and dropped", n)
 	}
 }
+
+// allocated is how many bytes of storage the window holds.
+func (w *window) allocated() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	n := 0
+	for _, c := range w.chunks {
+		n += len(c)
+	}
+	return n
+}
+
+// serve reads what spec selects.
+func (w *window) serve(spec streamSpec) slice { return w.serveWithin(spec, 0) }
