@@ -208,26 +208,25 @@ func (t *httpTransport) serveMCP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// declaresTooLarge reports whether r's Content-Length is over
-// maxLineBytes: such a request is refused before a byte of its body is
-// read, not after waiting for a body that may come slowly or never. A body
-// of no declared length (chunked) is cut at maxLineBytes as it is read.
-func declaresTooLarge(r *http.Request) bool { return r.ContentLength > maxLineBytes }
+// readBody reads r's body, of at most maxLineBytes; tooLarge says it is
+// longer. A declared Content-Length over the cap is refused before a byte
+// is read, not after waiting for a body that may come slowly or never; a
+// body of no declared length (chunked) is cut at the cap as it is read.
+func readBody(w http.ResponseWriter, r *http.Request) (body []byte, tooLarge bool, err error) {
+	if r.ContentLength > maxLineBytes {
+		return nil, true, nil
+	}
+	body, err = io.ReadAll(http.MaxBytesReader(w, r.Body, maxLineBytes))
+	var tooBig *http.MaxBytesError
+	return body, errors.As(err, &tooBig), err
+}
 
 // post handles one JSON-RPC message.
 func (t *httpTransport) post(w http.ResponseWriter, r *http.Request) {
-	tooLarge := func() {
-		rpcFail(w, http.StatusRequestEntityTooLarge, nil, newError(codeInvalidRequest, "invalid request: the body exceeds %d bytes", maxLineBytes))
-	}
-	if declaresTooLarge(r) {
-		tooLarge()
-		return
-	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxLineBytes))
-	var tooBig *http.MaxBytesError
+	body, tooLarge, err := readBody(w, r)
 	switch {
-	case errors.As(err, &tooBig):
-		tooLarge()
+	case tooLarge:
+		rpcFail(w, http.StatusRequestEntityTooLarge, nil, newError(codeInvalidRequest, "invalid request: the body exceeds %d bytes", maxLineBytes))
 		return
 	case err != nil:
 		httpFail(w, http.StatusBadRequest, "reading the body: %v", err)
@@ -247,18 +246,9 @@ func (t *httpTransport) post(w http.ResponseWriter, r *http.Request) {
 		slices.Contains(modernVersions, r.Header.Get("MCP-Protocol-Version")) {
 		modern = true // a modern notification (notifications/cancelled) carries no _meta, only the header
 	}
-	var hs *httpSession
-	if modern {
-		if rerr := checkModernHeaders(r, m); m.id != nil && rerr != nil {
-			rpcFail(w, http.StatusBadRequest, m.id, rerr)
-			return
-		}
-		hs = t.modernSession()
-	} else if hs, rerr = t.legacySession(w, r, m); rerr != nil {
-		return // answered
-	}
-	if hs == nil { // the server is shutting down
-		rpcFail(w, http.StatusServiceUnavailable, m.id, newError(codeInternal, "the server is shutting down"))
+	hs, status, rerr := t.sessionFor(w, r, m, modern)
+	if rerr != nil {
+		rpcFail(w, status, m.id, rerr)
 		return
 	}
 	defer hs.release()
@@ -299,40 +289,39 @@ func (t *httpTransport) ownID(body []byte) ([]byte, json.RawMessage, error) {
 	return body, id, err
 }
 
-// legacySession finds the session a legacy request belongs to, or makes
-// one for initialize, acquired for the request; when it cannot, it answers
-// and returns an error.
-func (t *httpTransport) legacySession(w http.ResponseWriter, r *http.Request, m message) (*httpSession, *rpcError) {
+// sessionFor finds the session request m belongs to, or makes one for
+// initialize, acquired for the request. When it cannot, it returns the
+// error to answer and its HTTP status.
+func (t *httpTransport) sessionFor(w http.ResponseWriter, r *http.Request, m message, modern bool) (*httpSession, int, *rpcError) {
+	if modern {
+		if rerr := checkModernHeaders(r, m); m.id != nil && rerr != nil {
+			return nil, http.StatusBadRequest, rerr
+		}
+		hs, rerr := t.modernSession()
+		return hs, http.StatusServiceUnavailable, rerr
+	}
 	if v := r.Header.Get("MCP-Protocol-Version"); v != "" && m.method != "initialize" && !slices.Contains(supportedVersions, v) {
-		e := newError(codeInvalidRequest, "invalid request: MCP-Protocol-Version %q is not one of %s", clipText(v), strings.Join(supportedVersions, ", "))
-		rpcFail(w, http.StatusBadRequest, m.id, e)
-		return nil, e
+		return nil, http.StatusBadRequest, newError(codeInvalidRequest, "invalid request: MCP-Protocol-Version %q is not one of %s", clipText(v), strings.Join(supportedVersions, ", "))
 	}
 	if m.method == "initialize" {
-		hs, id, e := t.newSession()
-		if e != nil {
-			rpcFail(w, http.StatusServiceUnavailable, m.id, e)
-			return nil, e
+		hs, id, rerr := t.newSession()
+		if rerr == nil {
+			w.Header().Set("Mcp-Session-Id", id)
 		}
-		w.Header().Set("Mcp-Session-Id", id)
-		return hs, nil
+		return hs, http.StatusServiceUnavailable, rerr
 	}
 	id := r.Header.Get("Mcp-Session-Id")
 	if id == "" {
-		e := newError(codeInvalidRequest, "invalid request: Mcp-Session-Id is required (initialize first)")
-		rpcFail(w, http.StatusBadRequest, m.id, e)
-		return nil, e
+		return nil, http.StatusBadRequest, newError(codeInvalidRequest, "invalid request: Mcp-Session-Id is required (initialize first)")
 	}
 	t.mu.Lock()
 	hs := t.sessions[id].acquire()
 	t.mu.Unlock()
 	if hs == nil {
 		// Another client's id answers exactly as one never issued.
-		e := newError(codeInvalidRequest, "invalid request: unknown or expired session; initialize again")
-		rpcFail(w, http.StatusNotFound, m.id, e)
-		return nil, e
+		return nil, http.StatusNotFound, newError(codeInvalidRequest, "invalid request: unknown or expired session; initialize again")
 	}
-	return hs, nil
+	return hs, 0, nil
 }
 
 // checkModernHeaders checks the headers a 2026-07-28 request must carry
@@ -379,17 +368,17 @@ func (t *httpTransport) newSession() (*httpSession, string, *rpcError) {
 
 // modernSession is the session of the modern era's requests, acquired for
 // one: one per credential, and this server knows one credential.
-func (t *httpTransport) modernSession() *httpSession {
+func (t *httpTransport) modernSession() (*httpSession, *rpcError) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.modern == nil {
 		hs, err := t.open()
 		if err != nil {
-			return nil
+			return nil, newError(codeInternal, "%v", err)
 		}
 		t.modern = hs
 	}
-	return t.modern.acquire()
+	return t.modern.acquire(), nil
 }
 
 // open opens a server session whose jobs have unguessable ids and count
@@ -420,9 +409,7 @@ func (t *httpTransport) answer(w http.ResponseWriter, r *http.Request, hs *httpS
 	stream := strings.Contains(r.Header.Get("Accept"), "text/event-stream") && asked
 	flusher, _ := w.(http.Flusher)
 	if stream {
-		w.Header().Set("Content-Type", "text/event-stream")
-		w.Header().Set("Cache-Control", "no-store")
-		w.WriteHeader(http.StatusOK)
+		beginEventStream(w)
 		if flusher != nil {
 			flusher.Flush()
 		}
@@ -577,21 +564,22 @@ func (t *httpTransport) serveHealth(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.WriteString(w, `{"status":"shutting down"}`+"\n")
 		return
 	}
+	fmt.Fprintf(w, `{"status":"ok","sessions":%d,"running_jobs":%d}`+"\n", t.sessionCount(), t.srv.figures().sharedJobs)
+}
+
+// sessionCount is the number of open legacy sessions.
+func (t *httpTransport) sessionCount() int {
 	t.mu.Lock()
-	sessions := len(t.sessions)
-	t.mu.Unlock()
-	fmt.Fprintf(w, `{"status":"ok","sessions":%d,"running_jobs":%d}`+"\n", sessions, t.srv.figures().sharedJobs)
+	defer t.mu.Unlock()
+	return len(t.sessions)
 }
 
 // serveMetrics writes the Prometheus text format.
 func (t *httpTransport) serveMetrics(w http.ResponseWriter, r *http.Request) {
-	t.mu.Lock()
-	sessions := len(t.sessions)
-	t.mu.Unlock()
 	f := t.srv.figures()
 	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
 	writeMetrics(w, []metric{
-		{"mcp_exec_sessions", "Open legacy MCP sessions over HTTP.", "gauge", float64(sessions)},
+		{"mcp_exec_sessions", "Open legacy MCP sessions over HTTP.", "gauge", float64(t.sessionCount())},
 		{"mcp_exec_running_jobs", "Jobs running in HTTP sessions and /exec.", "gauge", float64(f.sharedJobs)},
 		{"mcp_exec_resident_bytes", "Resident memory of the server process.", "gauge", float64(f.residentBytes)},
 		{"mcp_exec_open_fds", "Open file descriptors of the server process.", "gauge", float64(f.openFds)},
@@ -607,17 +595,12 @@ func (t *httpTransport) serveExec(w http.ResponseWriter, r *http.Request) {
 		httpFail(w, http.StatusMethodNotAllowed, "use POST")
 		return
 	}
-	if declaresTooLarge(r) {
+	body, tooLarge, err := readBody(w, r)
+	switch {
+	case tooLarge:
 		httpFail(w, http.StatusRequestEntityTooLarge, "the body exceeds %d bytes", maxLineBytes)
 		return
-	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxLineBytes))
-	if err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			httpFail(w, http.StatusRequestEntityTooLarge, "the body exceeds %d bytes", maxLineBytes)
-			return
-		}
+	case err != nil:
 		httpFail(w, http.StatusBadRequest, "invalid body: %v", err)
 		return
 	}
@@ -646,10 +629,16 @@ type sseSink struct {
 }
 
 func (s *sseSink) begin() {
-	s.w.Header().Set("Content-Type", "text/event-stream")
-	s.w.Header().Set("Cache-Control", "no-store")
-	s.w.WriteHeader(http.StatusOK)
+	beginEventStream(s.w)
 	s.begun = true
+}
+
+// beginEventStream sends the status and headers of a server-sent event
+// stream.
+func beginEventStream(w http.ResponseWriter) {
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(http.StatusOK)
 }
 
 // event writes one server-sent event. A client that stops reading is

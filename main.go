@@ -33,18 +33,20 @@ func main() {
 // serveStdio serves the one client on stdin and stdout until it leaves or
 // a signal ends the server.
 func serveStdio(srv *server) {
-	transport := mustOpenStdio(srv)
-	_ = transport.serveUntilDone(srv.stop) // why it stopped is the client's to know
+	t, err := openStdio(srv)
+	if err != nil {
+		exit(1, "%v", err)
+	}
+	_ = t.serveUntilDone(srv.stop) // why it stopped is the client's to know
 	srv.shutdown()
-	transport.flush()
+	t.flush()
 }
 
 // serveHTTP serves HTTP clients until a signal ends the server.
 func serveHTTP(srv *server) {
 	t, err := openHTTP(srv)
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "mcp-exec: %v\n", err)
-		os.Exit(2)
+		exit(2, "%v", err)
 	}
 	logf("serving MCP on http%s://%s/mcp (and /healthz, /metrics, /exec)", map[bool]string{true: "s"}[srv.cfg.tlsCert != ""], t.addr())
 	why := t.serveUntilDone(srv.stop)
@@ -53,14 +55,10 @@ func serveHTTP(srv *server) {
 	t.close()
 }
 
-// mustOpenStdio opens the stdio session or exits with status 1.
-func mustOpenStdio(srv *server) *stdio {
-	t, err := openStdio(srv)
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "mcp-exec: %v\n", err)
-		os.Exit(1)
-	}
-	return t
+// exit ends the process with status after one line on stderr.
+func exit(status int, format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "mcp-exec: "+format+"\n", args...)
+	os.Exit(status)
 }
 
 // mustLoadConfig loads the configuration or exits with status 2 and one line
@@ -71,8 +69,7 @@ func mustLoadConfig(environ []string) *config {
 		err = checkConfinement(cfg)
 	}
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "mcp-exec: configuration error: %v\n", err)
-		os.Exit(2)
+		exit(2, "configuration error: %v", err)
 	}
 	return cfg
 }

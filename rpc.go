@@ -75,17 +75,12 @@ type intakeGate interface {
 // roomGate is a replySink that bounds the replies waiting for its client
 // (stdio's writer): takeRoom returns once a reply may be built and queued,
 // holding that room until release, or with ok false when done closes or
-// the client is gone first. A started request takes room before it copies
-// job output into its reply (toolCall.roomForReply) and keeps it until the
-// reply is queued, so such replies materialize only as fast as the client
-// reads them, however many requests finished at once. Replies built from
-// no output (errors, status, a kill that did not end the job) are small
-// and take no room: they go out as soon as they are made.
+// the client is gone first. A request takes room before it copies job
+// output into its reply (toolCall.roomForReply), so such replies are built
+// only as fast as the client reads them; small replies take none.
 //
-// HTTP's sinks are no roomGate, by design: each reply there is the
-// response to its own request, written by that request's handler, and is
-// queued behind no other. What a client that stops reading holds up is
-// one reply per request it keeps open, each within the reply budget.
+// HTTP's sinks are no roomGate: each reply there is its own request's
+// response and is queued behind no other.
 type roomGate interface {
 	takeRoom(done <-chan struct{}) (release func(), ok bool)
 }
@@ -165,14 +160,13 @@ func (s *session) streamExec(ctx context.Context, body []byte, sink execSink) er
 // client has initialized a legacy session: the modern era allows no
 // notification outside a request's own.
 func (s *session) jobEvent(j *job, event string) {
-	if !s.eventsOn.Load() {
-		return
-	}
-	if j.contract == nil || j.contract.events == nil {
+	if !s.eventsOn.Load() || j.contract == nil || j.contract.events == nil {
 		return
 	}
 	if params := j.contract.events(s.cfg, j, event); params != nil {
-		notify(s.out, "notifications/job", params)
+		if msg := notification("notifications/job", params); msg != nil {
+			s.out.send(msg)
+		}
 	}
 }
 
@@ -226,17 +220,10 @@ func hasBufferedLine(r *bufio.Reader) bool {
 	return bytes.IndexByte(b, '\n') >= 0
 }
 
-// handleLine dispatches one line per the methods table and starts the
-// request at once.
-func (s *session) handleLine(line []byte) {
-	s.dispatch(line)
-	s.startPending()
-}
-
 // handleMessage handles one message whose replies, and the progress of
 // its request, go to sink rather than the session's own output: a
 // transport with one response stream per request uses it. Only one
-// goroutine at a time may call it, or handleLine, on a session.
+// goroutine at a time may call it on a session.
 func (s *session) handleMessage(msg []byte, sink replySink) {
 	s.dispatchTo(msg, sink)
 	s.startPending()
@@ -246,19 +233,7 @@ func (s *session) handleMessage(msg []byte, sink replySink) {
 // notifications/cancelled would: a transport calls it when the request's
 // response stream is gone.
 func (s *session) cancelID(id json.RawMessage) {
-	key, ok := idKey(id)
-	if !ok {
-		return
-	}
-	s.mu.Lock()
-	req := s.inflight[key]
-	if req != nil {
-		req.silenced = true // nobody is there to read it
-	}
-	s.mu.Unlock()
-	if req != nil {
-		req.cancel()
-	}
+	s.cancel(id, true) // nobody is there to read a reply
 }
 
 // startPending starts the requests dispatch prepared. Only the reading
@@ -360,13 +335,10 @@ func (s *session) dispatchBatch(line []byte) {
 }
 
 // batchReplies gathers the replies to one batch and sends them as one
-// array line when the last arrives. A member cancelled in an era that
-// answers nothing gives no reply (abandon), and the array goes out without
-// it; notifications of its members are no replies and go out at once.
-// It is no roomGate: its members' replies must all be held until the last
-// arrives, and room they took in the writer would only free once the
-// array is queued, after all of them. A batch's members build their
-// replies at once, as any request did before replies waited for room.
+// array line when the last arrives; a member cancelled in an era that
+// answers nothing gives none (abandon). Its members' notifications go out
+// at once. It is no roomGate: every reply is held until the last arrives,
+// so room a member took would free only after all of them had theirs.
 type batchReplies struct {
 	out replySink
 
@@ -412,20 +384,18 @@ func (b *batchReplies) array() []byte {
 // notifications/cancelled and shutdown can cancel it.
 func (s *session) start(m message, spec methodSpec) {
 	key, _ := idKey(m.id)
-	ctx, cancel := context.WithCancel(context.Background())
 	s.mu.Lock()
-	if s.closing {
+	_, dup := s.inflight[key]
+	if closing := s.closing; closing || dup {
 		s.mu.Unlock()
-		cancel()
-		m.fail(newError(codeCancelled, "request cancelled: the server is shutting down"))
+		if closing {
+			m.fail(newError(codeCancelled, "request cancelled: the server is shutting down"))
+		} else {
+			m.fail(newError(codeInvalidRequest, "invalid request: id %s is already in use by a running request", m.id))
+		}
 		return
 	}
-	if _, dup := s.inflight[key]; dup {
-		s.mu.Unlock()
-		cancel()
-		m.fail(newError(codeInvalidRequest, "invalid request: id %s is already in use by a running request", m.id))
-		return
-	}
+	ctx, cancel := context.WithCancel(context.Background())
 	req := &inflight{cancel: cancel, modern: m.shape.modern}
 	s.inflight[key] = req
 	s.handlers.Add(1)
@@ -458,17 +428,21 @@ func (s *session) start(m message, spec methodSpec) {
 // cancelRequest handles notifications/cancelled. Unknown, finished, repeated
 // and malformed request ids are ignored.
 func (s *session) cancelRequest(m message) {
-	params, err := decodeObject(m.params)
-	if err != nil {
-		return
-	}
-	key, ok := idKey(params["requestId"])
+	params, _ := decodeObject(m.params) // malformed: nil, and so no id
+	s.cancel(params["requestId"], false)
+}
+
+// cancel cancels the running request with this id, if any. It gets no
+// reply when silence is set or its era answers a cancelled request with
+// nothing.
+func (s *session) cancel(id json.RawMessage, silence bool) {
+	key, ok := idKey(id)
 	if !ok {
 		return
 	}
 	s.mu.Lock()
 	req := s.inflight[key]
-	if req != nil && (req.modern || s.quietCancel) {
+	if req != nil && (silence || req.modern || s.quietCancel) {
 		req.silenced = true
 	}
 	s.mu.Unlock()
@@ -617,13 +591,6 @@ func loggerFor(ctx context.Context, meta map[string]json.RawMessage, m message) 
 	}
 }
 
-// notify sends a notification that must arrive (a job event) to sink.
-func notify(sink replySink, method string, params any) {
-	if msg := notification(method, params); msg != nil {
-		sink.send(msg)
-	}
-}
-
 // notifyDroppable sends a notification from a request goroutine: it goes
 // where the request's reply will, as the modern era wants of progress. A
 // sink whose client is not reading may drop it: progress and log messages
@@ -659,17 +626,10 @@ func notification(method string, params any) []byte {
 // when supported and offering the newest one otherwise.
 func (s *session) initialize(_ context.Context, m message) (any, error) {
 	negotiated := supportedVersions[0]
-	if m.params != nil {
-		if p, err := decodeObject(m.params); err == nil {
-			var asked string
-			if json.Unmarshal(p["protocolVersion"], &asked) == nil {
-				for _, v := range supportedVersions {
-					if v == asked {
-						negotiated = asked
-					}
-				}
-			}
-		}
+	p, _ := decodeObject(m.params) // absent or malformed: nil, and the newest is offered
+	var asked string
+	if json.Unmarshal(p["protocolVersion"], &asked) == nil && slices.Contains(supportedVersions, asked) {
+		negotiated = asked
 	}
 	s.negotiated = negotiated
 	s.eventsOn.Store(true)

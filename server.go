@@ -2,18 +2,18 @@ package main
 
 import (
 	"errors"
+	"maps"
 	"os"
 	"os/signal"
+	"slices"
 	"sync"
 	"syscall"
 	"time"
 )
 
-const (
-	// shutdownKillDuration bounds the wait for processes after KILL, and for
-	// requests to answer, when sessions end.
-	shutdownKillDuration = time.Second
-)
+// shutdownKillDuration bounds the wait for processes after KILL, and for
+// requests to answer, when sessions end.
+const shutdownKillDuration = time.Second
 
 // errServerClosing refuses a session opened after shutdown began.
 var errServerClosing = errors.New("the server is shutting down")
@@ -63,26 +63,21 @@ func (s *server) isClosing() bool {
 	return s.closing
 }
 
-// open starts a session that writes to out. After shutdown began it fails
-// with errServerClosing.
-func (s *server) open(out replySink) (*session, error) {
-	return s.openWith(s.cfg, out)
-}
-
 // openShared opens a session for a transport whose clients could try each
 // other's job ids: its ids are unguessable, and MCP_EXEC_MAX_JOBS counts
 // the running jobs of every shared session together. cfg is the session's
 // settings: the server's, or a view made from them once.
 func (s *server) openShared(cfg *config, out replySink) (*session, error) {
-	ss, err := s.openWith(cfg, out)
+	ss, err := s.open(cfg, out)
 	if err == nil {
 		ss.reg.randomIDs, ss.reg.everywhere = true, &s.shared
 	}
 	return ss, err
 }
 
-// openWith is open with the session's settings cfg.
-func (s *server) openWith(cfg *config, out replySink) (*session, error) {
+// open starts a session with the settings cfg that writes to out. After
+// shutdown began it fails with errServerClosing.
+func (s *server) open(cfg *config, out replySink) (*session, error) {
 	ss := newSession(cfg, out, s.activity)
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -115,9 +110,7 @@ func (s *server) end(ss *session) {
 	s.mu.Lock()
 	delete(s.sessions, ss)
 	s.mu.Unlock()
-	ss.cancelAll()
-	terminateAll(ss.reg.list(), false)
-	waitHandlers([]*session{ss}, shutdownKillDuration)
+	endSessions([]*session{ss}, false)
 }
 
 // shutdown ends every session as end does and refuses new ones. A server
@@ -126,30 +119,39 @@ func (s *server) end(ss *session) {
 func (s *server) shutdown() {
 	s.mu.Lock()
 	s.closing = true
-	sessions := make([]*session, 0, len(s.sessions))
-	for ss := range s.sessions {
-		sessions = append(sessions, ss)
-	}
+	sessions := slices.Collect(maps.Keys(s.sessions))
 	s.sessions = map[*session]struct{}{}
 	s.mu.Unlock()
+	endSessions(sessions, s.ownsProcess)
+	removeJobTemps()
+}
+
+// endSessions cancels the requests of sessions, tears their jobs down
+// (with sweep, every other descendant too) and waits, at most
+// shutdownKillDuration, for their running requests to reply.
+func endSessions(sessions []*session, sweep bool) {
 	var jobs []*job
 	for _, ss := range sessions {
 		ss.cancelAll()
 		jobs = append(jobs, ss.reg.list()...)
 	}
-	terminateAll(jobs, s.ownsProcess)
-	waitHandlers(sessions, shutdownKillDuration)
-	removeJobTemps()
+	terminateAll(jobs, sweep)
+	replied := make(chan struct{})
+	go func() {
+		for _, ss := range sessions {
+			ss.handlers.Wait()
+		}
+		close(replied)
+	}()
+	waitFor(replied, shutdownKillDuration)
 }
 
 // watchSignals subscribes to the signals that end the server. As PID 1 an
-// unhandled SIGTERM would do nothing at all, so they are always handled.
+// unhandled SIGTERM would do nothing at all, so they are always handled;
 // SIGPIPE is subscribed so a vanished client turns into EPIPE, not death.
-// A SIGHUP or SIGINT that was ignored when the server started (nohup, a
-// background job of a script) stays without effect on it. It is still
-// handled rather than left ignored, because a child inherits an ignored
-// signal but gets the default action for one the runtime handles: jobs
-// start with default dispositions either way.
+// A SIGHUP or SIGINT ignored at start (nohup) stays without effect, yet is
+// handled rather than left ignored: a child inherits an ignored signal,
+// and jobs must start with default dispositions.
 func watchSignals() <-chan os.Signal {
 	ignored := map[os.Signal]bool{}
 	for _, sig := range []os.Signal{syscall.SIGHUP, syscall.SIGINT} {
@@ -198,20 +200,20 @@ func prepareProcess(manyClients bool) {
 // every other descendant of this process, waits up to the grace period,
 // then KILLs whatever is left and waits a little more.
 func terminateAll(jobs []*job, sweep bool) {
-	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGKILL} {
+	steps := []struct {
+		sig  syscall.Signal
+		wait time.Duration // how long the processes get to go after sig
+	}{{syscall.SIGTERM, teardownGraceDuration}, {syscall.SIGKILL, shutdownKillDuration}}
+	for _, step := range steps {
 		for _, j := range jobs {
-			_ = j.signal(sig) // best effort: the group may be gone
+			_ = j.signal(step.sig) // best effort: the group may be gone
 		}
 		if sweep {
 			for _, p := range descendants(os.Getpid()) {
-				_ = syscall.Kill(p.pid, sig) // best effort: it may have exited
+				_ = syscall.Kill(p.pid, step.sig) // best effort: it may have exited
 			}
 		}
-		wait := teardownGraceDuration
-		if sig == syscall.SIGKILL {
-			wait = shutdownKillDuration
-		}
-		if awaitAllGone(jobs, sweep, time.Now().Add(wait)) {
+		if awaitAllGone(jobs, sweep, time.Now().Add(step.wait)) {
 			return
 		}
 	}
@@ -226,17 +228,4 @@ func awaitAllGone(jobs []*job, sweep bool, deadline time.Time) bool {
 		}
 	}
 	return !sweep || awaitProcesses(func() bool { return len(descendants(os.Getpid())) == 0 }, deadline, nil)
-}
-
-// waitHandlers waits, at most timeout in all, for the running requests of
-// sessions to reply.
-func waitHandlers(sessions []*session, timeout time.Duration) {
-	done := make(chan struct{})
-	go func() {
-		for _, ss := range sessions {
-			ss.handlers.Wait()
-		}
-		close(done)
-	}()
-	waitFor(done, timeout)
 }

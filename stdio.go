@@ -23,7 +23,7 @@ type stdio struct {
 // openStdio opens the session of the process's own stdin and stdout.
 func openStdio(srv *server) (*stdio, error) {
 	out := newBoundedWriter(os.Stdout, intakeBoundBytes(srv.cfg))
-	ss, err := srv.open(out)
+	ss, err := srv.open(srv.cfg, out)
 	if err != nil {
 		return nil, err
 	}
@@ -91,23 +91,16 @@ func intakeBoundBytes(cfg *config) int {
 // and one goroutine writes them in batches, whole messages only: lines
 // never interleave, and no session goroutine waits on a slow client.
 // (Writing on the sender's goroutine when the queue was empty measured no
-// faster: 1.27 vs 1.28 of the round-trip floor here.)
+// faster.)
 //
 // A client that stops reading must not grow the queue without bound. Once
-// boundBytes wait to be written the writer pauses the session's intake:
-// awaitRoom holds the session's reader, so no new request is read, until
-// the client has read the queue down to half the bound; droppable messages
-// (progress and log notifications) are dropped meanwhile. Replies and job
-// events are always queued: they come only from requests already read and
-// jobs already running, which a paused intake no longer adds to.
-//
-// Requests already read can still be many: a burst that arrived at once is
-// read before the first reply is queued. So a reply made from job output
-// is built only when there is room for it (takeRoom): one call at a time,
-// while fewer than boundBytes wait. Calls that finish meanwhile hold their
-// jobs, not copies of their output, and the queue grows past the bound by
-// one such reply, besides the small replies and job events that wait for
-// nothing.
+// boundBytes wait to be written the writer pauses the session's intake
+// (awaitRoom) until the client has read the queue down to half the bound,
+// and drops droppable messages meanwhile. Replies and job events are
+// always queued: only requests already read and jobs already running make
+// them. Of those, a reply made from job output is built only when there
+// is room for it (takeRoom), so a burst of finished calls holds their
+// jobs, not copies of their output.
 type writer struct {
 	out        io.Writer
 	boundBytes int                              // queued bytes that pause the intake
@@ -134,8 +127,13 @@ type outItem struct {
 	flushed chan struct{}
 }
 
-// newWriter starts the writer goroutine for out, with the least bound.
-func newWriter(out io.Writer) *writer { return newBoundedWriter(out, minIntakeBoundBytes) }
+// release tells a flush marker's waiter that the marker is done with:
+// written, or dropped with the client gone.
+func (it outItem) release() {
+	if it.flushed != nil {
+		close(it.flushed)
+	}
+}
 
 // newBoundedWriter starts the writer goroutine for out; its intake pauses
 // once boundBytes wait to be written.
@@ -149,24 +147,19 @@ func newBoundedWriter(out io.Writer, boundBytes int) *writer {
 
 // send queues one message for the writer goroutine; it never blocks and
 // never drops the message.
-func (w *writer) send(msg []byte) { w.enqueue(outItem{msg: msg}) }
+func (w *writer) send(msg []byte) { w.offer(outItem{msg: msg}, false) }
 
 // sendDroppable queues a message the client can do without (a progress or
 // log notification); while the intake is paused it is dropped instead: a
 // later notification, or the reply, tells the client as much.
 func (w *writer) sendDroppable(msg []byte) { w.offer(outItem{msg: msg}, true) }
 
-// enqueue queues an item that must be written.
-func (w *writer) enqueue(it outItem) { w.offer(it, false) }
-
 // offer queues an item, unless it is droppable and the intake is paused.
 func (w *writer) offer(it outItem, droppable bool) {
 	w.mu.Lock()
 	if w.failed {
 		w.mu.Unlock()
-		if it.flushed != nil {
-			close(it.flushed)
-		}
+		it.release()
 		return
 	}
 	if droppable && w.paused {
@@ -275,7 +268,7 @@ func (w *writer) written(n int) {
 // flush waits, at most timeout, until everything queued so far is written.
 func (w *writer) flush(timeout time.Duration) {
 	done := make(chan struct{})
-	w.enqueue(outItem{flushed: done})
+	w.offer(outItem{flushed: done}, false)
 	waitFor(done, timeout)
 }
 
@@ -311,9 +304,7 @@ func (w *writer) fail(err error) {
 	w.mu.Unlock()
 	close(w.gone)
 	for _, it := range dropped {
-		if it.flushed != nil {
-			close(it.flushed)
-		}
+		it.release()
 	}
 }
 
@@ -343,9 +334,7 @@ func (w *writer) writeBatch(buf *bufio.Writer, batch []outItem) error {
 		}
 	}
 	for _, it := range batch {
-		if it.flushed != nil {
-			close(it.flushed)
-		}
+		it.release()
 	}
 	return err
 }
