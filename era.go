@@ -9,12 +9,10 @@ import (
 
 // The protocol revisions served, and how each shapes a reply. The legacy
 // era (2024-11-05 to 2025-11-25) begins with initialize, which fixes the
-// session's revision. The modern era (2026-07-28) has no handshake: every
-// request names its revision and the client's capabilities in
-// params._meta. The server is dual-era, request by request: one whose
-// _meta names a revision is served in the modern era, any other in the
-// legacy revision the session negotiated (1.0's shapes before initialize).
-// Jobs belong to the session whatever era the requests that name them are.
+// session's revision. The modern era (2026-07-28) has no handshake: each
+// request names its revision and the client's capabilities in _meta. The
+// era is chosen request by request (1.0's shapes before initialize); jobs
+// belong to the session whatever the era of the requests naming them.
 
 // supportedVersions lists the legacy revisions, newest first: initialize
 // echoes one of them, never a modern one (legacy clients reject it).
@@ -29,9 +27,7 @@ const (
 	metaClientCaps      = "io.modelcontextprotocol/clientCapabilities"
 	metaLogLevel        = "io.modelcontextprotocol/logLevel"
 	metaServerInfo      = "io.modelcontextprotocol/serverInfo"
-	// metaProgressOutput is ours: true asks progress messages to carry the
-	// job's newest output lines.
-	metaProgressOutput = "com.mcp-exec/progressOutput"
+	metaProgressOutput  = "com.mcp-exec/progressOutput" // ours: true asks progress to carry the newest output lines
 )
 
 // codeUnsupportedVersion answers a modern request for a revision not

@@ -21,12 +21,10 @@ import (
 
 // The HTTP transport: MCP over Streamable HTTP at /mcp, and the exec
 // gateway's /healthz, /metrics and POST /exec. Each legacy client gets a
-// session of its own at initialize, named by an unguessable Mcp-Session-Id;
-// modern (2026-07-28) requests carry no session, and their jobs belong to
-// the credential they authenticated with. A request's reply, and its
-// progress, go back on that request's own HTTP response: one JSON body, or
-// an SSE stream when the client accepts one and asked for progress. A
-// response stream that goes away cancels its request.
+// session at initialize, named by an unguessable Mcp-Session-Id; modern
+// (2026-07-28) requests carry none, and their jobs belong to the
+// credential. A request's reply and progress go back on its own response,
+// JSON or SSE; a response that goes away cancels its request.
 
 // HTTP limits against slow or greedy clients.
 const (
@@ -43,11 +41,9 @@ const codeHeaderMismatch = -32020
 // httpTransport serves MCP and the gateway endpoints over HTTP.
 type httpTransport struct {
 	srv     *server
-	cfg     *config
-	token   []byte          // the bearer token; nil: none needed (loopback only)
-	origins map[string]bool // browser origins allowed besides none
-	nextID  atomic.Int64    // numbers the server's own ids of modern requests
-	execCfg *config         // the settings of POST /exec jobs: cfg, with usage reported
+	cfg     *config      // its token (nil: none needed) and allowed browser origins guard every endpoint
+	nextID  atomic.Int64 // numbers the server's own ids of modern requests
+	execCfg *config      // the settings of POST /exec jobs: cfg, with usage reported
 
 	mu       sync.Mutex              // guards sessions and modern
 	sessions map[string]*httpSession // legacy sessions by Mcp-Session-Id
@@ -63,10 +59,9 @@ type httpSession struct {
 	ss       *session
 	dispatch sync.Mutex   // one handleMessage at a time, as the session requires
 	lastUsed atomic.Int64 // unix nanoseconds of the last request's end
-	// active counts requests in flight: a session with any is not idle. It
-	// goes up only under httpTransport.mu, in the lookup that finds the
-	// session, so the idle sweep (under the same lock) cannot end a
-	// session a request has found.
+	// active counts requests in flight. It goes up only under
+	// httpTransport.mu, as the idle sweep looks, in the lookup that finds
+	// the session: the sweep cannot end a session a request has found.
 	active atomic.Int32
 }
 
@@ -89,12 +84,8 @@ func (hs *httpSession) release() {
 // or the TLS pair cannot be loaded.
 func openHTTP(srv *server) (*httpTransport, error) {
 	cfg := srv.cfg
-	t := &httpTransport{srv: srv, cfg: cfg, token: cfg.token, origins: map[string]bool{},
-		sessions: map[string]*httpSession{}, done: make(chan struct{})}
-	for _, o := range cfg.allowedOrigins {
-		t.origins[o] = true
-	}
-	t.execCfg = cfg.withUsage() // the exit event always says what the job used
+	t := &httpTransport{srv: srv, cfg: cfg, sessions: map[string]*httpSession{}, done: make(chan struct{}),
+		execCfg: cfg.withUsage()} // the exit event always says what the job used
 	ln, err := net.Listen("tcp", cfg.listen)
 	if err != nil {
 		return nil, fmt.Errorf("listen on %s: %w", cfg.listen, err)
@@ -149,7 +140,7 @@ func (t *httpTransport) close() {
 // guard checks a request's Origin and bearer token before h sees it.
 func (t *httpTransport) guard(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		if o := r.Header.Get("Origin"); o != "" && !t.origins[o] {
+		if o := r.Header.Get("Origin"); o != "" && !slices.Contains(t.cfg.allowedOrigins, o) {
 			httpFail(w, http.StatusForbidden, "origin %q is not allowed (MCP_EXEC_ALLOWED_ORIGINS)", clipText(o))
 			return
 		}
@@ -165,7 +156,7 @@ func (t *httpTransport) guard(h http.HandlerFunc) http.HandlerFunc {
 // authorized reports whether r carries the bearer token, compared in
 // constant time. A token anywhere else (the query string) does not count.
 func (t *httpTransport) authorized(r *http.Request) bool {
-	if t.token == nil {
+	if t.cfg.token == nil {
 		return true
 	}
 	h := r.Header.Get("Authorization")
@@ -173,7 +164,7 @@ func (t *httpTransport) authorized(r *http.Request) bool {
 	if len(h) < len(scheme) || !strings.EqualFold(h[:len(scheme)], scheme) {
 		return false
 	}
-	return subtle.ConstantTimeCompare([]byte(h[len(scheme):]), t.token) == 1
+	return subtle.ConstantTimeCompare([]byte(h[len(scheme):]), t.cfg.token) == 1
 }
 
 // httpFail answers a plain-text error.
@@ -348,9 +339,8 @@ func checkModernHeaders(r *http.Request, m message) *rpcError {
 }
 
 // newSession opens a legacy session under a fresh unguessable id, acquired
-// for the initialize that opens it. The count is checked and the session
-// added under one lock, so concurrent initializes cannot all pass the last
-// free place.
+// for the initialize that opens it. One lock covers the count and the
+// adding, so concurrent initializes cannot all take the last free place.
 func (t *httpTransport) newSession() (*httpSession, string, *rpcError) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -402,17 +392,15 @@ func (hs *httpSession) handle(body []byte, sink replySink) {
 }
 
 // answer writes the reply to request m: one JSON body, or an SSE stream
-// carrying its progress or messages first when the client accepts one and
+// with its progress or messages first when the client accepts one and
 // asked for either. A client that goes away cancels the request.
 func (t *httpTransport) answer(w http.ResponseWriter, r *http.Request, hs *httpSession, m message, reply *responseStream, modern bool, clientID json.RawMessage) {
 	asked := bytes.Contains(m.params, []byte(`"progressToken"`)) || modern && bytes.Contains(m.params, []byte(metaLogLevel))
 	stream := strings.Contains(r.Header.Get("Accept"), "text/event-stream") && asked
-	flusher, _ := w.(http.Flusher)
+	rc := http.NewResponseController(w)
 	if stream {
 		beginEventStream(w)
-		if flusher != nil {
-			flusher.Flush()
-		}
+		_ = rc.Flush() // the client knows at once that its request is under way
 	}
 	for {
 		select {
@@ -434,11 +422,9 @@ func (t *httpTransport) answer(w http.ResponseWriter, r *http.Request, hs *httpS
 			httpReplyBytes.Add(int64(len(msg)))
 			switch {
 			case stream:
-				_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(httpWriteTimeout))
+				_ = rc.SetWriteDeadline(time.Now().Add(httpWriteTimeout))
 				_, _ = fmt.Fprintf(w, "event: message\ndata: %s\n\n", bytes.TrimSuffix(msg, []byte("\n")))
-				if flusher != nil {
-					flusher.Flush()
-				}
+				_ = rc.Flush()
 			case final:
 				w.Header().Set("Content-Type", "application/json")
 				w.WriteHeader(replyStatus(msg, modern))
@@ -470,6 +456,7 @@ type responseStream struct {
 	once      sync.Once     // closes abandoned once
 }
 
+// newResponseStream returns an empty stream.
 func newResponseStream() *responseStream {
 	return &responseStream{ready: make(chan struct{}, 1), abandoned: make(chan struct{})}
 }
@@ -535,9 +522,7 @@ func (t *httpTransport) sweepIdle() {
 }
 
 // takeIdle removes, and returns, the sessions with no request in flight
-// whose last request ended before cutoff. A request holds its session from
-// the lookup that found it (acquire), under the same lock: the session it
-// found is never taken from under it.
+// (see httpSession.active) whose last request ended before cutoff.
 func (t *httpTransport) takeIdle(cutoff time.Time) []*httpSession {
 	idle := func(hs *httpSession) bool { return hs.active.Load() == 0 && hs.lastUsed.Load() < cutoff.UnixNano() }
 	var taken []*httpSession
@@ -610,7 +595,7 @@ func (t *httpTransport) serveExec(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer t.srv.end(ss)
-	sink := &sseSink{w: w, flusher: w.(http.Flusher)}
+	sink := &sseSink{w: w}
 	err = ss.streamExec(r.Context(), body, sink)
 	switch {
 	case err == nil || sink.begun:
@@ -623,9 +608,8 @@ func (t *httpTransport) serveExec(w http.ResponseWriter, r *http.Request) {
 
 // sseSink writes a streamed exec's events as one server-sent event stream.
 type sseSink struct {
-	w       http.ResponseWriter
-	flusher http.Flusher
-	begun   bool // the status line and headers went out
+	w     http.ResponseWriter
+	begun bool // the status line and headers went out
 }
 
 func (s *sseSink) begin() {
@@ -651,7 +635,7 @@ func (s *sseSink) event(name string, data any) bool {
 	return err == nil
 }
 
-func (s *sseSink) flush() { s.flusher.Flush() }
+func (s *sseSink) flush() { _ = http.NewResponseController(s.w).Flush() }
 
 // countingHandler counts every response by status, for /metrics.
 type countingHandler struct{ next http.Handler }
@@ -673,12 +657,6 @@ func (s *statusRecorder) WriteHeader(code int) {
 	s.ResponseWriter.WriteHeader(code)
 }
 
-// Unwrap gives http.ResponseController the writer underneath.
+// Unwrap gives http.ResponseController the writer underneath, to flush
+// event streams and set write deadlines.
 func (s *statusRecorder) Unwrap() http.ResponseWriter { return s.ResponseWriter }
-
-// Flush passes flushes through, for the event streams.
-func (s *statusRecorder) Flush() {
-	if f, ok := s.ResponseWriter.(http.Flusher); ok {
-		f.Flush()
-	}
-}

@@ -88,8 +88,7 @@ func readLine(r *bufio.Reader, limit int) ([]byte, error) {
 // so 2^53+1 survives). null, fractions and exponents are rejected.
 func validID(id json.RawMessage) bool {
 	if len(id) > 0 && id[0] == '"' {
-		// Echoed byte for byte, so it must be valid UTF-8 itself: stdout
-		// carries nothing else.
+		// Echoed byte for byte, so it must be valid UTF-8 itself.
 		var s string
 		return utf8.Valid(id) && json.Unmarshal(id, &s) == nil
 	}

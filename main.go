@@ -76,10 +76,9 @@ func mustLoadConfig(environ []string) *config {
 
 // handleFlags answers --version and --help, and turns --listen ADDR into
 // the setting it stands for, which it returns; any other argument is a
-// usage error. A first argument naming this very executable is skipped: an
-// image started with the server's own path as its command (`podman run
-// IMAGE /usr/local/bin/mcp-exec`) hands it to us through the entrypoint,
-// and must still serve.
+// usage error. A first argument naming this very executable is skipped, as
+// an image run with its own path as command (`podman run IMAGE
+// /usr/local/bin/mcp-exec`) passes it through the entrypoint.
 func handleFlags(args []string) (settings []string) {
 	if len(args) > 0 && isOwnExecutable(args[0]) {
 		args = args[1:]

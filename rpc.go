@@ -25,9 +25,8 @@ type methodSpec struct {
 	modernOnly   bool // not in the legacy era: -32601 for a legacy request
 	inline       bool // cheap and non-blocking: answered on the reader goroutine
 	call         func(s *session, ctx context.Context, m message) (any, error)
-	// prepare, for a method that runs on its own goroutine, does the part
-	// that must happen in the order requests are read, on the reader
-	// goroutine, and returns the rest; it replaces call.
+	// prepare replaces call: on the reader goroutine, in read order, it does
+	// what must happen then, and returns the rest to run on its own.
 	prepare func(s *session, ctx context.Context, m message) func() (any, error)
 	notify  func(s *session, m message)
 }
@@ -76,11 +75,8 @@ type intakeGate interface {
 // (stdio's writer): takeRoom returns once a reply may be built and queued,
 // holding that room until release, or with ok false when done closes or
 // the client is gone first. A request takes room before it copies job
-// output into its reply (toolCall.roomForReply), so such replies are built
-// only as fast as the client reads them; small replies take none.
-//
-// HTTP's sinks are no roomGate: each reply there is its own request's
-// response and is queued behind no other.
+// output into its reply (toolCall.roomForReply); small replies take none.
+// HTTP's sinks are none: each reply there is its own request's response.
 type roomGate interface {
 	takeRoom(done <-chan struct{}) (release func(), ok bool)
 }
@@ -172,29 +168,26 @@ func (s *session) jobEvent(j *job, event string) {
 
 // inflight is a request running on its own goroutine.
 type inflight struct {
-	cancel context.CancelFunc
-	modern bool // the request is of the modern era
-	// silenced is set when the client cancelled a modern request: nothing
-	// more may be sent for it, not even its reply. Guarded by session.mu.
-	silenced bool
+	cancel   context.CancelFunc
+	modern   bool // the request is of the modern era
+	silenced bool // cancelled with nothing more to send, not even its reply; guarded by session.mu
 }
 
-// serve reads requests from in until EOF or a read error. While the
-// session's replySink is an intakeGate that is closed, it reads nothing.
+// serve reads requests from in until EOF or a read error. While its
+// replySink is an intakeGate whose client leaves too much unread, it reads
+// nothing: the replies would pile up without bound.
 func (s *session) serve(in io.Reader) error {
 	r := bufio.NewReaderSize(in, 64<<10)
 	defer s.startPending()
 	gate, _ := s.out.(intakeGate)
 	for {
 		if gate != nil {
-			// A client that does not read what it is sent gets no more
-			// requests read: their replies would pile up without bound.
 			gate.awaitRoom()
 		}
 		line, err := readLine(r, maxLineBytes)
 		switch {
 		case errors.Is(err, errLineTooLong):
-			s.reply(json.RawMessage("null"), nil, newError(codeParse, "parse error: request line exceeds %d bytes and was discarded", maxLineBytes))
+			s.refuse(newError(codeParse, "parse error: request line exceeds %d bytes and was discarded", maxLineBytes))
 			continue
 		case len(line) > 0:
 			s.dispatch(line)
@@ -220,10 +213,9 @@ func hasBufferedLine(r *bufio.Reader) bool {
 	return bytes.IndexByte(b, '\n') >= 0
 }
 
-// handleMessage handles one message whose replies, and the progress of
-// its request, go to sink rather than the session's own output: a
-// transport with one response stream per request uses it. Only one
-// goroutine at a time may call it on a session.
+// handleMessage handles one message whose replies and progress go to sink,
+// for a transport with one response stream per request. Only one goroutine
+// at a time may call it on a session.
 func (s *session) handleMessage(msg []byte, sink replySink) {
 	s.dispatchTo(msg, sink)
 	s.startPending()
@@ -305,18 +297,17 @@ func (m message) fail(err *rpcError) {
 	m.replyTo.send(encodeReply(m.id, replyShape{}, nil, err))
 }
 
-// dispatchBatch handles a JSON-RPC batch, which 2025-03-26 lets clients
-// send: each message is handled as if it came on a line of its own, and the
-// replies go out together, as one array, once every request in it is
-// answered. A batch of notifications only is answered by nothing.
+// dispatchBatch handles a JSON-RPC batch (2025-03-26 allows them): each
+// message as if it came on a line of its own, the replies together as one
+// array. A batch of notifications only is answered by nothing.
 func (s *session) dispatchBatch(line []byte) {
 	var items []json.RawMessage
 	if err := json.Unmarshal(line, &items); err != nil {
-		s.reply(json.RawMessage("null"), nil, newError(codeParse, "parse error: the batch is not a valid JSON array"))
+		s.refuse(newError(codeParse, "parse error: the batch is not a valid JSON array"))
 		return
 	}
 	if len(items) == 0 {
-		s.reply(json.RawMessage("null"), nil, newError(codeInvalidRequest, "invalid request: an empty batch"))
+		s.refuse(newError(codeInvalidRequest, "invalid request: an empty batch"))
 		return
 	}
 	replies := &batchReplies{out: s.out}
@@ -348,37 +339,32 @@ type batchReplies struct {
 }
 
 // send gathers one reply.
-func (b *batchReplies) send(msg []byte) {
-	b.mu.Lock()
-	b.got = append(b.got, bytes.TrimSuffix(msg, []byte("\n")))
-	done := len(b.got) == b.want
-	b.mu.Unlock()
-	if done {
-		b.out.send(b.array())
-	}
-}
+func (b *batchReplies) send(msg []byte) { b.gather(bytes.TrimSuffix(msg, []byte("\n")), 0) }
 
 // abandon stops waiting for a member's reply that will never come.
-func (b *batchReplies) abandon() {
+func (b *batchReplies) abandon() { b.gather(nil, 1) }
+
+// gather adds reply, if any, and gives up on abandoned more; the one call
+// that completes the batch sends its array line.
+func (b *batchReplies) gather(reply []byte, abandoned int) {
 	b.mu.Lock()
-	b.want--
-	done := b.want > 0 && len(b.got) == b.want
+	if reply != nil {
+		b.got = append(b.got, reply)
+	}
+	b.want -= abandoned
+	var line []byte
+	if b.want > 0 && len(b.got) == b.want {
+		line = append(append([]byte("["), bytes.Join(b.got, []byte(","))...), "]\n"...)
+	}
 	b.mu.Unlock()
-	if done {
-		b.out.send(b.array())
+	if line != nil {
+		b.out.send(line)
 	}
 }
 
 // sendDroppable passes a member's progress or log notification on: it
 // goes out when sent, outside the array.
 func (b *batchReplies) sendDroppable(msg []byte) { notifyOn(b.out, msg) }
-
-// array is the batch's reply line, once every reply is in.
-func (b *batchReplies) array() []byte {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return append(append([]byte("["), bytes.Join(b.got, []byte(","))...), "]\n"...)
-}
 
 // start runs a request on its own goroutine, registered so that
 // notifications/cancelled and shutdown can cancel it.
@@ -466,10 +452,9 @@ func (s *session) cancelAll() {
 	}
 }
 
-// reply queues an error, or a result in 1.0's shape; the reader goroutine
-// uses it.
-func (s *session) reply(id json.RawMessage, result any, err error) {
-	s.out.send(encodeReply(id, replyShape{}, result, err))
+// refuse answers err to a request whose id could not be read.
+func (s *session) refuse(err *rpcError) {
+	s.out.send(encodeReply(json.RawMessage("null"), replyShape{}, nil, err))
 }
 
 // replyHead starts every reply line; the id follows.
@@ -517,10 +502,9 @@ func encodeReply(id json.RawMessage, shape replyShape, result any, err error) []
 	return concat(replyHead, id, `,"error":`, e, "}\n")
 }
 
-// prepareToolCall handles tools/call as it is read: the shape of its
-// params is the protocol's business and fails with JSON-RPC errors; the
-// tool's own arguments are the tools layer's, which holds the jobs they
-// name now and does the work in the run it returns.
+// prepareToolCall handles tools/call as it is read: a malformed params
+// fails with a JSON-RPC error; the tool's arguments are the tools layer's,
+// which holds the jobs they name now and works in the run it returns.
 func (s *session) prepareToolCall(ctx context.Context, m message) func() (any, error) {
 	fail := func(err error) func() (any, error) { return func() (any, error) { return nil, err } }
 	if m.params == nil {
@@ -571,9 +555,8 @@ func (s *session) waiterFor(ctx context.Context, meta map[string]json.RawMessage
 
 // loggerFor is how a tool sends notifications/message for a 2026-07-28
 // request that set a log level: on the request's own channel, at that level
-// or above, until it is cancelled. Any other request gets nil: the modern
-// era allows no message it did not ask for, and a legacy session's
-// messages would surface inside other requests.
+// or above, until it is cancelled. Any other request gets nil: a legacy
+// session's messages would surface inside other requests.
 func loggerFor(ctx context.Context, meta map[string]json.RawMessage, m message) func(level, logger string, data any) {
 	if !m.shape.modern {
 		return nil
@@ -591,18 +574,16 @@ func loggerFor(ctx context.Context, meta map[string]json.RawMessage, m message) 
 	}
 }
 
-// notifyDroppable sends a notification from a request goroutine: it goes
-// where the request's reply will, as the modern era wants of progress. A
-// sink whose client is not reading may drop it: progress and log messages
-// only tell what a later one or the reply tells again.
+// notifyDroppable sends a progress or log notification where the request's
+// reply will go. A sink whose client is not reading may drop it: a later
+// one, or the reply, tells as much.
 func notifyDroppable(sink replySink, method string, params any) {
 	if msg := notification(method, params); msg != nil {
 		notifyOn(sink, msg)
 	}
 }
 
-// notifyOn sends a droppable notification's line to sink: as droppable
-// when sink can drop it.
+// notifyOn sends a droppable notification's line to sink.
 func notifyOn(sink replySink, msg []byte) {
 	if d, ok := sink.(dropSink); ok {
 		d.sendDroppable(msg)
@@ -648,10 +629,7 @@ func (s *session) stats(_ context.Context, req message) (any, error) {
 		return nil, newError(codeNoMethod, "method not found: debug/stats (set MCP_EXEC_DEBUG=1 to enable it)")
 	}
 	if p, err := decodeObject(req.params); err == nil && string(p["collect"]) == "true" {
-		// {"collect": true}: measure what the server holds, not the garbage
-		// since its last collection (the heap may grow by its 4 MiB minimum
-		// goal before one starts, and RSS with it).
-		returnMemory()
+		returnMemory() // measure what the server holds, not its garbage
 	}
 	tracked, orphans := children.counts()
 	var m runtime.MemStats
@@ -670,10 +648,10 @@ func (s *session) stats(_ context.Context, req message) (any, error) {
 	}, nil
 }
 
-// textReply is the reply line of a toolText result: exactly what encoding
-// the toolResult {content: [{type: "text", text}]} would give, dressed in
-// shape. A structured reply also carries the result as structuredContent,
-// an object: wait's array goes in as {"results": [...]}.
+// textReply is the reply line of a toolText result, as encoding the
+// toolResult {content: [{type: "text", text}]} would give, dressed in
+// shape. A structured reply also carries it as structuredContent, which
+// must be an object: wait's array goes in as {"results": [...]}.
 func textReply(id json.RawMessage, shape replyShape, text []byte) []byte {
 	const (
 		content = `"content":[{"type":"text","text":"`
@@ -707,16 +685,13 @@ func textReply(id json.RawMessage, shape replyShape, text []byte) []byte {
 	return append(b, tail...)
 }
 
-// structuredKey introduces a structured copy of a tool result.
-const structuredKey = `,"structuredContent":`
+const (
+	structuredKey = `,"structuredContent":` // structuredKey introduces a structured copy of a tool result
+	waitWrapOpen  = `{"results":`           // waitWrapOpen opens the object that wraps wait's array of results
+)
 
-// waitWrapOpen opens the object that wraps wait's array of results as
-// structuredContent (outputSchema and structuredContent must be objects).
-const waitWrapOpen = `{"results":`
-
-// discover answers server/discover, the modern era's one way to learn what
-// the server is. Without the modern _meta it is not a method at all: a
-// legacy client probing with it gets -32601 and falls back to initialize.
+// discover answers server/discover, the modern era's way to learn what the
+// server is (a legacy probe gets -32601 and falls back to initialize).
 func (s *session) discover(context.Context, message) (any, error) {
 	return map[string]any{
 		"supportedVersions": modernVersions,
@@ -739,9 +714,9 @@ type message struct {
 	room     *replyHold // a started request's room for its reply in replyTo; nil when replyTo bounds nothing
 }
 
-// decodeMessage parses one line. On failure it returns the error reply and
-// the id to send it with (null unless the id itself was readable). Messages
-// that get no reply at all come back with response set.
+// decodeMessage parses one line. On failure it returns the error and the
+// id to send it with (null unless the id was readable); a message that
+// gets no reply at all comes back with response set.
 func decodeMessage(line []byte) (m message, replyID json.RawMessage, rerr *rpcError) {
 	null := json.RawMessage("null")
 	trimmed := trimJSONSpace(line)

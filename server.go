@@ -27,11 +27,8 @@ type server struct {
 	stop     <-chan os.Signal // carries the signal that ends the process
 	activity chan struct{}    // 1-buffered: a request finished in some session
 
-	ownsProcess bool // started by startServer: shutdown also ends every other descendant
-
-	// shared counts the running jobs of every shared session (see
-	// openShared) against MCP_EXEC_MAX_JOBS.
-	shared jobSlots
+	ownsProcess bool     // started by startServer: shutdown also ends every other descendant
+	shared      jobSlots // the running jobs of every shared session (openShared), against MCP_EXEC_MAX_JOBS
 
 	mu       sync.Mutex            // guards sessions and closing
 	sessions map[*session]struct{} // the open sessions
@@ -89,8 +86,7 @@ func (s *server) open(cfg *config, out replySink) (*session, error) {
 }
 
 // processFigures is what a transport may report of the process (HTTP's
-// /healthz and /metrics), read in one place so transports need not reach
-// into the job core.
+// /healthz and /metrics), so that transports need not reach the job core.
 type processFigures struct {
 	sharedJobs    int64 // jobs running in shared sessions
 	residentBytes int64 // the process's resident memory
@@ -103,9 +99,8 @@ func (s *server) figures() processFigures {
 }
 
 // end ends one session: its blocked calls answer -32800, its jobs' trees
-// get TERM and then KILL, and its requests get a moment to reply. The other
-// sessions and their jobs are untouched. It returns within about
-// teardownGraceDuration+2s.
+// get TERM and then KILL, and its requests get a moment to reply; other
+// sessions are untouched. It returns within about teardownGraceDuration+2s.
 func (s *server) end(ss *session) {
 	s.mu.Lock()
 	delete(s.sessions, ss)
@@ -180,9 +175,8 @@ func stoppingSignals(arrived <-chan os.Signal, ignored map[os.Signal]bool) <-cha
 
 // prepareProcess readies the process to own children: inherited descriptors
 // stay out of jobs, orphans come back to us for reaping, and the reaper runs.
-// Serving several clients (over HTTP), it also makes itself undumpable, so
-// one client's jobs cannot read the server's memory or descriptors, which
-// hold the other clients' connections.
+// Serving several clients (over HTTP), it becomes undumpable too, so one
+// client's jobs cannot read the other clients' connections from it.
 func prepareProcess(manyClients bool) {
 	closeInheritedOnExec()
 	if err := hideFromJobs("MCP_EXEC_", manyClients); err != nil {

@@ -13,8 +13,7 @@ import (
 // shutdownFlushDuration bounds the last write of replies at shutdown.
 const shutdownFlushDuration = 500 * time.Millisecond
 
-// stdio is the stdio transport: one session, reading stdin and writing
-// stdout.
+// stdio is the stdio transport: one session on stdin and stdout.
 type stdio struct {
 	out     *writer
 	session *session
@@ -61,28 +60,24 @@ var stdinFile *os.File
 // A terminal is left alone: other programs share its blocking mode.
 func pollableStdin() *os.File {
 	var st syscall.Stat_t
-	if err := syscall.Fstat(0, &st); err != nil {
+	if syscall.Fstat(0, &st) != nil {
 		return os.Stdin
 	}
-	if kind := st.Mode & syscall.S_IFMT; kind != syscall.S_IFIFO && kind != syscall.S_IFSOCK {
-		return os.Stdin
-	}
-	if err := syscall.SetNonblock(0, true); err != nil {
+	kind := st.Mode & syscall.S_IFMT
+	if kind != syscall.S_IFIFO && kind != syscall.S_IFSOCK || syscall.SetNonblock(0, true) != nil {
 		return os.Stdin
 	}
 	stdinFile = os.NewFile(0, "stdin")
 	return stdinFile
 }
 
-// minIntakeBoundBytes is the least the stdout queue may hold before the
-// session stops reading requests (intakeBoundBytes).
+// minIntakeBoundBytes is the least intakeBoundBytes, so a small reply
+// budget does not pause a client that reads a little late.
 const minIntakeBoundBytes = 4 << 20
 
-// intakeBoundBytes is how many bytes of messages may wait to be written to
-// stdout before the session stops reading requests: twice the reply budget,
-// so a reply of the largest size fits with room to spare and a client that
-// reads goes on undisturbed, and at least minIntakeBoundBytes, so a small
-// budget does not pause a client that reads a little late.
+// intakeBoundBytes is how many bytes may wait to be written to stdout
+// before the session stops reading requests: twice the reply budget, so a
+// client that reads goes on undisturbed by the largest reply.
 func intakeBoundBytes(cfg *config) int {
 	return max(minIntakeBoundBytes, 2*cfg.maxReplyBytes)
 }
@@ -149,9 +144,8 @@ func newBoundedWriter(out io.Writer, boundBytes int) *writer {
 // never drops the message.
 func (w *writer) send(msg []byte) { w.offer(outItem{msg: msg}, false) }
 
-// sendDroppable queues a message the client can do without (a progress or
-// log notification); while the intake is paused it is dropped instead: a
-// later notification, or the reply, tells the client as much.
+// sendDroppable queues a progress or log notification, or drops it while
+// the intake is paused: a later one, or the reply, tells as much.
 func (w *writer) sendDroppable(msg []byte) { w.offer(outItem{msg: msg}, true) }
 
 // offer queues an item, unless it is droppable and the intake is paused.
@@ -202,14 +196,9 @@ func (w *writer) awaitRoom() {
 // takeRoom returns once the caller may build a reply and queue it: it
 // holds the writer's one ticket, and fewer than boundBytes wait to be
 // written. The caller queues its reply, then calls release, once. With
-// ok false nothing is held: done closed (the call was cancelled, or its
-// session ends) or the client is gone first.
-//
-// One ticket, held from the check to the reply's queueing, so calls that
-// finished together cannot all pass the check before any of them queues:
-// their replies take the queue past the bound by one at most. The holder
-// waits for the client, everyone else for the holder; nothing here holds a
-// lock while it waits.
+// ok false nothing is held: done closed or the client went first.
+// One ticket, held from the check to the queueing, so calls that finished
+// together cannot all pass the check before any of them queues.
 func (w *writer) takeRoom(done <-chan struct{}) (release func(), ok bool) {
 	select {
 	case w.ticket <- struct{}{}:
@@ -238,10 +227,9 @@ func (w *writer) takeRoom(done <-chan struct{}) (release func(), ok bool) {
 	}
 }
 
-// written counts n bytes as handed to out; the pause ends when the queue
-// falls below half the bound, so a client reading at the edge of it does
-// not wake the reader for every reply. A call waiting for room for its
-// reply is woken as soon as the queue is below the bound.
+// written counts n bytes as handed to out. The pause ends below half the
+// bound, so a client reading at its edge does not wake the reader for
+// every reply; a call waiting in takeRoom wakes below the bound.
 func (w *writer) written(n int) {
 	w.mu.Lock()
 	w.queued -= n
