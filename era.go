@@ -14,12 +14,12 @@ import (
 // era is chosen request by request (1.0's shapes before initialize); jobs
 // belong to the session whatever the era of the requests naming them.
 
-// supportedVersions lists the legacy revisions, newest first: initialize
-// echoes one of them, never a modern one (legacy clients reject it).
-var supportedVersions = []string{"2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"}
-
-// modernVersions lists the modern revisions, newest first.
-var modernVersions = []string{"2026-07-28"}
+// The revisions served, newest first. initialize echoes one of
+// supportedVersions, never a modern one (legacy clients reject it).
+var (
+	supportedVersions = []string{"2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"} // supportedVersions are the legacy revisions
+	modernVersions    = []string{"2026-07-28"}                                           // modernVersions are the modern revisions
+)
 
 // The reserved _meta keys of the modern era.
 const (
@@ -30,19 +30,14 @@ const (
 	metaProgressOutput  = "com.mcp-exec/progressOutput" // ours: true asks progress to carry the newest output lines
 )
 
-// codeUnsupportedVersion answers a modern request for a revision not
-// served; its data lists the supported ones.
-const codeUnsupportedVersion = -32022
-
 // logLevels are the levels a modern request may ask for (RFC 5424).
 var logLevels = []string{"debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"}
 
-// firstStructuredVersion is the first revision with titles, outputSchema
-// and structuredContent.
-const firstStructuredVersion = "2025-06-18"
-
-// batchVersion is the one revision whose clients may send batches.
-const batchVersion = "2025-03-26"
+// Legacy revisions that change what a session may do.
+const (
+	firstStructuredVersion = "2025-06-18" // firstStructuredVersion is the first with titles, outputSchema and structuredContent
+	batchVersion           = "2025-03-26" // batchVersion is the one whose clients may send batches
+)
 
 // replyShape is how a request's result is dressed for its revision.
 type replyShape struct {

@@ -22,9 +22,8 @@ import (
 // The HTTP transport: MCP over Streamable HTTP at /mcp, and the exec
 // gateway's /healthz, /metrics and POST /exec. Each legacy client gets a
 // session at initialize, named by an unguessable Mcp-Session-Id; modern
-// (2026-07-28) requests carry none, and their jobs belong to the
-// credential. A request's reply and progress go back on its own response,
-// JSON or SSE; a response that goes away cancels its request.
+// requests carry none, their jobs belong to the credential. A reply goes
+// back on its request's own response, which cancels it by going away.
 
 // HTTP limits against slow or greedy clients.
 const (
@@ -34,9 +33,6 @@ const (
 	httpShutdownGrace = 2 * time.Second
 	httpWriteTimeout  = 30 * time.Second // a client that stops reading a stream is dropped after this
 )
-
-// Status codes the spec names for modern-era header checks.
-const codeHeaderMismatch = -32020
 
 // httpTransport serves MCP and the gateway endpoints over HTTP.
 type httpTransport struct {
@@ -59,9 +55,8 @@ type httpSession struct {
 	ss       *session
 	dispatch sync.Mutex   // one handleMessage at a time, as the session requires
 	lastUsed atomic.Int64 // unix nanoseconds of the last request's end
-	// active counts requests in flight. It goes up only under
-	// httpTransport.mu, as the idle sweep looks, in the lookup that finds
-	// the session: the sweep cannot end a session a request has found.
+	// active counts requests in flight. It goes up only in the lookup that
+	// finds the session, under the sweep's lock: no sweep ends a found one.
 	active atomic.Int32
 }
 
@@ -84,8 +79,6 @@ func (hs *httpSession) release() {
 // or the TLS pair cannot be loaded.
 func openHTTP(srv *server) (*httpTransport, error) {
 	cfg := srv.cfg
-	t := &httpTransport{srv: srv, cfg: cfg, sessions: map[string]*httpSession{}, done: make(chan struct{}),
-		execCfg: cfg.withUsage()} // the exit event always says what the job used
 	ln, err := net.Listen("tcp", cfg.listen)
 	if err != nil {
 		return nil, fmt.Errorf("listen on %s: %w", cfg.listen, err)
@@ -98,6 +91,8 @@ func openHTTP(srv *server) (*httpTransport, error) {
 		}
 		ln = tls.NewListener(ln, &tls.Config{Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12})
 	}
+	t := &httpTransport{srv: srv, cfg: cfg, listener: ln, sessions: map[string]*httpSession{}, done: make(chan struct{}),
+		execCfg: cfg.withUsage()} // the exit event always says what the job used
 	mux := http.NewServeMux()
 	mux.HandleFunc("/mcp", t.guard(t.serveMCP))
 	mux.HandleFunc("/exec", t.guard(t.serveExec))
@@ -105,7 +100,6 @@ func openHTTP(srv *server) (*httpTransport, error) {
 	mux.HandleFunc("/healthz", t.serveHealth)
 	t.server = &http.Server{Handler: countingHandler{mux}, ReadHeaderTimeout: httpHeaderTimeout,
 		ReadTimeout: httpBodyTimeout, IdleTimeout: httpIdleTimeout, MaxHeaderBytes: 64 << 10}
-	t.listener = ln
 	return t, nil
 }
 
@@ -200,9 +194,8 @@ func (t *httpTransport) serveMCP(w http.ResponseWriter, r *http.Request) {
 }
 
 // readBody reads r's body, of at most maxLineBytes; tooLarge says it is
-// longer. A declared Content-Length over the cap is refused before a byte
-// is read, not after waiting for a body that may come slowly or never; a
-// body of no declared length (chunked) is cut at the cap as it is read.
+// longer. A declared Content-Length over it is refused before a byte is
+// read (the body may come slowly or never); a chunked one is cut there.
 func readBody(w http.ResponseWriter, r *http.Request) (body []byte, tooLarge bool, err error) {
 	if r.ContentLength > maxLineBytes {
 		return nil, true, nil
@@ -245,9 +238,8 @@ func (t *httpTransport) post(w http.ResponseWriter, r *http.Request) {
 	defer hs.release()
 	if m.id == nil { // a notification or a response: nothing comes back
 		if !(modern && m.method == "notifications/cancelled") {
-			// A modern cancellation names the client's id, which other
-			// clients of the credential may use too: over HTTP the way to
-			// cancel a 2026-07-28 request is to close its response.
+			// A modern cancellation names the client's id, which other clients
+			// may use too: such a request is cancelled by closing its response.
 			hs.handle(body, discard{})
 		}
 		w.WriteHeader(http.StatusAccepted)
@@ -256,9 +248,8 @@ func (t *httpTransport) post(w http.ResponseWriter, r *http.Request) {
 	reply := newResponseStream()
 	clientID := m.id
 	if modern {
-		// Modern requests of every client share one session: each gets an
-		// id of the server's own there, so two clients' ids never collide
-		// and one cannot cancel the other's request by naming its id.
+		// Every client's modern requests share one session: each gets an id
+		// of the server's own there, so clients' ids never collide.
 		if body, m.id, err = t.ownID(body); err != nil {
 			rpcFail(w, http.StatusBadRequest, clientID, newError(codeInvalidRequest, "invalid request: %v", err))
 			return
@@ -280,9 +271,8 @@ func (t *httpTransport) ownID(body []byte) ([]byte, json.RawMessage, error) {
 	return body, id, err
 }
 
-// sessionFor finds the session request m belongs to, or makes one for
-// initialize, acquired for the request. When it cannot, it returns the
-// error to answer and its HTTP status.
+// sessionFor finds the session of request m, or makes one for initialize,
+// acquired for it; or else the error to answer, with its HTTP status.
 func (t *httpTransport) sessionFor(w http.ResponseWriter, r *http.Request, m message, modern bool) (*httpSession, int, *rpcError) {
 	if modern {
 		if rerr := checkModernHeaders(r, m); m.id != nil && rerr != nil {
@@ -391,9 +381,8 @@ func (hs *httpSession) handle(body []byte, sink replySink) {
 	hs.ss.handleMessage(body, sink)
 }
 
-// answer writes the reply to request m: one JSON body, or an SSE stream
-// with its progress or messages first when the client accepts one and
-// asked for either. A client that goes away cancels the request.
+// answer writes the reply to request m as JSON, or as SSE after its progress
+// or messages when asked for them. A client that goes away cancels it.
 func (t *httpTransport) answer(w http.ResponseWriter, r *http.Request, hs *httpSession, m message, reply *responseStream, modern bool, clientID json.RawMessage) {
 	asked := bytes.Contains(m.params, []byte(`"progressToken"`)) || modern && bytes.Contains(m.params, []byte(metaLogLevel))
 	stream := strings.Contains(r.Header.Get("Accept"), "text/event-stream") && asked
@@ -405,7 +394,7 @@ func (t *httpTransport) answer(w http.ResponseWriter, r *http.Request, hs *httpS
 	for {
 		select {
 		case <-r.Context().Done():
-			hs.ss.cancelID(m.id)
+			hs.ss.cancelID(m.id, true) // nobody is there to read a reply
 			return
 		case <-reply.abandoned:
 			if !stream {
@@ -571,9 +560,8 @@ func (t *httpTransport) serveMetrics(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
-// serveExec runs one command and streams its output as server-sent events
-// (see runExecStream): every policy applies as to execute, and a client
-// that goes away kills the job. Each request has a session of its own.
+// serveExec runs one command in a session of its own and streams its
+// output as server-sent events (runExecStream); a client leaving kills it.
 func (t *httpTransport) serveExec(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", "POST")
@@ -626,8 +614,7 @@ func beginEventStream(w http.ResponseWriter) {
 }
 
 // event writes one server-sent event. A client that stops reading is
-// dropped once a write has waited httpWriteTimeout: its request context
-// ends, and the stream with it.
+// dropped once a write has waited httpWriteTimeout, ending the stream.
 func (s *sseSink) event(name string, data any) bool {
 	b, _ := json.Marshal(data) // cannot fail: strings and numbers
 	_ = http.NewResponseController(s.w).SetWriteDeadline(time.Now().Add(httpWriteTimeout))

@@ -49,8 +49,7 @@ func serveHTTP(srv *server) {
 		exit(2, "%v", err)
 	}
 	logf("serving MCP on http%s://%s/mcp (and /healthz, /metrics, /exec)", map[bool]string{true: "s"}[srv.cfg.tlsCert != ""], t.addr())
-	why := t.serveUntilDone(srv.stop)
-	logf("stopping: %s", why)
+	logf("stopping: %s", t.serveUntilDone(srv.stop))
 	srv.shutdown()
 	t.close()
 }

@@ -81,18 +81,16 @@ type roomGate interface {
 	takeRoom(done <-chan struct{}) (release func(), ok bool)
 }
 
-// replyHold is one started request's claim on room for its reply in a
-// roomGate; it is the toolCall's replyRoom. Only the request's goroutine
-// uses it; its methods do nothing on a nil hold.
+// replyHold is a started request's claim on room for its reply in a
+// roomGate (the toolCall's replyRoom), used by its goroutine only; nil holds none.
 type replyHold struct {
 	gate    roomGate
 	done    <-chan struct{} // closed when the request is cancelled or its session ends
 	release func()          // gives the room back; set while room is held
 }
 
-// take waits until the reply has room, and holds it; errCancelled when the
-// request is cancelled, or its session ends, first. Held already, it
-// returns at once.
+// take waits until the reply has room, and holds it (held: at once);
+// errCancelled when the request is cancelled, or its session ends, first.
 func (h *replyHold) take() error {
 	if h == nil || h.release != nil {
 		return nil
@@ -145,16 +143,14 @@ func newSession(cfg *config, out replySink, activity chan<- struct{}) *session {
 	return s
 }
 
-// streamExec runs a streamed exec (the gateway's POST /exec) in the
-// session and sends its events to sink; ctx ends when the client leaves,
-// which tears the job down. See runExecStream for what errors mean.
+// streamExec runs POST /exec's streamed exec in the session, its events to
+// sink; ctx ends when the client leaves, tearing the job down (errors: runExecStream).
 func (s *session) streamExec(ctx context.Context, body []byte, sink execSink) error {
 	return runExecStream(&toolCall{reg: s.reg, cfg: s.cfg, waiter: &waiter{ctx: ctx}}, body, sink)
 }
 
-// jobEvent sends notifications/job for a job's start or end, once the
-// client has initialized a legacy session: the modern era allows no
-// notification outside a request's own.
+// jobEvent sends notifications/job for a job's start or end once a legacy
+// client initialized: the modern era allows none outside a request's own.
 func (s *session) jobEvent(j *job, event string) {
 	if !s.eventsOn.Load() || j.contract == nil || j.contract.events == nil {
 		return
@@ -192,9 +188,8 @@ func (s *session) serve(in io.Reader) error {
 		case len(line) > 0:
 			s.dispatch(line)
 		}
-		// Requests that arrived together are all read, and hold their
-		// jobs, before any of them runs: a kill sent together with another
-		// kill cannot deliver the job before the other has read it.
+		// Requests that arrived together all hold their jobs before any runs:
+		// a kill cannot deliver a job before another kill sent with it read it.
 		if !hasBufferedLine(r) {
 			s.startPending()
 		}
@@ -213,19 +208,11 @@ func hasBufferedLine(r *bufio.Reader) bool {
 	return bytes.IndexByte(b, '\n') >= 0
 }
 
-// handleMessage handles one message whose replies and progress go to sink,
-// for a transport with one response stream per request. Only one goroutine
-// at a time may call it on a session.
+// handleMessage handles one message whose replies and progress go to sink
+// (a response stream per request). One goroutine at a time may call it.
 func (s *session) handleMessage(msg []byte, sink replySink) {
 	s.dispatchTo(msg, sink)
 	s.startPending()
-}
-
-// cancelID cancels the running request with this id as a client's
-// notifications/cancelled would: a transport calls it when the request's
-// response stream is gone.
-func (s *session) cancelID(id json.RawMessage) {
-	s.cancel(id, true) // nobody is there to read a reply
 }
 
 // startPending starts the requests dispatch prepared. Only the reading
@@ -297,9 +284,8 @@ func (m message) fail(err *rpcError) {
 	m.replyTo.send(encodeReply(m.id, replyShape{}, nil, err))
 }
 
-// dispatchBatch handles a JSON-RPC batch (2025-03-26 allows them): each
-// message as if it came on a line of its own, the replies together as one
-// array. A batch of notifications only is answered by nothing.
+// dispatchBatch handles a batch (2025-03-26 allows them): each message as
+// if on a line of its own, the replies as one array; notifications get none.
 func (s *session) dispatchBatch(line []byte) {
 	var items []json.RawMessage
 	if err := json.Unmarshal(line, &items); err != nil {
@@ -327,9 +313,8 @@ func (s *session) dispatchBatch(line []byte) {
 
 // batchReplies gathers the replies to one batch and sends them as one
 // array line when the last arrives; a member cancelled in an era that
-// answers nothing gives none (abandon). Its members' notifications go out
-// at once. It is no roomGate: every reply is held until the last arrives,
-// so room a member took would free only after all of them had theirs.
+// answers nothing gives none (abandon). It is no roomGate: room a member
+// took would free only once every member had its reply.
 type batchReplies struct {
 	out replySink
 
@@ -415,13 +400,14 @@ func (s *session) start(m message, spec methodSpec) {
 // and malformed request ids are ignored.
 func (s *session) cancelRequest(m message) {
 	params, _ := decodeObject(m.params) // malformed: nil, and so no id
-	s.cancel(params["requestId"], false)
+	s.cancelID(params["requestId"], false)
 }
 
-// cancel cancels the running request with this id, if any. It gets no
-// reply when silence is set or its era answers a cancelled request with
-// nothing.
-func (s *session) cancel(id json.RawMessage, silence bool) {
+// cancelID cancels the running request with this id, if any, as
+// notifications/cancelled does; a transport calls it when the request's
+// response stream is gone. The request gets no reply when silence is set
+// or its era answers a cancelled request with nothing.
+func (s *session) cancelID(id json.RawMessage, silence bool) {
 	key, ok := idKey(id)
 	if !ok {
 		return
@@ -457,9 +443,6 @@ func (s *session) refuse(err *rpcError) {
 	s.out.send(encodeReply(json.RawMessage("null"), replyShape{}, nil, err))
 }
 
-// replyHead starts every reply line; the id follows.
-const replyHead = `{"jsonrpc":"2.0","id":`
-
 // errorCodes maps the sentinels a request may fail with to JSON-RPC codes.
 var errorCodes = []struct {
 	err  error
@@ -470,9 +453,8 @@ var errorCodes = []struct {
 	{errUnknownTool, codeInvalidParams},
 }
 
-// encodeReply builds the answer to a request: a result dressed in shape,
-// or an error — *rpcError as is, a sentinel of errorCodes with its code,
-// anything else as internal.
+// encodeReply builds a reply: a result dressed in shape, or an error
+// (*rpcError as is, a sentinel of errorCodes with its code, else internal).
 func encodeReply(id json.RawMessage, shape replyShape, result any, err error) []byte {
 	var rerr *rpcError
 	switch {
@@ -553,10 +535,9 @@ func (s *session) waiterFor(ctx context.Context, meta map[string]json.RawMessage
 	return w
 }
 
-// loggerFor is how a tool sends notifications/message for a 2026-07-28
-// request that set a log level: on the request's own channel, at that level
-// or above, until it is cancelled. Any other request gets nil: a legacy
-// session's messages would surface inside other requests.
+// loggerFor sends a tool's notifications/message, at or above the level a
+// 2026-07-28 request set, on its own channel until it is cancelled. Any
+// other request gets nil: a legacy session's would surface in others.
 func loggerFor(ctx context.Context, meta map[string]json.RawMessage, m message) func(level, logger string, data any) {
 	if !m.shape.modern {
 		return nil
@@ -574,9 +555,8 @@ func loggerFor(ctx context.Context, meta map[string]json.RawMessage, m message) 
 	}
 }
 
-// notifyDroppable sends a progress or log notification where the request's
-// reply will go. A sink whose client is not reading may drop it: a later
-// one, or the reply, tells as much.
+// notifyDroppable sends a progress or log notification where the reply will
+// go; a sink whose client is not reading may drop it (dropSink).
 func notifyDroppable(sink replySink, method string, params any) {
 	if msg := notification(method, params); msg != nil {
 		notifyOn(sink, msg)
@@ -648,10 +628,9 @@ func (s *session) stats(_ context.Context, req message) (any, error) {
 	}, nil
 }
 
-// textReply is the reply line of a toolText result, as encoding the
-// toolResult {content: [{type: "text", text}]} would give, dressed in
-// shape. A structured reply also carries it as structuredContent, which
-// must be an object: wait's array goes in as {"results": [...]}.
+// textReply is the reply line of a toolText result, as encoding the toolResult
+// {content: [{type: "text", text}]} in shape would give. A structured reply also
+// carries it as structuredContent, an object: wait's array as {"results": [...]}.
 func textReply(id json.RawMessage, shape replyShape, text []byte) []byte {
 	const (
 		content = `"content":[{"type":"text","text":"`
@@ -685,9 +664,11 @@ func textReply(id json.RawMessage, shape replyShape, text []byte) []byte {
 	return append(b, tail...)
 }
 
+// Fixed pieces of reply lines.
 const (
-	structuredKey = `,"structuredContent":` // structuredKey introduces a structured copy of a tool result
-	waitWrapOpen  = `{"results":`           // waitWrapOpen opens the object that wraps wait's array of results
+	replyHead     = `{"jsonrpc":"2.0","id":` // replyHead starts every reply line; the id follows
+	structuredKey = `,"structuredContent":`  // structuredKey introduces a structured copy of a tool result
+	waitWrapOpen  = `{"results":`            // waitWrapOpen opens the object that wraps wait's array of results
 )
 
 // discover answers server/discover, the modern era's way to learn what the
@@ -714,9 +695,8 @@ type message struct {
 	room     *replyHold // a started request's room for its reply in replyTo; nil when replyTo bounds nothing
 }
 
-// decodeMessage parses one line. On failure it returns the error and the
-// id to send it with (null unless the id was readable); a message that
-// gets no reply at all comes back with response set.
+// decodeMessage parses one line; on failure, the error and the id to send it
+// with (null unless readable). A message left unanswered has response set.
 func decodeMessage(line []byte) (m message, replyID json.RawMessage, rerr *rpcError) {
 	null := json.RawMessage("null")
 	trimmed := trimJSONSpace(line)
@@ -727,22 +707,20 @@ func decodeMessage(line []byte) (m message, replyID json.RawMessage, rerr *rpcEr
 		return m, null, newError(codeInvalidRequest, "invalid request: batches are not supported; send one message per line")
 	}
 	obj, err := decodeObject(trimmed)
-	if err != nil {
-		if errors.Is(err, errNotObject) {
-			return m, null, newError(codeInvalidRequest, "invalid request: a message must be a JSON object")
-		}
-		if errors.Is(err, errDuplicateKey) {
-			return m, null, newError(codeInvalidRequest, "invalid request: %v", err)
-		}
+	switch {
+	case errors.Is(err, errNotObject):
+		return m, null, newError(codeInvalidRequest, "invalid request: a message must be a JSON object")
+	case errors.Is(err, errDuplicateKey):
+		return m, null, newError(codeInvalidRequest, "invalid request: %v", err)
+	case err != nil:
 		return m, null, newError(codeParse, "parse error: %v", err)
 	}
+	replyID = null
 	if id, ok := obj["id"]; ok {
 		if !validID(id) {
 			return m, null, newError(codeInvalidRequest, "invalid request: id must be a string or an integer, got %s", clip(id))
 		}
 		m.id, replyID = id, id
-	} else {
-		replyID = null
 	}
 	method, hasMethod := obj["method"]
 	if v, ok := obj["jsonrpc"]; !ok || string(v) != `"2.0"` {

@@ -19,9 +19,8 @@ const shutdownKillDuration = time.Second
 var errServerClosing = errors.New("the server is shutting down")
 
 // server owns what the whole process shares: the reaper, the signals that
-// stop it, memory trimming, and the sessions it hosts. A transport opens a
-// session per client; ending a session tears down that session's jobs
-// only, while shutdown ends every session and sweeps every descendant.
+// stop it, memory trimming, and the sessions (one per client) it hosts;
+// ending one tears down its jobs only, shutdown every session's and more.
 type server struct {
 	cfg      *config
 	stop     <-chan os.Signal // carries the signal that ends the process
@@ -60,10 +59,9 @@ func (s *server) isClosing() bool {
 	return s.closing
 }
 
-// openShared opens a session for a transport whose clients could try each
-// other's job ids: its ids are unguessable, and MCP_EXEC_MAX_JOBS counts
-// the running jobs of every shared session together. cfg is the session's
-// settings: the server's, or a view made from them once.
+// openShared opens a session, with settings cfg, for a transport whose
+// clients could try each other's job ids: its ids are unguessable, and
+// MCP_EXEC_MAX_JOBS counts every shared session's running jobs together.
 func (s *server) openShared(cfg *config, out replySink) (*session, error) {
 	ss, err := s.open(cfg, out)
 	if err == nil {
@@ -108,9 +106,8 @@ func (s *server) end(ss *session) {
 	endSessions([]*session{ss}, false)
 }
 
-// shutdown ends every session as end does and refuses new ones. A server
-// that owns the process also ends every other process descended from it
-// (orphans that left their job's group).
+// shutdown ends every session as end does and refuses new ones; a server
+// owning the process also ends orphans that left their job's group.
 func (s *server) shutdown() {
 	s.mu.Lock()
 	s.closing = true
@@ -121,9 +118,8 @@ func (s *server) shutdown() {
 	removeJobTemps()
 }
 
-// endSessions cancels the requests of sessions, tears their jobs down
-// (with sweep, every other descendant too) and waits, at most
-// shutdownKillDuration, for their running requests to reply.
+// endSessions cancels sessions' requests, tears their jobs (and with sweep
+// every descendant) down and gives the requests shutdownKillDuration to reply.
 func endSessions(sessions []*session, sweep bool) {
 	var jobs []*job
 	for _, ss := range sessions {
@@ -141,12 +137,10 @@ func endSessions(sessions []*session, sweep bool) {
 	waitFor(replied, shutdownKillDuration)
 }
 
-// watchSignals subscribes to the signals that end the server. As PID 1 an
-// unhandled SIGTERM would do nothing at all, so they are always handled;
-// SIGPIPE is subscribed so a vanished client turns into EPIPE, not death.
-// A SIGHUP or SIGINT ignored at start (nohup) stays without effect, yet is
-// handled rather than left ignored: a child inherits an ignored signal,
-// and jobs must start with default dispositions.
+// watchSignals subscribes to the signals that end the server: always, as
+// PID 1 ignores an unhandled SIGTERM. SIGPIPE makes a vanished client EPIPE,
+// not death. A SIGHUP or SIGINT ignored at start (nohup) stays without
+// effect, yet is handled: a child would inherit an ignored one.
 func watchSignals() <-chan os.Signal {
 	ignored := map[os.Signal]bool{}
 	for _, sig := range []os.Signal{syscall.SIGHUP, syscall.SIGINT} {
@@ -164,10 +158,9 @@ func stoppingSignals(arrived <-chan os.Signal, ignored map[os.Signal]bool) <-cha
 	stop := make(chan os.Signal, 1) // carries the signal that ends the server
 	go func() {
 		for sig := range arrived {
-			if ignored[sig] {
-				continue
+			if !ignored[sig] {
+				offer(stop, sig)
 			}
-			offer(stop, sig)
 		}
 	}()
 	return stop
@@ -190,9 +183,8 @@ func prepareProcess(manyClients bool) {
 	children.startReaper()
 }
 
-// terminateAll sends TERM to every job's process group, and with sweep to
-// every other descendant of this process, waits up to the grace period,
-// then KILLs whatever is left and waits a little more.
+// terminateAll sends TERM to every job's group (and with sweep to every
+// descendant), waits up to the grace, then KILLs what is left and waits.
 func terminateAll(jobs []*job, sweep bool) {
 	steps := []struct {
 		sig  syscall.Signal

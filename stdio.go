@@ -54,10 +54,9 @@ func (t *stdio) flush() { t.out.flush(shutdownFlushDuration) }
 // its finalizer would close fd 0. pollableStdin sets it, once.
 var stdinFile *os.File
 
-// pollableStdin returns stdin as a file in the runtime poller when it is a
-// pipe or socket, so reading it parks a goroutine instead of holding a
-// thread in read(2) and delaying the request goroutines it just started.
-// A terminal is left alone: other programs share its blocking mode.
+// pollableStdin returns stdin in the runtime poller when it is a pipe or
+// socket: reading it parks a goroutine, not a thread in read(2) that delays
+// the requests it started. A terminal, whose mode others share, stays.
 func pollableStdin() *os.File {
 	var st syscall.Stat_t
 	if syscall.Fstat(0, &st) != nil {
@@ -85,17 +84,13 @@ func intakeBoundBytes(cfg *config) int {
 // writer owns stdout. Messages are queued, never written by their sender,
 // and one goroutine writes them in batches, whole messages only: lines
 // never interleave, and no session goroutine waits on a slow client.
-// (Writing on the sender's goroutine when the queue was empty measured no
-// faster.)
 //
 // A client that stops reading must not grow the queue without bound. Once
 // boundBytes wait to be written the writer pauses the session's intake
 // (awaitRoom) until the client has read the queue down to half the bound,
 // and drops droppable messages meanwhile. Replies and job events are
-// always queued: only requests already read and jobs already running make
-// them. Of those, a reply made from job output is built only when there
-// is room for it (takeRoom), so a burst of finished calls holds their
-// jobs, not copies of their output.
+// always queued; a reply made from job output is built only when there is
+// room for it (takeRoom), so finished calls hold jobs, not output copies.
 type writer struct {
 	out        io.Writer
 	boundBytes int                              // queued bytes that pause the intake
@@ -176,8 +171,7 @@ func (w *writer) offer(it outItem, droppable bool) {
 }
 
 // awaitRoom returns once the intake is not paused, or the client is gone.
-// Only one goroutine may call it at a time (the session's reader): room's
-// one-value buffer wakes a single waiter.
+// Only the session's reader calls it: room's buffer wakes one waiter.
 func (w *writer) awaitRoom() {
 	for {
 		w.mu.Lock()
@@ -297,9 +291,8 @@ func (w *writer) fail(err error) {
 }
 
 // writeBatch writes and flushes a batch, then releases its flush markers.
-// Messages count as written once they reach out, not the buffer, and each
-// is let go as soon as the buffer has taken it: the client may take long
-// over the rest of a batch.
+// A message counts as written once it reaches out, and is let go once the
+// buffer took it: the client may take long over the rest of a batch.
 func (w *writer) writeBatch(buf *bufio.Writer, batch []outItem) error {
 	var err error
 	handed := 0 // bytes given to buf and not yet counted as written
