@@ -9,19 +9,17 @@ import (
 
 // The protocol revisions served, and how each shapes a reply. The legacy
 // era (2024-11-05 to 2025-11-25) begins with initialize, which fixes the
-// session's revision. The modern era (2026-07-28) has no handshake: every
-// request names its revision and the client's capabilities in
-// params._meta. The server is dual-era, request by request: one whose
-// _meta names a revision is served in the modern era, any other in the
-// legacy revision the session negotiated (1.0's shapes before initialize).
-// Jobs belong to the session whatever era the requests that name them are.
+// session's revision. The modern era (2026-07-28) has no handshake: each
+// request names its revision and the client's capabilities in _meta. The
+// era is chosen request by request (1.0's shapes before initialize); jobs
+// belong to the session whatever the era of the requests naming them.
 
-// supportedVersions lists the legacy revisions, newest first: initialize
-// echoes one of them, never a modern one (legacy clients reject it).
-var supportedVersions = []string{"2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"}
-
-// modernVersions lists the modern revisions, newest first.
-var modernVersions = []string{"2026-07-28"}
+// The revisions served, newest first. initialize echoes one of
+// supportedVersions, never a modern one (legacy clients reject it).
+var (
+	supportedVersions = []string{"2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"} // supportedVersions are the legacy revisions
+	modernVersions    = []string{"2026-07-28"}                                           // modernVersions are the modern revisions
+)
 
 // The reserved _meta keys of the modern era.
 const (
@@ -29,24 +27,17 @@ const (
 	metaClientCaps      = "io.modelcontextprotocol/clientCapabilities"
 	metaLogLevel        = "io.modelcontextprotocol/logLevel"
 	metaServerInfo      = "io.modelcontextprotocol/serverInfo"
-	// metaProgressOutput is ours: true asks progress messages to carry the
-	// job's newest output lines.
-	metaProgressOutput = "com.mcp-exec/progressOutput"
+	metaProgressOutput  = "com.mcp-exec/progressOutput" // ours: true asks progress to carry the newest output lines
 )
-
-// codeUnsupportedVersion answers a modern request for a revision not
-// served; its data lists the supported ones.
-const codeUnsupportedVersion = -32022
 
 // logLevels are the levels a modern request may ask for (RFC 5424).
 var logLevels = []string{"debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"}
 
-// firstStructuredVersion is the first revision with titles, outputSchema
-// and structuredContent.
-const firstStructuredVersion = "2025-06-18"
-
-// batchVersion is the one revision whose clients may send batches.
-const batchVersion = "2025-03-26"
+// Legacy revisions that change what a session may do.
+const (
+	firstStructuredVersion = "2025-06-18" // firstStructuredVersion is the first with titles, outputSchema and structuredContent
+	batchVersion           = "2025-03-26" // batchVersion is the one whose clients may send batches
+)
 
 // replyShape is how a request's result is dressed for its revision.
 type replyShape struct {

@@ -213,7 +213,7 @@ func fzServeLine(t *testing.T, line []byte) []byte {
 		t.Fatalf("request %q: no reply within %v", line, fzDeadline)
 	}
 	flushed := make(chan struct{})
-	out.enqueue(outItem{flushed: flushed})
+	out.offer(outItem{flushed: flushed}, false)
 	select {
 	case <-flushed:
 	case <-timer.C:

@@ -21,12 +21,9 @@ import (
 
 // The HTTP transport: MCP over Streamable HTTP at /mcp, and the exec
 // gateway's /healthz, /metrics and POST /exec. Each legacy client gets a
-// session of its own at initialize, named by an unguessable Mcp-Session-Id;
-// modern (2026-07-28) requests carry no session, and their jobs belong to
-// the credential they authenticated with. A request's reply, and its
-// progress, go back on that request's own HTTP response: one JSON body, or
-// an SSE stream when the client accepts one and asked for progress. A
-// response stream that goes away cancels its request.
+// session at initialize, named by an unguessable Mcp-Session-Id; modern
+// requests carry none, their jobs belong to the credential. A reply goes
+// back on its request's own response, which cancels it by going away.
 
 // HTTP limits against slow or greedy clients.
 const (
@@ -37,17 +34,12 @@ const (
 	httpWriteTimeout  = 30 * time.Second // a client that stops reading a stream is dropped after this
 )
 
-// Status codes the spec names for modern-era header checks.
-const codeHeaderMismatch = -32020
-
 // httpTransport serves MCP and the gateway endpoints over HTTP.
 type httpTransport struct {
 	srv     *server
-	cfg     *config
-	token   []byte          // the bearer token; nil: none needed (loopback only)
-	origins map[string]bool // browser origins allowed besides none
-	nextID  atomic.Int64    // numbers the server's own ids of modern requests
-	execCfg *config         // the settings of POST /exec jobs: cfg, with usage reported
+	cfg     *config      // its token (nil: none needed) and allowed browser origins guard every endpoint
+	nextID  atomic.Int64 // numbers the server's own ids of modern requests
+	execCfg *config      // the settings of POST /exec jobs: cfg, with usage reported
 
 	mu       sync.Mutex              // guards sessions and modern
 	sessions map[string]*httpSession // legacy sessions by Mcp-Session-Id
@@ -63,10 +55,8 @@ type httpSession struct {
 	ss       *session
 	dispatch sync.Mutex   // one handleMessage at a time, as the session requires
 	lastUsed atomic.Int64 // unix nanoseconds of the last request's end
-	// active counts requests in flight: a session with any is not idle. It
-	// goes up only under httpTransport.mu, in the lookup that finds the
-	// session, so the idle sweep (under the same lock) cannot end a
-	// session a request has found.
+	// active counts requests in flight. It goes up only in the lookup that
+	// finds the session, under the sweep's lock: no sweep ends a found one.
 	active atomic.Int32
 }
 
@@ -89,12 +79,6 @@ func (hs *httpSession) release() {
 // or the TLS pair cannot be loaded.
 func openHTTP(srv *server) (*httpTransport, error) {
 	cfg := srv.cfg
-	t := &httpTransport{srv: srv, cfg: cfg, token: cfg.token, origins: map[string]bool{},
-		sessions: map[string]*httpSession{}, done: make(chan struct{})}
-	for _, o := range cfg.allowedOrigins {
-		t.origins[o] = true
-	}
-	t.execCfg = cfg.withUsage() // the exit event always says what the job used
 	ln, err := net.Listen("tcp", cfg.listen)
 	if err != nil {
 		return nil, fmt.Errorf("listen on %s: %w", cfg.listen, err)
@@ -107,6 +91,8 @@ func openHTTP(srv *server) (*httpTransport, error) {
 		}
 		ln = tls.NewListener(ln, &tls.Config{Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12})
 	}
+	t := &httpTransport{srv: srv, cfg: cfg, listener: ln, sessions: map[string]*httpSession{}, done: make(chan struct{}),
+		execCfg: cfg.withUsage()} // the exit event always says what the job used
 	mux := http.NewServeMux()
 	mux.HandleFunc("/mcp", t.guard(t.serveMCP))
 	mux.HandleFunc("/exec", t.guard(t.serveExec))
@@ -114,7 +100,6 @@ func openHTTP(srv *server) (*httpTransport, error) {
 	mux.HandleFunc("/healthz", t.serveHealth)
 	t.server = &http.Server{Handler: countingHandler{mux}, ReadHeaderTimeout: httpHeaderTimeout,
 		ReadTimeout: httpBodyTimeout, IdleTimeout: httpIdleTimeout, MaxHeaderBytes: 64 << 10}
-	t.listener = ln
 	return t, nil
 }
 
@@ -149,7 +134,7 @@ func (t *httpTransport) close() {
 // guard checks a request's Origin and bearer token before h sees it.
 func (t *httpTransport) guard(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		if o := r.Header.Get("Origin"); o != "" && !t.origins[o] {
+		if o := r.Header.Get("Origin"); o != "" && !slices.Contains(t.cfg.allowedOrigins, o) {
 			httpFail(w, http.StatusForbidden, "origin %q is not allowed (MCP_EXEC_ALLOWED_ORIGINS)", clipText(o))
 			return
 		}
@@ -165,7 +150,7 @@ func (t *httpTransport) guard(h http.HandlerFunc) http.HandlerFunc {
 // authorized reports whether r carries the bearer token, compared in
 // constant time. A token anywhere else (the query string) does not count.
 func (t *httpTransport) authorized(r *http.Request) bool {
-	if t.token == nil {
+	if t.cfg.token == nil {
 		return true
 	}
 	h := r.Header.Get("Authorization")
@@ -173,7 +158,7 @@ func (t *httpTransport) authorized(r *http.Request) bool {
 	if len(h) < len(scheme) || !strings.EqualFold(h[:len(scheme)], scheme) {
 		return false
 	}
-	return subtle.ConstantTimeCompare([]byte(h[len(scheme):]), t.token) == 1
+	return subtle.ConstantTimeCompare([]byte(h[len(scheme):]), t.cfg.token) == 1
 }
 
 // httpFail answers a plain-text error.
@@ -208,26 +193,24 @@ func (t *httpTransport) serveMCP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// declaresTooLarge reports whether r's Content-Length is over
-// maxLineBytes: such a request is refused before a byte of its body is
-// read, not after waiting for a body that may come slowly or never. A body
-// of no declared length (chunked) is cut at maxLineBytes as it is read.
-func declaresTooLarge(r *http.Request) bool { return r.ContentLength > maxLineBytes }
+// readBody reads r's body, of at most maxLineBytes; tooLarge says it is
+// longer. A declared Content-Length over it is refused before a byte is
+// read (the body may come slowly or never); a chunked one is cut there.
+func readBody(w http.ResponseWriter, r *http.Request) (body []byte, tooLarge bool, err error) {
+	if r.ContentLength > maxLineBytes {
+		return nil, true, nil
+	}
+	body, err = io.ReadAll(http.MaxBytesReader(w, r.Body, maxLineBytes))
+	var tooBig *http.MaxBytesError
+	return body, errors.As(err, &tooBig), err
+}
 
 // post handles one JSON-RPC message.
 func (t *httpTransport) post(w http.ResponseWriter, r *http.Request) {
-	tooLarge := func() {
-		rpcFail(w, http.StatusRequestEntityTooLarge, nil, newError(codeInvalidRequest, "invalid request: the body exceeds %d bytes", maxLineBytes))
-	}
-	if declaresTooLarge(r) {
-		tooLarge()
-		return
-	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxLineBytes))
-	var tooBig *http.MaxBytesError
+	body, tooLarge, err := readBody(w, r)
 	switch {
-	case errors.As(err, &tooBig):
-		tooLarge()
+	case tooLarge:
+		rpcFail(w, http.StatusRequestEntityTooLarge, nil, newError(codeInvalidRequest, "invalid request: the body exceeds %d bytes", maxLineBytes))
 		return
 	case err != nil:
 		httpFail(w, http.StatusBadRequest, "reading the body: %v", err)
@@ -247,26 +230,16 @@ func (t *httpTransport) post(w http.ResponseWriter, r *http.Request) {
 		slices.Contains(modernVersions, r.Header.Get("MCP-Protocol-Version")) {
 		modern = true // a modern notification (notifications/cancelled) carries no _meta, only the header
 	}
-	var hs *httpSession
-	if modern {
-		if rerr := checkModernHeaders(r, m); m.id != nil && rerr != nil {
-			rpcFail(w, http.StatusBadRequest, m.id, rerr)
-			return
-		}
-		hs = t.modernSession()
-	} else if hs, rerr = t.legacySession(w, r, m); rerr != nil {
-		return // answered
-	}
-	if hs == nil { // the server is shutting down
-		rpcFail(w, http.StatusServiceUnavailable, m.id, newError(codeInternal, "the server is shutting down"))
+	hs, status, rerr := t.sessionFor(w, r, m, modern)
+	if rerr != nil {
+		rpcFail(w, status, m.id, rerr)
 		return
 	}
 	defer hs.release()
 	if m.id == nil { // a notification or a response: nothing comes back
 		if !(modern && m.method == "notifications/cancelled") {
-			// A modern cancellation names the client's id, which other
-			// clients of the credential may use too: over HTTP the way to
-			// cancel a 2026-07-28 request is to close its response.
+			// A modern cancellation names the client's id, which other clients
+			// may use too: such a request is cancelled by closing its response.
 			hs.handle(body, discard{})
 		}
 		w.WriteHeader(http.StatusAccepted)
@@ -275,9 +248,8 @@ func (t *httpTransport) post(w http.ResponseWriter, r *http.Request) {
 	reply := newResponseStream()
 	clientID := m.id
 	if modern {
-		// Modern requests of every client share one session: each gets an
-		// id of the server's own there, so two clients' ids never collide
-		// and one cannot cancel the other's request by naming its id.
+		// Every client's modern requests share one session: each gets an id
+		// of the server's own there, so clients' ids never collide.
 		if body, m.id, err = t.ownID(body); err != nil {
 			rpcFail(w, http.StatusBadRequest, clientID, newError(codeInvalidRequest, "invalid request: %v", err))
 			return
@@ -299,40 +271,38 @@ func (t *httpTransport) ownID(body []byte) ([]byte, json.RawMessage, error) {
 	return body, id, err
 }
 
-// legacySession finds the session a legacy request belongs to, or makes
-// one for initialize, acquired for the request; when it cannot, it answers
-// and returns an error.
-func (t *httpTransport) legacySession(w http.ResponseWriter, r *http.Request, m message) (*httpSession, *rpcError) {
+// sessionFor finds the session of request m, or makes one for initialize,
+// acquired for it; or else the error to answer, with its HTTP status.
+func (t *httpTransport) sessionFor(w http.ResponseWriter, r *http.Request, m message, modern bool) (*httpSession, int, *rpcError) {
+	if modern {
+		if rerr := checkModernHeaders(r, m); m.id != nil && rerr != nil {
+			return nil, http.StatusBadRequest, rerr
+		}
+		hs, rerr := t.modernSession()
+		return hs, http.StatusServiceUnavailable, rerr
+	}
 	if v := r.Header.Get("MCP-Protocol-Version"); v != "" && m.method != "initialize" && !slices.Contains(supportedVersions, v) {
-		e := newError(codeInvalidRequest, "invalid request: MCP-Protocol-Version %q is not one of %s", clipText(v), strings.Join(supportedVersions, ", "))
-		rpcFail(w, http.StatusBadRequest, m.id, e)
-		return nil, e
+		return nil, http.StatusBadRequest, newError(codeInvalidRequest, "invalid request: MCP-Protocol-Version %q is not one of %s", clipText(v), strings.Join(supportedVersions, ", "))
 	}
 	if m.method == "initialize" {
-		hs, id, e := t.newSession()
-		if e != nil {
-			rpcFail(w, http.StatusServiceUnavailable, m.id, e)
-			return nil, e
+		hs, id, rerr := t.newSession()
+		if rerr == nil {
+			w.Header().Set("Mcp-Session-Id", id)
 		}
-		w.Header().Set("Mcp-Session-Id", id)
-		return hs, nil
+		return hs, http.StatusServiceUnavailable, rerr
 	}
 	id := r.Header.Get("Mcp-Session-Id")
 	if id == "" {
-		e := newError(codeInvalidRequest, "invalid request: Mcp-Session-Id is required (initialize first)")
-		rpcFail(w, http.StatusBadRequest, m.id, e)
-		return nil, e
+		return nil, http.StatusBadRequest, newError(codeInvalidRequest, "invalid request: Mcp-Session-Id is required (initialize first)")
 	}
 	t.mu.Lock()
 	hs := t.sessions[id].acquire()
 	t.mu.Unlock()
 	if hs == nil {
 		// Another client's id answers exactly as one never issued.
-		e := newError(codeInvalidRequest, "invalid request: unknown or expired session; initialize again")
-		rpcFail(w, http.StatusNotFound, m.id, e)
-		return nil, e
+		return nil, http.StatusNotFound, newError(codeInvalidRequest, "invalid request: unknown or expired session; initialize again")
 	}
-	return hs, nil
+	return hs, 0, nil
 }
 
 // checkModernHeaders checks the headers a 2026-07-28 request must carry
@@ -359,9 +329,8 @@ func checkModernHeaders(r *http.Request, m message) *rpcError {
 }
 
 // newSession opens a legacy session under a fresh unguessable id, acquired
-// for the initialize that opens it. The count is checked and the session
-// added under one lock, so concurrent initializes cannot all pass the last
-// free place.
+// for the initialize that opens it. One lock covers the count and the
+// adding, so concurrent initializes cannot all take the last free place.
 func (t *httpTransport) newSession() (*httpSession, string, *rpcError) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -379,17 +348,17 @@ func (t *httpTransport) newSession() (*httpSession, string, *rpcError) {
 
 // modernSession is the session of the modern era's requests, acquired for
 // one: one per credential, and this server knows one credential.
-func (t *httpTransport) modernSession() *httpSession {
+func (t *httpTransport) modernSession() (*httpSession, *rpcError) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.modern == nil {
 		hs, err := t.open()
 		if err != nil {
-			return nil
+			return nil, newError(codeInternal, "%v", err)
 		}
 		t.modern = hs
 	}
-	return t.modern.acquire()
+	return t.modern.acquire(), nil
 }
 
 // open opens a server session whose jobs have unguessable ids and count
@@ -412,25 +381,20 @@ func (hs *httpSession) handle(body []byte, sink replySink) {
 	hs.ss.handleMessage(body, sink)
 }
 
-// answer writes the reply to request m: one JSON body, or an SSE stream
-// carrying its progress or messages first when the client accepts one and
-// asked for either. A client that goes away cancels the request.
+// answer writes the reply to request m as JSON, or as SSE after its progress
+// or messages when asked for them. A client that goes away cancels it.
 func (t *httpTransport) answer(w http.ResponseWriter, r *http.Request, hs *httpSession, m message, reply *responseStream, modern bool, clientID json.RawMessage) {
 	asked := bytes.Contains(m.params, []byte(`"progressToken"`)) || modern && bytes.Contains(m.params, []byte(metaLogLevel))
 	stream := strings.Contains(r.Header.Get("Accept"), "text/event-stream") && asked
-	flusher, _ := w.(http.Flusher)
+	rc := http.NewResponseController(w)
 	if stream {
-		w.Header().Set("Content-Type", "text/event-stream")
-		w.Header().Set("Cache-Control", "no-store")
-		w.WriteHeader(http.StatusOK)
-		if flusher != nil {
-			flusher.Flush()
-		}
+		beginEventStream(w)
+		_ = rc.Flush() // the client knows at once that its request is under way
 	}
 	for {
 		select {
 		case <-r.Context().Done():
-			hs.ss.cancelID(m.id)
+			hs.ss.cancelID(m.id, true) // nobody is there to read a reply
 			return
 		case <-reply.abandoned:
 			if !stream {
@@ -447,11 +411,9 @@ func (t *httpTransport) answer(w http.ResponseWriter, r *http.Request, hs *httpS
 			httpReplyBytes.Add(int64(len(msg)))
 			switch {
 			case stream:
-				_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(httpWriteTimeout))
+				_ = rc.SetWriteDeadline(time.Now().Add(httpWriteTimeout))
 				_, _ = fmt.Fprintf(w, "event: message\ndata: %s\n\n", bytes.TrimSuffix(msg, []byte("\n")))
-				if flusher != nil {
-					flusher.Flush()
-				}
+				_ = rc.Flush()
 			case final:
 				w.Header().Set("Content-Type", "application/json")
 				w.WriteHeader(replyStatus(msg, modern))
@@ -483,6 +445,7 @@ type responseStream struct {
 	once      sync.Once     // closes abandoned once
 }
 
+// newResponseStream returns an empty stream.
 func newResponseStream() *responseStream {
 	return &responseStream{ready: make(chan struct{}, 1), abandoned: make(chan struct{})}
 }
@@ -548,9 +511,7 @@ func (t *httpTransport) sweepIdle() {
 }
 
 // takeIdle removes, and returns, the sessions with no request in flight
-// whose last request ended before cutoff. A request holds its session from
-// the lookup that found it (acquire), under the same lock: the session it
-// found is never taken from under it.
+// (see httpSession.active) whose last request ended before cutoff.
 func (t *httpTransport) takeIdle(cutoff time.Time) []*httpSession {
 	idle := func(hs *httpSession) bool { return hs.active.Load() == 0 && hs.lastUsed.Load() < cutoff.UnixNano() }
 	var taken []*httpSession
@@ -577,47 +538,42 @@ func (t *httpTransport) serveHealth(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.WriteString(w, `{"status":"shutting down"}`+"\n")
 		return
 	}
+	fmt.Fprintf(w, `{"status":"ok","sessions":%d,"running_jobs":%d}`+"\n", t.sessionCount(), t.srv.figures().sharedJobs)
+}
+
+// sessionCount is the number of open legacy sessions.
+func (t *httpTransport) sessionCount() int {
 	t.mu.Lock()
-	sessions := len(t.sessions)
-	t.mu.Unlock()
-	fmt.Fprintf(w, `{"status":"ok","sessions":%d,"running_jobs":%d}`+"\n", sessions, t.srv.figures().sharedJobs)
+	defer t.mu.Unlock()
+	return len(t.sessions)
 }
 
 // serveMetrics writes the Prometheus text format.
 func (t *httpTransport) serveMetrics(w http.ResponseWriter, r *http.Request) {
-	t.mu.Lock()
-	sessions := len(t.sessions)
-	t.mu.Unlock()
 	f := t.srv.figures()
 	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
 	writeMetrics(w, []metric{
-		{"mcp_exec_sessions", "Open legacy MCP sessions over HTTP.", "gauge", float64(sessions)},
+		{"mcp_exec_sessions", "Open legacy MCP sessions over HTTP.", "gauge", float64(t.sessionCount())},
 		{"mcp_exec_running_jobs", "Jobs running in HTTP sessions and /exec.", "gauge", float64(f.sharedJobs)},
 		{"mcp_exec_resident_bytes", "Resident memory of the server process.", "gauge", float64(f.residentBytes)},
 		{"mcp_exec_open_fds", "Open file descriptors of the server process.", "gauge", float64(f.openFds)},
 	})
 }
 
-// serveExec runs one command and streams its output as server-sent events
-// (see runExecStream): every policy applies as to execute, and a client
-// that goes away kills the job. Each request has a session of its own.
+// serveExec runs one command in a session of its own and streams its
+// output as server-sent events (runExecStream); a client leaving kills it.
 func (t *httpTransport) serveExec(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", "POST")
 		httpFail(w, http.StatusMethodNotAllowed, "use POST")
 		return
 	}
-	if declaresTooLarge(r) {
+	body, tooLarge, err := readBody(w, r)
+	switch {
+	case tooLarge:
 		httpFail(w, http.StatusRequestEntityTooLarge, "the body exceeds %d bytes", maxLineBytes)
 		return
-	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxLineBytes))
-	if err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			httpFail(w, http.StatusRequestEntityTooLarge, "the body exceeds %d bytes", maxLineBytes)
-			return
-		}
+	case err != nil:
 		httpFail(w, http.StatusBadRequest, "invalid body: %v", err)
 		return
 	}
@@ -627,7 +583,7 @@ func (t *httpTransport) serveExec(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer t.srv.end(ss)
-	sink := &sseSink{w: w, flusher: w.(http.Flusher)}
+	sink := &sseSink{w: w}
 	err = ss.streamExec(r.Context(), body, sink)
 	switch {
 	case err == nil || sink.begun:
@@ -640,21 +596,25 @@ func (t *httpTransport) serveExec(w http.ResponseWriter, r *http.Request) {
 
 // sseSink writes a streamed exec's events as one server-sent event stream.
 type sseSink struct {
-	w       http.ResponseWriter
-	flusher http.Flusher
-	begun   bool // the status line and headers went out
+	w     http.ResponseWriter
+	begun bool // the status line and headers went out
 }
 
 func (s *sseSink) begin() {
-	s.w.Header().Set("Content-Type", "text/event-stream")
-	s.w.Header().Set("Cache-Control", "no-store")
-	s.w.WriteHeader(http.StatusOK)
+	beginEventStream(s.w)
 	s.begun = true
 }
 
+// beginEventStream sends the status and headers of a server-sent event
+// stream.
+func beginEventStream(w http.ResponseWriter) {
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(http.StatusOK)
+}
+
 // event writes one server-sent event. A client that stops reading is
-// dropped once a write has waited httpWriteTimeout: its request context
-// ends, and the stream with it.
+// dropped once a write has waited httpWriteTimeout, ending the stream.
 func (s *sseSink) event(name string, data any) bool {
 	b, _ := json.Marshal(data) // cannot fail: strings and numbers
 	_ = http.NewResponseController(s.w).SetWriteDeadline(time.Now().Add(httpWriteTimeout))
@@ -662,7 +622,7 @@ func (s *sseSink) event(name string, data any) bool {
 	return err == nil
 }
 
-func (s *sseSink) flush() { s.flusher.Flush() }
+func (s *sseSink) flush() { _ = http.NewResponseController(s.w).Flush() }
 
 // countingHandler counts every response by status, for /metrics.
 type countingHandler struct{ next http.Handler }
@@ -684,12 +644,6 @@ func (s *statusRecorder) WriteHeader(code int) {
 	s.ResponseWriter.WriteHeader(code)
 }
 
-// Unwrap gives http.ResponseController the writer underneath.
+// Unwrap gives http.ResponseController the writer underneath, to flush
+// event streams and set write deadlines.
 func (s *statusRecorder) Unwrap() http.ResponseWriter { return s.ResponseWriter }
-
-// Flush passes flushes through, for the event streams.
-func (s *statusRecorder) Flush() {
-	if f, ok := s.ResponseWriter.(http.Flusher); ok {
-		f.Flush()
-	}
-}

@@ -315,7 +315,7 @@ func TestIdleSweepSparesTheSessionARequestFound(t *testing.T) {
 
 	// The request finds its session; the sweep runs, every session past its
 	// idle time; the request goes on in the session it found.
-	hs, rerr := tr.legacySession(httptest.NewRecorder(), r, m)
+	hs, _, rerr := tr.sessionFor(httptest.NewRecorder(), r, m, false)
 	if rerr != nil {
 		t.Fatalf("the session of a fresh initialize: %v", rerr)
 	}

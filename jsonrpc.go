@@ -20,14 +20,16 @@ var (
 // error and skipped without being held in memory.
 const maxLineBytes = 16 << 20
 
-// JSON-RPC error codes.
+// JSON-RPC error codes, and those MCP adds.
 const (
-	codeParse          = -32700
-	codeInvalidRequest = -32600
-	codeNoMethod       = -32601
-	codeInvalidParams  = -32602
-	codeInternal       = -32603
-	codeCancelled      = -32800
+	codeParse              = -32700
+	codeInvalidRequest     = -32600
+	codeNoMethod           = -32601
+	codeInvalidParams      = -32602
+	codeInternal           = -32603
+	codeCancelled          = -32800
+	codeHeaderMismatch     = -32020 // a modern request's HTTP headers disagree with its body
+	codeUnsupportedVersion = -32022 // a modern request's revision is not served; its data lists those that are
 )
 
 // rpcError is a JSON-RPC error reply.
@@ -88,8 +90,7 @@ func readLine(r *bufio.Reader, limit int) ([]byte, error) {
 // so 2^53+1 survives). null, fractions and exponents are rejected.
 func validID(id json.RawMessage) bool {
 	if len(id) > 0 && id[0] == '"' {
-		// Echoed byte for byte, so it must be valid UTF-8 itself: stdout
-		// carries nothing else.
+		// Echoed byte for byte, so it must be valid UTF-8 itself.
 		var s string
 		return utf8.Valid(id) && json.Unmarshal(id, &s) == nil
 	}

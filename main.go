@@ -33,34 +33,31 @@ func main() {
 // serveStdio serves the one client on stdin and stdout until it leaves or
 // a signal ends the server.
 func serveStdio(srv *server) {
-	transport := mustOpenStdio(srv)
-	_ = transport.serveUntilDone(srv.stop) // why it stopped is the client's to know
+	t, err := openStdio(srv)
+	if err != nil {
+		exit(1, "%v", err)
+	}
+	_ = t.serveUntilDone(srv.stop) // why it stopped is the client's to know
 	srv.shutdown()
-	transport.flush()
+	t.flush()
 }
 
 // serveHTTP serves HTTP clients until a signal ends the server.
 func serveHTTP(srv *server) {
 	t, err := openHTTP(srv)
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "mcp-exec: %v\n", err)
-		os.Exit(2)
+		exit(2, "%v", err)
 	}
 	logf("serving MCP on http%s://%s/mcp (and /healthz, /metrics, /exec)", map[bool]string{true: "s"}[srv.cfg.tlsCert != ""], t.addr())
-	why := t.serveUntilDone(srv.stop)
-	logf("stopping: %s", why)
+	logf("stopping: %s", t.serveUntilDone(srv.stop))
 	srv.shutdown()
 	t.close()
 }
 
-// mustOpenStdio opens the stdio session or exits with status 1.
-func mustOpenStdio(srv *server) *stdio {
-	t, err := openStdio(srv)
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "mcp-exec: %v\n", err)
-		os.Exit(1)
-	}
-	return t
+// exit ends the process with status after one line on stderr.
+func exit(status int, format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "mcp-exec: "+format+"\n", args...)
+	os.Exit(status)
 }
 
 // mustLoadConfig loads the configuration or exits with status 2 and one line
@@ -71,18 +68,16 @@ func mustLoadConfig(environ []string) *config {
 		err = checkConfinement(cfg)
 	}
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "mcp-exec: configuration error: %v\n", err)
-		os.Exit(2)
+		exit(2, "configuration error: %v", err)
 	}
 	return cfg
 }
 
 // handleFlags answers --version and --help, and turns --listen ADDR into
 // the setting it stands for, which it returns; any other argument is a
-// usage error. A first argument naming this very executable is skipped: an
-// image started with the server's own path as its command (`podman run
-// IMAGE /usr/local/bin/mcp-exec`) hands it to us through the entrypoint,
-// and must still serve.
+// usage error. A first argument naming this very executable is skipped, as
+// an image run with its own path as command (`podman run IMAGE
+// /usr/local/bin/mcp-exec`) passes it through the entrypoint.
 func handleFlags(args []string) (settings []string) {
 	if len(args) > 0 && isOwnExecutable(args[0]) {
 		args = args[1:]

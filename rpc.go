@@ -25,9 +25,8 @@ type methodSpec struct {
 	modernOnly   bool // not in the legacy era: -32601 for a legacy request
 	inline       bool // cheap and non-blocking: answered on the reader goroutine
 	call         func(s *session, ctx context.Context, m message) (any, error)
-	// prepare, for a method that runs on its own goroutine, does the part
-	// that must happen in the order requests are read, on the reader
-	// goroutine, and returns the rest; it replaces call.
+	// prepare replaces call: on the reader goroutine, in read order, it does
+	// what must happen then, and returns the rest to run on its own.
 	prepare func(s *session, ctx context.Context, m message) func() (any, error)
 	notify  func(s *session, m message)
 }
@@ -75,33 +74,23 @@ type intakeGate interface {
 // roomGate is a replySink that bounds the replies waiting for its client
 // (stdio's writer): takeRoom returns once a reply may be built and queued,
 // holding that room until release, or with ok false when done closes or
-// the client is gone first. A started request takes room before it copies
-// job output into its reply (toolCall.roomForReply) and keeps it until the
-// reply is queued, so such replies materialize only as fast as the client
-// reads them, however many requests finished at once. Replies built from
-// no output (errors, status, a kill that did not end the job) are small
-// and take no room: they go out as soon as they are made.
-//
-// HTTP's sinks are no roomGate, by design: each reply there is the
-// response to its own request, written by that request's handler, and is
-// queued behind no other. What a client that stops reading holds up is
-// one reply per request it keeps open, each within the reply budget.
+// the client is gone first. A request takes room before it copies job
+// output into its reply (toolCall.roomForReply); small replies take none.
+// HTTP's sinks are none: each reply there is its own request's response.
 type roomGate interface {
 	takeRoom(done <-chan struct{}) (release func(), ok bool)
 }
 
-// replyHold is one started request's claim on room for its reply in a
-// roomGate; it is the toolCall's replyRoom. Only the request's goroutine
-// uses it; its methods do nothing on a nil hold.
+// replyHold is a started request's claim on room for its reply in a
+// roomGate (the toolCall's replyRoom), used by its goroutine only; nil holds none.
 type replyHold struct {
 	gate    roomGate
 	done    <-chan struct{} // closed when the request is cancelled or its session ends
 	release func()          // gives the room back; set while room is held
 }
 
-// take waits until the reply has room, and holds it; errCancelled when the
-// request is cancelled, or its session ends, first. Held already, it
-// returns at once.
+// take waits until the reply has room, and holds it (held: at once);
+// errCancelled when the request is cancelled, or its session ends, first.
 func (h *replyHold) take() error {
 	if h == nil || h.release != nil {
 		return nil
@@ -154,60 +143,53 @@ func newSession(cfg *config, out replySink, activity chan<- struct{}) *session {
 	return s
 }
 
-// streamExec runs a streamed exec (the gateway's POST /exec) in the
-// session and sends its events to sink; ctx ends when the client leaves,
-// which tears the job down. See runExecStream for what errors mean.
+// streamExec runs POST /exec's streamed exec in the session, its events to
+// sink; ctx ends when the client leaves, tearing the job down (errors: runExecStream).
 func (s *session) streamExec(ctx context.Context, body []byte, sink execSink) error {
 	return runExecStream(&toolCall{reg: s.reg, cfg: s.cfg, waiter: &waiter{ctx: ctx}}, body, sink)
 }
 
-// jobEvent sends notifications/job for a job's start or end, once the
-// client has initialized a legacy session: the modern era allows no
-// notification outside a request's own.
+// jobEvent sends notifications/job for a job's start or end once a legacy
+// client initialized: the modern era allows none outside a request's own.
 func (s *session) jobEvent(j *job, event string) {
-	if !s.eventsOn.Load() {
-		return
-	}
-	if j.contract == nil || j.contract.events == nil {
+	if !s.eventsOn.Load() || j.contract == nil || j.contract.events == nil {
 		return
 	}
 	if params := j.contract.events(s.cfg, j, event); params != nil {
-		notify(s.out, "notifications/job", params)
+		if msg := notification("notifications/job", params); msg != nil {
+			s.out.send(msg)
+		}
 	}
 }
 
 // inflight is a request running on its own goroutine.
 type inflight struct {
-	cancel context.CancelFunc
-	modern bool // the request is of the modern era
-	// silenced is set when the client cancelled a modern request: nothing
-	// more may be sent for it, not even its reply. Guarded by session.mu.
-	silenced bool
+	cancel   context.CancelFunc
+	modern   bool // the request is of the modern era
+	silenced bool // cancelled with nothing more to send, not even its reply; guarded by session.mu
 }
 
-// serve reads requests from in until EOF or a read error. While the
-// session's replySink is an intakeGate that is closed, it reads nothing.
+// serve reads requests from in until EOF or a read error. While its
+// replySink is an intakeGate whose client leaves too much unread, it reads
+// nothing: the replies would pile up without bound.
 func (s *session) serve(in io.Reader) error {
 	r := bufio.NewReaderSize(in, 64<<10)
 	defer s.startPending()
 	gate, _ := s.out.(intakeGate)
 	for {
 		if gate != nil {
-			// A client that does not read what it is sent gets no more
-			// requests read: their replies would pile up without bound.
 			gate.awaitRoom()
 		}
 		line, err := readLine(r, maxLineBytes)
 		switch {
 		case errors.Is(err, errLineTooLong):
-			s.reply(json.RawMessage("null"), nil, newError(codeParse, "parse error: request line exceeds %d bytes and was discarded", maxLineBytes))
+			s.refuse(newError(codeParse, "parse error: request line exceeds %d bytes and was discarded", maxLineBytes))
 			continue
 		case len(line) > 0:
 			s.dispatch(line)
 		}
-		// Requests that arrived together are all read, and hold their
-		// jobs, before any of them runs: a kill sent together with another
-		// kill cannot deliver the job before the other has read it.
+		// Requests that arrived together all hold their jobs before any runs:
+		// a kill cannot deliver a job before another kill sent with it read it.
 		if !hasBufferedLine(r) {
 			s.startPending()
 		}
@@ -226,39 +208,11 @@ func hasBufferedLine(r *bufio.Reader) bool {
 	return bytes.IndexByte(b, '\n') >= 0
 }
 
-// handleLine dispatches one line per the methods table and starts the
-// request at once.
-func (s *session) handleLine(line []byte) {
-	s.dispatch(line)
-	s.startPending()
-}
-
-// handleMessage handles one message whose replies, and the progress of
-// its request, go to sink rather than the session's own output: a
-// transport with one response stream per request uses it. Only one
-// goroutine at a time may call it, or handleLine, on a session.
+// handleMessage handles one message whose replies and progress go to sink
+// (a response stream per request). One goroutine at a time may call it.
 func (s *session) handleMessage(msg []byte, sink replySink) {
 	s.dispatchTo(msg, sink)
 	s.startPending()
-}
-
-// cancelID cancels the running request with this id as a client's
-// notifications/cancelled would: a transport calls it when the request's
-// response stream is gone.
-func (s *session) cancelID(id json.RawMessage) {
-	key, ok := idKey(id)
-	if !ok {
-		return
-	}
-	s.mu.Lock()
-	req := s.inflight[key]
-	if req != nil {
-		req.silenced = true // nobody is there to read it
-	}
-	s.mu.Unlock()
-	if req != nil {
-		req.cancel()
-	}
 }
 
 // startPending starts the requests dispatch prepared. Only the reading
@@ -330,18 +284,16 @@ func (m message) fail(err *rpcError) {
 	m.replyTo.send(encodeReply(m.id, replyShape{}, nil, err))
 }
 
-// dispatchBatch handles a JSON-RPC batch, which 2025-03-26 lets clients
-// send: each message is handled as if it came on a line of its own, and the
-// replies go out together, as one array, once every request in it is
-// answered. A batch of notifications only is answered by nothing.
+// dispatchBatch handles a batch (2025-03-26 allows them): each message as
+// if on a line of its own, the replies as one array; notifications get none.
 func (s *session) dispatchBatch(line []byte) {
 	var items []json.RawMessage
 	if err := json.Unmarshal(line, &items); err != nil {
-		s.reply(json.RawMessage("null"), nil, newError(codeParse, "parse error: the batch is not a valid JSON array"))
+		s.refuse(newError(codeParse, "parse error: the batch is not a valid JSON array"))
 		return
 	}
 	if len(items) == 0 {
-		s.reply(json.RawMessage("null"), nil, newError(codeInvalidRequest, "invalid request: an empty batch"))
+		s.refuse(newError(codeInvalidRequest, "invalid request: an empty batch"))
 		return
 	}
 	replies := &batchReplies{out: s.out}
@@ -360,13 +312,9 @@ func (s *session) dispatchBatch(line []byte) {
 }
 
 // batchReplies gathers the replies to one batch and sends them as one
-// array line when the last arrives. A member cancelled in an era that
-// answers nothing gives no reply (abandon), and the array goes out without
-// it; notifications of its members are no replies and go out at once.
-// It is no roomGate: its members' replies must all be held until the last
-// arrives, and room they took in the writer would only free once the
-// array is queued, after all of them. A batch's members build their
-// replies at once, as any request did before replies waited for room.
+// array line when the last arrives; a member cancelled in an era that
+// answers nothing gives none (abandon). It is no roomGate: room a member
+// took would free only once every member had its reply.
 type batchReplies struct {
 	out replySink
 
@@ -376,24 +324,26 @@ type batchReplies struct {
 }
 
 // send gathers one reply.
-func (b *batchReplies) send(msg []byte) {
-	b.mu.Lock()
-	b.got = append(b.got, bytes.TrimSuffix(msg, []byte("\n")))
-	done := len(b.got) == b.want
-	b.mu.Unlock()
-	if done {
-		b.out.send(b.array())
-	}
-}
+func (b *batchReplies) send(msg []byte) { b.gather(bytes.TrimSuffix(msg, []byte("\n")), 0) }
 
 // abandon stops waiting for a member's reply that will never come.
-func (b *batchReplies) abandon() {
+func (b *batchReplies) abandon() { b.gather(nil, 1) }
+
+// gather adds reply, if any, and gives up on abandoned more; the one call
+// that completes the batch sends its array line.
+func (b *batchReplies) gather(reply []byte, abandoned int) {
 	b.mu.Lock()
-	b.want--
-	done := b.want > 0 && len(b.got) == b.want
+	if reply != nil {
+		b.got = append(b.got, reply)
+	}
+	b.want -= abandoned
+	var line []byte
+	if b.want > 0 && len(b.got) == b.want {
+		line = append(append([]byte("["), bytes.Join(b.got, []byte(","))...), "]\n"...)
+	}
 	b.mu.Unlock()
-	if done {
-		b.out.send(b.array())
+	if line != nil {
+		b.out.send(line)
 	}
 }
 
@@ -401,31 +351,22 @@ func (b *batchReplies) abandon() {
 // goes out when sent, outside the array.
 func (b *batchReplies) sendDroppable(msg []byte) { notifyOn(b.out, msg) }
 
-// array is the batch's reply line, once every reply is in.
-func (b *batchReplies) array() []byte {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return append(append([]byte("["), bytes.Join(b.got, []byte(","))...), "]\n"...)
-}
-
 // start runs a request on its own goroutine, registered so that
 // notifications/cancelled and shutdown can cancel it.
 func (s *session) start(m message, spec methodSpec) {
 	key, _ := idKey(m.id)
-	ctx, cancel := context.WithCancel(context.Background())
 	s.mu.Lock()
-	if s.closing {
+	_, dup := s.inflight[key]
+	if closing := s.closing; closing || dup {
 		s.mu.Unlock()
-		cancel()
-		m.fail(newError(codeCancelled, "request cancelled: the server is shutting down"))
+		if closing {
+			m.fail(newError(codeCancelled, "request cancelled: the server is shutting down"))
+		} else {
+			m.fail(newError(codeInvalidRequest, "invalid request: id %s is already in use by a running request", m.id))
+		}
 		return
 	}
-	if _, dup := s.inflight[key]; dup {
-		s.mu.Unlock()
-		cancel()
-		m.fail(newError(codeInvalidRequest, "invalid request: id %s is already in use by a running request", m.id))
-		return
-	}
+	ctx, cancel := context.WithCancel(context.Background())
 	req := &inflight{cancel: cancel, modern: m.shape.modern}
 	s.inflight[key] = req
 	s.handlers.Add(1)
@@ -458,17 +399,22 @@ func (s *session) start(m message, spec methodSpec) {
 // cancelRequest handles notifications/cancelled. Unknown, finished, repeated
 // and malformed request ids are ignored.
 func (s *session) cancelRequest(m message) {
-	params, err := decodeObject(m.params)
-	if err != nil {
-		return
-	}
-	key, ok := idKey(params["requestId"])
+	params, _ := decodeObject(m.params) // malformed: nil, and so no id
+	s.cancelID(params["requestId"], false)
+}
+
+// cancelID cancels the running request with this id, if any, as
+// notifications/cancelled does; a transport calls it when the request's
+// response stream is gone. The request gets no reply when silence is set
+// or its era answers a cancelled request with nothing.
+func (s *session) cancelID(id json.RawMessage, silence bool) {
+	key, ok := idKey(id)
 	if !ok {
 		return
 	}
 	s.mu.Lock()
 	req := s.inflight[key]
-	if req != nil && (req.modern || s.quietCancel) {
+	if req != nil && (silence || req.modern || s.quietCancel) {
 		req.silenced = true
 	}
 	s.mu.Unlock()
@@ -492,14 +438,10 @@ func (s *session) cancelAll() {
 	}
 }
 
-// reply queues an error, or a result in 1.0's shape; the reader goroutine
-// uses it.
-func (s *session) reply(id json.RawMessage, result any, err error) {
-	s.out.send(encodeReply(id, replyShape{}, result, err))
+// refuse answers err to a request whose id could not be read.
+func (s *session) refuse(err *rpcError) {
+	s.out.send(encodeReply(json.RawMessage("null"), replyShape{}, nil, err))
 }
-
-// replyHead starts every reply line; the id follows.
-const replyHead = `{"jsonrpc":"2.0","id":`
 
 // errorCodes maps the sentinels a request may fail with to JSON-RPC codes.
 var errorCodes = []struct {
@@ -511,9 +453,8 @@ var errorCodes = []struct {
 	{errUnknownTool, codeInvalidParams},
 }
 
-// encodeReply builds the answer to a request: a result dressed in shape,
-// or an error — *rpcError as is, a sentinel of errorCodes with its code,
-// anything else as internal.
+// encodeReply builds a reply: a result dressed in shape, or an error
+// (*rpcError as is, a sentinel of errorCodes with its code, else internal).
 func encodeReply(id json.RawMessage, shape replyShape, result any, err error) []byte {
 	var rerr *rpcError
 	switch {
@@ -543,10 +484,9 @@ func encodeReply(id json.RawMessage, shape replyShape, result any, err error) []
 	return concat(replyHead, id, `,"error":`, e, "}\n")
 }
 
-// prepareToolCall handles tools/call as it is read: the shape of its
-// params is the protocol's business and fails with JSON-RPC errors; the
-// tool's own arguments are the tools layer's, which holds the jobs they
-// name now and does the work in the run it returns.
+// prepareToolCall handles tools/call as it is read: a malformed params
+// fails with a JSON-RPC error; the tool's arguments are the tools layer's,
+// which holds the jobs they name now and works in the run it returns.
 func (s *session) prepareToolCall(ctx context.Context, m message) func() (any, error) {
 	fail := func(err error) func() (any, error) { return func() (any, error) { return nil, err } }
 	if m.params == nil {
@@ -595,11 +535,9 @@ func (s *session) waiterFor(ctx context.Context, meta map[string]json.RawMessage
 	return w
 }
 
-// loggerFor is how a tool sends notifications/message for a 2026-07-28
-// request that set a log level: on the request's own channel, at that level
-// or above, until it is cancelled. Any other request gets nil: the modern
-// era allows no message it did not ask for, and a legacy session's
-// messages would surface inside other requests.
+// loggerFor sends a tool's notifications/message, at or above the level a
+// 2026-07-28 request set, on its own channel until it is cancelled. Any
+// other request gets nil: a legacy session's would surface in others.
 func loggerFor(ctx context.Context, meta map[string]json.RawMessage, m message) func(level, logger string, data any) {
 	if !m.shape.modern {
 		return nil
@@ -617,25 +555,15 @@ func loggerFor(ctx context.Context, meta map[string]json.RawMessage, m message) 
 	}
 }
 
-// notify sends a notification that must arrive (a job event) to sink.
-func notify(sink replySink, method string, params any) {
-	if msg := notification(method, params); msg != nil {
-		sink.send(msg)
-	}
-}
-
-// notifyDroppable sends a notification from a request goroutine: it goes
-// where the request's reply will, as the modern era wants of progress. A
-// sink whose client is not reading may drop it: progress and log messages
-// only tell what a later one or the reply tells again.
+// notifyDroppable sends a progress or log notification where the reply will
+// go; a sink whose client is not reading may drop it (dropSink).
 func notifyDroppable(sink replySink, method string, params any) {
 	if msg := notification(method, params); msg != nil {
 		notifyOn(sink, msg)
 	}
 }
 
-// notifyOn sends a droppable notification's line to sink: as droppable
-// when sink can drop it.
+// notifyOn sends a droppable notification's line to sink.
 func notifyOn(sink replySink, msg []byte) {
 	if d, ok := sink.(dropSink); ok {
 		d.sendDroppable(msg)
@@ -659,17 +587,10 @@ func notification(method string, params any) []byte {
 // when supported and offering the newest one otherwise.
 func (s *session) initialize(_ context.Context, m message) (any, error) {
 	negotiated := supportedVersions[0]
-	if m.params != nil {
-		if p, err := decodeObject(m.params); err == nil {
-			var asked string
-			if json.Unmarshal(p["protocolVersion"], &asked) == nil {
-				for _, v := range supportedVersions {
-					if v == asked {
-						negotiated = asked
-					}
-				}
-			}
-		}
+	p, _ := decodeObject(m.params) // absent or malformed: nil, and the newest is offered
+	var asked string
+	if json.Unmarshal(p["protocolVersion"], &asked) == nil && slices.Contains(supportedVersions, asked) {
+		negotiated = asked
 	}
 	s.negotiated = negotiated
 	s.eventsOn.Store(true)
@@ -688,10 +609,7 @@ func (s *session) stats(_ context.Context, req message) (any, error) {
 		return nil, newError(codeNoMethod, "method not found: debug/stats (set MCP_EXEC_DEBUG=1 to enable it)")
 	}
 	if p, err := decodeObject(req.params); err == nil && string(p["collect"]) == "true" {
-		// {"collect": true}: measure what the server holds, not the garbage
-		// since its last collection (the heap may grow by its 4 MiB minimum
-		// goal before one starts, and RSS with it).
-		returnMemory()
+		returnMemory() // measure what the server holds, not its garbage
 	}
 	tracked, orphans := children.counts()
 	var m runtime.MemStats
@@ -710,10 +628,9 @@ func (s *session) stats(_ context.Context, req message) (any, error) {
 	}, nil
 }
 
-// textReply is the reply line of a toolText result: exactly what encoding
-// the toolResult {content: [{type: "text", text}]} would give, dressed in
-// shape. A structured reply also carries the result as structuredContent,
-// an object: wait's array goes in as {"results": [...]}.
+// textReply is the reply line of a toolText result, as encoding the toolResult
+// {content: [{type: "text", text}]} in shape would give. A structured reply also
+// carries it as structuredContent, an object: wait's array as {"results": [...]}.
 func textReply(id json.RawMessage, shape replyShape, text []byte) []byte {
 	const (
 		content = `"content":[{"type":"text","text":"`
@@ -747,16 +664,15 @@ func textReply(id json.RawMessage, shape replyShape, text []byte) []byte {
 	return append(b, tail...)
 }
 
-// structuredKey introduces a structured copy of a tool result.
-const structuredKey = `,"structuredContent":`
+// Fixed pieces of reply lines.
+const (
+	replyHead     = `{"jsonrpc":"2.0","id":` // replyHead starts every reply line; the id follows
+	structuredKey = `,"structuredContent":`  // structuredKey introduces a structured copy of a tool result
+	waitWrapOpen  = `{"results":`            // waitWrapOpen opens the object that wraps wait's array of results
+)
 
-// waitWrapOpen opens the object that wraps wait's array of results as
-// structuredContent (outputSchema and structuredContent must be objects).
-const waitWrapOpen = `{"results":`
-
-// discover answers server/discover, the modern era's one way to learn what
-// the server is. Without the modern _meta it is not a method at all: a
-// legacy client probing with it gets -32601 and falls back to initialize.
+// discover answers server/discover, the modern era's way to learn what the
+// server is (a legacy probe gets -32601 and falls back to initialize).
 func (s *session) discover(context.Context, message) (any, error) {
 	return map[string]any{
 		"supportedVersions": modernVersions,
@@ -779,9 +695,8 @@ type message struct {
 	room     *replyHold // a started request's room for its reply in replyTo; nil when replyTo bounds nothing
 }
 
-// decodeMessage parses one line. On failure it returns the error reply and
-// the id to send it with (null unless the id itself was readable). Messages
-// that get no reply at all come back with response set.
+// decodeMessage parses one line; on failure, the error and the id to send it
+// with (null unless readable). A message left unanswered has response set.
 func decodeMessage(line []byte) (m message, replyID json.RawMessage, rerr *rpcError) {
 	null := json.RawMessage("null")
 	trimmed := trimJSONSpace(line)
@@ -792,22 +707,20 @@ func decodeMessage(line []byte) (m message, replyID json.RawMessage, rerr *rpcEr
 		return m, null, newError(codeInvalidRequest, "invalid request: batches are not supported; send one message per line")
 	}
 	obj, err := decodeObject(trimmed)
-	if err != nil {
-		if errors.Is(err, errNotObject) {
-			return m, null, newError(codeInvalidRequest, "invalid request: a message must be a JSON object")
-		}
-		if errors.Is(err, errDuplicateKey) {
-			return m, null, newError(codeInvalidRequest, "invalid request: %v", err)
-		}
+	switch {
+	case errors.Is(err, errNotObject):
+		return m, null, newError(codeInvalidRequest, "invalid request: a message must be a JSON object")
+	case errors.Is(err, errDuplicateKey):
+		return m, null, newError(codeInvalidRequest, "invalid request: %v", err)
+	case err != nil:
 		return m, null, newError(codeParse, "parse error: %v", err)
 	}
+	replyID = null
 	if id, ok := obj["id"]; ok {
 		if !validID(id) {
 			return m, null, newError(codeInvalidRequest, "invalid request: id must be a string or an integer, got %s", clip(id))
 		}
 		m.id, replyID = id, id
-	} else {
-		replyID = null
 	}
 	method, hasMethod := obj["method"]
 	if v, ok := obj["jsonrpc"]; !ok || string(v) != `"2.0"` {

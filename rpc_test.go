@@ -22,6 +22,13 @@ import (
 // rpc.go: framing through a real session, and golden transcripts
 // ---------------------------------------------------------------------------
 
+// handleLine dispatches one line per the methods table and starts the
+// request at once, as serve does with a line that arrived alone.
+func (s *session) handleLine(line []byte) {
+	s.dispatch(line)
+	s.startPending()
+}
+
 // rpcClient drives one session the way a client drives the server: it writes
 // request lines into serve's input and reads reply lines from the writer.
 type rpcClient struct {

@@ -2,36 +2,32 @@ package main
 
 import (
 	"errors"
+	"maps"
 	"os"
 	"os/signal"
+	"slices"
 	"sync"
 	"syscall"
 	"time"
 )
 
-const (
-	// shutdownKillDuration bounds the wait for processes after KILL, and for
-	// requests to answer, when sessions end.
-	shutdownKillDuration = time.Second
-)
+// shutdownKillDuration bounds the wait for processes after KILL, and for
+// requests to answer, when sessions end.
+const shutdownKillDuration = time.Second
 
 // errServerClosing refuses a session opened after shutdown began.
 var errServerClosing = errors.New("the server is shutting down")
 
 // server owns what the whole process shares: the reaper, the signals that
-// stop it, memory trimming, and the sessions it hosts. A transport opens a
-// session per client; ending a session tears down that session's jobs
-// only, while shutdown ends every session and sweeps every descendant.
+// stop it, memory trimming, and the sessions (one per client) it hosts;
+// ending one tears down its jobs only, shutdown every session's and more.
 type server struct {
 	cfg      *config
 	stop     <-chan os.Signal // carries the signal that ends the process
 	activity chan struct{}    // 1-buffered: a request finished in some session
 
-	ownsProcess bool // started by startServer: shutdown also ends every other descendant
-
-	// shared counts the running jobs of every shared session (see
-	// openShared) against MCP_EXEC_MAX_JOBS.
-	shared jobSlots
+	ownsProcess bool     // started by startServer: shutdown also ends every other descendant
+	shared      jobSlots // the running jobs of every shared session (openShared), against MCP_EXEC_MAX_JOBS
 
 	mu       sync.Mutex            // guards sessions and closing
 	sessions map[*session]struct{} // the open sessions
@@ -63,26 +59,20 @@ func (s *server) isClosing() bool {
 	return s.closing
 }
 
-// open starts a session that writes to out. After shutdown began it fails
-// with errServerClosing.
-func (s *server) open(out replySink) (*session, error) {
-	return s.openWith(s.cfg, out)
-}
-
-// openShared opens a session for a transport whose clients could try each
-// other's job ids: its ids are unguessable, and MCP_EXEC_MAX_JOBS counts
-// the running jobs of every shared session together. cfg is the session's
-// settings: the server's, or a view made from them once.
+// openShared opens a session, with settings cfg, for a transport whose
+// clients could try each other's job ids: its ids are unguessable, and
+// MCP_EXEC_MAX_JOBS counts every shared session's running jobs together.
 func (s *server) openShared(cfg *config, out replySink) (*session, error) {
-	ss, err := s.openWith(cfg, out)
+	ss, err := s.open(cfg, out)
 	if err == nil {
 		ss.reg.randomIDs, ss.reg.everywhere = true, &s.shared
 	}
 	return ss, err
 }
 
-// openWith is open with the session's settings cfg.
-func (s *server) openWith(cfg *config, out replySink) (*session, error) {
+// open starts a session with the settings cfg that writes to out. After
+// shutdown began it fails with errServerClosing.
+func (s *server) open(cfg *config, out replySink) (*session, error) {
 	ss := newSession(cfg, out, s.activity)
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -94,8 +84,7 @@ func (s *server) openWith(cfg *config, out replySink) (*session, error) {
 }
 
 // processFigures is what a transport may report of the process (HTTP's
-// /healthz and /metrics), read in one place so transports need not reach
-// into the job core.
+// /healthz and /metrics), so that transports need not reach the job core.
 type processFigures struct {
 	sharedJobs    int64 // jobs running in shared sessions
 	residentBytes int64 // the process's resident memory
@@ -108,48 +97,50 @@ func (s *server) figures() processFigures {
 }
 
 // end ends one session: its blocked calls answer -32800, its jobs' trees
-// get TERM and then KILL, and its requests get a moment to reply. The other
-// sessions and their jobs are untouched. It returns within about
-// teardownGraceDuration+2s.
+// get TERM and then KILL, and its requests get a moment to reply; other
+// sessions are untouched. It returns within about teardownGraceDuration+2s.
 func (s *server) end(ss *session) {
 	s.mu.Lock()
 	delete(s.sessions, ss)
 	s.mu.Unlock()
-	ss.cancelAll()
-	terminateAll(ss.reg.list(), false)
-	waitHandlers([]*session{ss}, shutdownKillDuration)
+	endSessions([]*session{ss}, false)
 }
 
-// shutdown ends every session as end does and refuses new ones. A server
-// that owns the process also ends every other process descended from it
-// (orphans that left their job's group).
+// shutdown ends every session as end does and refuses new ones; a server
+// owning the process also ends orphans that left their job's group.
 func (s *server) shutdown() {
 	s.mu.Lock()
 	s.closing = true
-	sessions := make([]*session, 0, len(s.sessions))
-	for ss := range s.sessions {
-		sessions = append(sessions, ss)
-	}
+	sessions := slices.Collect(maps.Keys(s.sessions))
 	s.sessions = map[*session]struct{}{}
 	s.mu.Unlock()
+	endSessions(sessions, s.ownsProcess)
+	removeJobTemps()
+}
+
+// endSessions cancels sessions' requests, tears their jobs (and with sweep
+// every descendant) down and gives the requests shutdownKillDuration to reply.
+func endSessions(sessions []*session, sweep bool) {
 	var jobs []*job
 	for _, ss := range sessions {
 		ss.cancelAll()
 		jobs = append(jobs, ss.reg.list()...)
 	}
-	terminateAll(jobs, s.ownsProcess)
-	waitHandlers(sessions, shutdownKillDuration)
-	removeJobTemps()
+	terminateAll(jobs, sweep)
+	replied := make(chan struct{})
+	go func() {
+		for _, ss := range sessions {
+			ss.handlers.Wait()
+		}
+		close(replied)
+	}()
+	waitFor(replied, shutdownKillDuration)
 }
 
-// watchSignals subscribes to the signals that end the server. As PID 1 an
-// unhandled SIGTERM would do nothing at all, so they are always handled.
-// SIGPIPE is subscribed so a vanished client turns into EPIPE, not death.
-// A SIGHUP or SIGINT that was ignored when the server started (nohup, a
-// background job of a script) stays without effect on it. It is still
-// handled rather than left ignored, because a child inherits an ignored
-// signal but gets the default action for one the runtime handles: jobs
-// start with default dispositions either way.
+// watchSignals subscribes to the signals that end the server: always, as
+// PID 1 ignores an unhandled SIGTERM. SIGPIPE makes a vanished client EPIPE,
+// not death. A SIGHUP or SIGINT ignored at start (nohup) stays without
+// effect, yet is handled: a child would inherit an ignored one.
 func watchSignals() <-chan os.Signal {
 	ignored := map[os.Signal]bool{}
 	for _, sig := range []os.Signal{syscall.SIGHUP, syscall.SIGINT} {
@@ -167,10 +158,9 @@ func stoppingSignals(arrived <-chan os.Signal, ignored map[os.Signal]bool) <-cha
 	stop := make(chan os.Signal, 1) // carries the signal that ends the server
 	go func() {
 		for sig := range arrived {
-			if ignored[sig] {
-				continue
+			if !ignored[sig] {
+				offer(stop, sig)
 			}
-			offer(stop, sig)
 		}
 	}()
 	return stop
@@ -178,9 +168,8 @@ func stoppingSignals(arrived <-chan os.Signal, ignored map[os.Signal]bool) <-cha
 
 // prepareProcess readies the process to own children: inherited descriptors
 // stay out of jobs, orphans come back to us for reaping, and the reaper runs.
-// Serving several clients (over HTTP), it also makes itself undumpable, so
-// one client's jobs cannot read the server's memory or descriptors, which
-// hold the other clients' connections.
+// Serving several clients (over HTTP), it becomes undumpable too, so one
+// client's jobs cannot read the other clients' connections from it.
 func prepareProcess(manyClients bool) {
 	closeInheritedOnExec()
 	if err := hideFromJobs("MCP_EXEC_", manyClients); err != nil {
@@ -194,24 +183,23 @@ func prepareProcess(manyClients bool) {
 	children.startReaper()
 }
 
-// terminateAll sends TERM to every job's process group, and with sweep to
-// every other descendant of this process, waits up to the grace period,
-// then KILLs whatever is left and waits a little more.
+// terminateAll sends TERM to every job's group (and with sweep to every
+// descendant), waits up to the grace, then KILLs what is left and waits.
 func terminateAll(jobs []*job, sweep bool) {
-	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGKILL} {
+	steps := []struct {
+		sig  syscall.Signal
+		wait time.Duration // how long the processes get to go after sig
+	}{{syscall.SIGTERM, teardownGraceDuration}, {syscall.SIGKILL, shutdownKillDuration}}
+	for _, step := range steps {
 		for _, j := range jobs {
-			_ = j.signal(sig) // best effort: the group may be gone
+			_ = j.signal(step.sig) // best effort: the group may be gone
 		}
 		if sweep {
 			for _, p := range descendants(os.Getpid()) {
-				_ = syscall.Kill(p.pid, sig) // best effort: it may have exited
+				_ = syscall.Kill(p.pid, step.sig) // best effort: it may have exited
 			}
 		}
-		wait := teardownGraceDuration
-		if sig == syscall.SIGKILL {
-			wait = shutdownKillDuration
-		}
-		if awaitAllGone(jobs, sweep, time.Now().Add(wait)) {
+		if awaitAllGone(jobs, sweep, time.Now().Add(step.wait)) {
 			return
 		}
 	}
@@ -226,17 +214,4 @@ func awaitAllGone(jobs []*job, sweep bool, deadline time.Time) bool {
 		}
 	}
 	return !sweep || awaitProcesses(func() bool { return len(descendants(os.Getpid())) == 0 }, deadline, nil)
-}
-
-// waitHandlers waits, at most timeout in all, for the running requests of
-// sessions to reply.
-func waitHandlers(sessions []*session, timeout time.Duration) {
-	done := make(chan struct{})
-	go func() {
-		for _, ss := range sessions {
-			ss.handlers.Wait()
-		}
-		close(done)
-	}()
-	waitFor(done, timeout)
 }

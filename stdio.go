@@ -13,8 +13,7 @@ import (
 // shutdownFlushDuration bounds the last write of replies at shutdown.
 const shutdownFlushDuration = 500 * time.Millisecond
 
-// stdio is the stdio transport: one session, reading stdin and writing
-// stdout.
+// stdio is the stdio transport: one session on stdin and stdout.
 type stdio struct {
 	out     *writer
 	session *session
@@ -23,7 +22,7 @@ type stdio struct {
 // openStdio opens the session of the process's own stdin and stdout.
 func openStdio(srv *server) (*stdio, error) {
 	out := newBoundedWriter(os.Stdout, intakeBoundBytes(srv.cfg))
-	ss, err := srv.open(out)
+	ss, err := srv.open(srv.cfg, out)
 	if err != nil {
 		return nil, err
 	}
@@ -55,34 +54,29 @@ func (t *stdio) flush() { t.out.flush(shutdownFlushDuration) }
 // its finalizer would close fd 0. pollableStdin sets it, once.
 var stdinFile *os.File
 
-// pollableStdin returns stdin as a file in the runtime poller when it is a
-// pipe or socket, so reading it parks a goroutine instead of holding a
-// thread in read(2) and delaying the request goroutines it just started.
-// A terminal is left alone: other programs share its blocking mode.
+// pollableStdin returns stdin in the runtime poller when it is a pipe or
+// socket: reading it parks a goroutine, not a thread in read(2) that delays
+// the requests it started. A terminal, whose mode others share, stays.
 func pollableStdin() *os.File {
 	var st syscall.Stat_t
-	if err := syscall.Fstat(0, &st); err != nil {
+	if syscall.Fstat(0, &st) != nil {
 		return os.Stdin
 	}
-	if kind := st.Mode & syscall.S_IFMT; kind != syscall.S_IFIFO && kind != syscall.S_IFSOCK {
-		return os.Stdin
-	}
-	if err := syscall.SetNonblock(0, true); err != nil {
+	kind := st.Mode & syscall.S_IFMT
+	if kind != syscall.S_IFIFO && kind != syscall.S_IFSOCK || syscall.SetNonblock(0, true) != nil {
 		return os.Stdin
 	}
 	stdinFile = os.NewFile(0, "stdin")
 	return stdinFile
 }
 
-// minIntakeBoundBytes is the least the stdout queue may hold before the
-// session stops reading requests (intakeBoundBytes).
+// minIntakeBoundBytes is the least intakeBoundBytes, so a small reply
+// budget does not pause a client that reads a little late.
 const minIntakeBoundBytes = 4 << 20
 
-// intakeBoundBytes is how many bytes of messages may wait to be written to
-// stdout before the session stops reading requests: twice the reply budget,
-// so a reply of the largest size fits with room to spare and a client that
-// reads goes on undisturbed, and at least minIntakeBoundBytes, so a small
-// budget does not pause a client that reads a little late.
+// intakeBoundBytes is how many bytes may wait to be written to stdout
+// before the session stops reading requests: twice the reply budget, so a
+// client that reads goes on undisturbed by the largest reply.
 func intakeBoundBytes(cfg *config) int {
 	return max(minIntakeBoundBytes, 2*cfg.maxReplyBytes)
 }
@@ -90,24 +84,13 @@ func intakeBoundBytes(cfg *config) int {
 // writer owns stdout. Messages are queued, never written by their sender,
 // and one goroutine writes them in batches, whole messages only: lines
 // never interleave, and no session goroutine waits on a slow client.
-// (Writing on the sender's goroutine when the queue was empty measured no
-// faster: 1.27 vs 1.28 of the round-trip floor here.)
 //
 // A client that stops reading must not grow the queue without bound. Once
-// boundBytes wait to be written the writer pauses the session's intake:
-// awaitRoom holds the session's reader, so no new request is read, until
-// the client has read the queue down to half the bound; droppable messages
-// (progress and log notifications) are dropped meanwhile. Replies and job
-// events are always queued: they come only from requests already read and
-// jobs already running, which a paused intake no longer adds to.
-//
-// Requests already read can still be many: a burst that arrived at once is
-// read before the first reply is queued. So a reply made from job output
-// is built only when there is room for it (takeRoom): one call at a time,
-// while fewer than boundBytes wait. Calls that finish meanwhile hold their
-// jobs, not copies of their output, and the queue grows past the bound by
-// one such reply, besides the small replies and job events that wait for
-// nothing.
+// boundBytes wait to be written the writer pauses the session's intake
+// (awaitRoom) until the client has read the queue down to half the bound,
+// and drops droppable messages meanwhile. Replies and job events are
+// always queued; a reply made from job output is built only when there is
+// room for it (takeRoom), so finished calls hold jobs, not output copies.
 type writer struct {
 	out        io.Writer
 	boundBytes int                              // queued bytes that pause the intake
@@ -134,8 +117,13 @@ type outItem struct {
 	flushed chan struct{}
 }
 
-// newWriter starts the writer goroutine for out, with the least bound.
-func newWriter(out io.Writer) *writer { return newBoundedWriter(out, minIntakeBoundBytes) }
+// release tells a flush marker's waiter that the marker is done with:
+// written, or dropped with the client gone.
+func (it outItem) release() {
+	if it.flushed != nil {
+		close(it.flushed)
+	}
+}
 
 // newBoundedWriter starts the writer goroutine for out; its intake pauses
 // once boundBytes wait to be written.
@@ -149,24 +137,18 @@ func newBoundedWriter(out io.Writer, boundBytes int) *writer {
 
 // send queues one message for the writer goroutine; it never blocks and
 // never drops the message.
-func (w *writer) send(msg []byte) { w.enqueue(outItem{msg: msg}) }
+func (w *writer) send(msg []byte) { w.offer(outItem{msg: msg}, false) }
 
-// sendDroppable queues a message the client can do without (a progress or
-// log notification); while the intake is paused it is dropped instead: a
-// later notification, or the reply, tells the client as much.
+// sendDroppable queues a progress or log notification, or drops it while
+// the intake is paused: a later one, or the reply, tells as much.
 func (w *writer) sendDroppable(msg []byte) { w.offer(outItem{msg: msg}, true) }
-
-// enqueue queues an item that must be written.
-func (w *writer) enqueue(it outItem) { w.offer(it, false) }
 
 // offer queues an item, unless it is droppable and the intake is paused.
 func (w *writer) offer(it outItem, droppable bool) {
 	w.mu.Lock()
 	if w.failed {
 		w.mu.Unlock()
-		if it.flushed != nil {
-			close(it.flushed)
-		}
+		it.release()
 		return
 	}
 	if droppable && w.paused {
@@ -189,8 +171,7 @@ func (w *writer) offer(it outItem, droppable bool) {
 }
 
 // awaitRoom returns once the intake is not paused, or the client is gone.
-// Only one goroutine may call it at a time (the session's reader): room's
-// one-value buffer wakes a single waiter.
+// Only the session's reader calls it: room's buffer wakes one waiter.
 func (w *writer) awaitRoom() {
 	for {
 		w.mu.Lock()
@@ -209,14 +190,9 @@ func (w *writer) awaitRoom() {
 // takeRoom returns once the caller may build a reply and queue it: it
 // holds the writer's one ticket, and fewer than boundBytes wait to be
 // written. The caller queues its reply, then calls release, once. With
-// ok false nothing is held: done closed (the call was cancelled, or its
-// session ends) or the client is gone first.
-//
-// One ticket, held from the check to the reply's queueing, so calls that
-// finished together cannot all pass the check before any of them queues:
-// their replies take the queue past the bound by one at most. The holder
-// waits for the client, everyone else for the holder; nothing here holds a
-// lock while it waits.
+// ok false nothing is held: done closed or the client went first.
+// One ticket, held from the check to the queueing, so calls that finished
+// together cannot all pass the check before any of them queues.
 func (w *writer) takeRoom(done <-chan struct{}) (release func(), ok bool) {
 	select {
 	case w.ticket <- struct{}{}:
@@ -245,10 +221,9 @@ func (w *writer) takeRoom(done <-chan struct{}) (release func(), ok bool) {
 	}
 }
 
-// written counts n bytes as handed to out; the pause ends when the queue
-// falls below half the bound, so a client reading at the edge of it does
-// not wake the reader for every reply. A call waiting for room for its
-// reply is woken as soon as the queue is below the bound.
+// written counts n bytes as handed to out. The pause ends below half the
+// bound, so a client reading at its edge does not wake the reader for
+// every reply; a call waiting in takeRoom wakes below the bound.
 func (w *writer) written(n int) {
 	w.mu.Lock()
 	w.queued -= n
@@ -275,7 +250,7 @@ func (w *writer) written(n int) {
 // flush waits, at most timeout, until everything queued so far is written.
 func (w *writer) flush(timeout time.Duration) {
 	done := make(chan struct{})
-	w.enqueue(outItem{flushed: done})
+	w.offer(outItem{flushed: done}, false)
 	waitFor(done, timeout)
 }
 
@@ -311,16 +286,13 @@ func (w *writer) fail(err error) {
 	w.mu.Unlock()
 	close(w.gone)
 	for _, it := range dropped {
-		if it.flushed != nil {
-			close(it.flushed)
-		}
+		it.release()
 	}
 }
 
 // writeBatch writes and flushes a batch, then releases its flush markers.
-// Messages count as written once they reach out, not the buffer, and each
-// is let go as soon as the buffer has taken it: the client may take long
-// over the rest of a batch.
+// A message counts as written once it reaches out, and is let go once the
+// buffer took it: the client may take long over the rest of a batch.
 func (w *writer) writeBatch(buf *bufio.Writer, batch []outItem) error {
 	var err error
 	handed := 0 // bytes given to buf and not yet counted as written
@@ -343,9 +315,7 @@ func (w *writer) writeBatch(buf *bufio.Writer, batch []outItem) error {
 		}
 	}
 	for _, it := range batch {
-		if it.flushed != nil {
-			close(it.flushed)
-		}
+		it.release()
 	}
 	return err
 }

@@ -14,6 +14,9 @@ import (
 	"time"
 )
 
+// newWriter starts the writer goroutine for out, with the least bound.
+func newWriter(out io.Writer) *writer { return newBoundedWriter(out, minIntakeBoundBytes) }
+
 // noticeChannel makes w's notices arrive on the returned channel instead
 // of stderr. Call it before w is used.
 func noticeChannel(w *writer) <-chan string {
