@@ -502,3 +502,7 @@ func TestSlotFreeOnceResultSeen(t *testing.T) {
 		}
 	}
 }
+
+// resultOf is a finished job's result, delivered by the caller, with the
+// slices its capture policy selects for how it ended and what that left out.
+func resultOf(j *job) *resultJSON { return resultWithin(j, 0) }

@@ -9,19 +9,19 @@ type resultJSON struct {
 	ExitCode        *int             `json:"exit_code,omitempty"`
 	Signal          string           `json:"signal,omitempty"`
 	StartError      string           `json:"start_error,omitempty"`
-	TimedOut        bool             `json:"timed_out,omitempty"`
-	Yielded         bool             `json:"yielded,omitempty"`
-	WaitingForInput bool             `json:"waiting_for_input,omitempty"`
+	TimedOut        bool             `json:"timed_out,omitempty"`         // its time limit ended it
+	Yielded         bool             `json:"yielded,omitempty"`           // an execute returned before the end
+	WaitingForInput bool             `json:"waiting_for_input,omitempty"` // a process is blocked reading stdin
 	Stdout          *sliceJSON       `json:"stdout,omitempty"`
 	Stderr          *sliceJSON       `json:"stderr,omitempty"`
-	Uncaptured      map[string]int64 `json:"uncaptured,omitempty"`
+	Uncaptured      map[string]int64 `json:"uncaptured,omitempty"` // bytes per stream the capture left out unsaid
 	Usage           *usageJSON       `json:"usage,omitempty"`
-	Matched         *matchJSON       `json:"matched,omitempty"`
-	Idle            bool             `json:"idle,omitempty"`
-	Survivors       []survivorJSON   `json:"survivors,omitempty"`
-	SurvivorsCount  int              `json:"survivors_count,omitempty"`
-	Kept            bool             `json:"kept,omitempty"`
-	Deferred        bool             `json:"deferred,omitempty"`
+	Matched         *matchJSON       `json:"matched,omitempty"`         // the line that ended a wait early
+	Idle            bool             `json:"idle,omitempty"`            // a wait ended early on quiet
+	Survivors       []survivorJSON   `json:"survivors,omitempty"`       // processes its shell left alive
+	SurvivorsCount  int              `json:"survivors_count,omitempty"` // all of them, named or not
+	Kept            bool             `json:"kept,omitempty"`            // cut to fit: still readable a while
+	Deferred        bool             `json:"deferred,omitempty"`        // finished, but left for the next wait
 
 	delivered *job // the job whose result this is, when the call delivered it
 }
@@ -68,11 +68,11 @@ type usageJSON struct {
 // has Omitted and Tail.
 type sliceJSON struct {
 	Data         string    `json:"data"`
-	Offset       int64     `json:"offset"`
-	Bytes        int       `json:"bytes"`
-	TotalBytes   int64     `json:"total_bytes"`
-	Truncated    bool      `json:"truncated"`
-	DroppedBytes *int64    `json:"dropped_bytes,omitempty"`
+	Offset       int64     `json:"offset"`                  // where Data starts in the stream
+	Bytes        int       `json:"bytes"`                   // raw bytes in Data
+	TotalBytes   int64     `json:"total_bytes"`             // all the stream ever wrote
+	Truncated    bool      `json:"truncated"`               // the range reached into bytes already dropped
+	DroppedBytes *int64    `json:"dropped_bytes,omitempty"` // how many of its bytes were dropped
 	Omitted      *gapJSON  `json:"omitted,omitempty"`
 	Tail         *tailJSON `json:"tail,omitempty"`
 }
@@ -109,12 +109,10 @@ func statusOf(j *job) *resultJSON {
 	return r
 }
 
-// resultOf is a finished job's result, delivered by the caller, with the
-// slices its capture policy selects for how it ended and what that left out.
-func resultOf(j *job) *resultJSON { return resultWithin(j, 0) }
-
-// resultWithin is resultOf for a reply that can carry at most limit bytes
-// of a stream (0: no limit): only the ends of a bigger slice are read.
+// resultWithin is a finished job's result, delivered by the caller, with
+// the slices its capture policy selects for how it ended and what that
+// left out. A reply can carry at most limit bytes of a stream (0: no
+// limit): only the ends of a bigger slice are read.
 func resultWithin(j *job, limit int) *resultJSON {
 	r := statusOf(j)
 	c := j.policy.onSuccess
