@@ -45,7 +45,9 @@ type execSink interface {
 // error wrapping errInvalid means the body is malformed; any other error
 // returned before sink.begin is a refusal (policy, or too many jobs).
 // After begin, errors are the client's going away (errCancelled), when the
-// job is torn down. c's waiter must be cancelled when the client leaves.
+// job is torn down. c is the request's own: its waiter is replaced by one
+// that also ends when a send fails; the old one must end when the client
+// leaves.
 func runExecStream(c *toolCall, body []byte, sink execSink) error {
 	a, err := execStreamArgsOf(body)
 	if err != nil {
@@ -67,11 +69,12 @@ func runExecStream(c *toolCall, body []byte, sink execSink) error {
 	if a.MaxOutputBytes != nil {
 		es.cap = int64(*a.MaxOutputBytes)
 	}
+	// The call's wait ends when the request does or when a send finds the
+	// client gone, whichever comes first.
 	ctx, leave := context.WithCancel(c.waiter.ctx)
 	defer leave()
-	call := *c
-	call.waiter = &waiter{ctx: ctx}
-	ran, err := call.runJob(jobRun{startRequest: req, timeLimit: limit, killGrace: c.cfg.killGrace,
+	c.waiter = &waiter{ctx: ctx}
+	ran, err := c.runJob(jobRun{startRequest: req, timeLimit: limit, killGrace: c.cfg.killGrace,
 		follow: func(j *job) func() { return es.followInBackground(ctx, leave, j) }})
 	if err != nil {
 		return err
@@ -91,7 +94,7 @@ func execStreamArgsOf(body []byte) (*execStreamArgs, error) {
 		return nil, fmt.Errorf("%w: the body must be a JSON object (fields: command or argv, cwd, env, stdin, timeout_seconds, max_output_bytes)", errInvalid)
 	}
 	var a execStreamArgs
-	if err := bindArgs("exec", execStreamParams, raw, reflect.ValueOf(&a).Elem()); err != nil {
+	if err := bindArgs("POST /exec", execStreamParams, raw, reflect.ValueOf(&a).Elem()); err != nil {
 		return nil, err
 	}
 	return &a, nil

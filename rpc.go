@@ -75,8 +75,11 @@ type intakeGate interface {
 // (stdio's writer): takeRoom returns once a reply may be built and queued,
 // holding that room until release, or with ok false when done closes or
 // the client is gone first. A request takes room before it copies job
-// output into its reply (toolCall.roomForReply); small replies take none.
-// HTTP's sinks are none: each reply there is its own request's response.
+// output into its reply (toolCall.roomForReply), so replies materialize
+// only as fast as the client reads them; small replies take none. HTTP's
+// sinks are none: each reply there is its own request's response, queued
+// behind no other, so a client that stops reading holds up one reply per
+// request it keeps open, each within the reply budget.
 type roomGate interface {
 	takeRoom(done <-chan struct{}) (release func(), ok bool)
 }
@@ -356,14 +359,15 @@ func (b *batchReplies) sendDroppable(msg []byte) { notifyOn(b.out, msg) }
 func (s *session) start(m message, spec methodSpec) {
 	key, _ := idKey(m.id)
 	s.mu.Lock()
-	_, dup := s.inflight[key]
-	if closing := s.closing; closing || dup {
+	var refusal *rpcError
+	if _, dup := s.inflight[key]; s.closing {
+		refusal = newError(codeCancelled, "request cancelled: the server is shutting down")
+	} else if dup {
+		refusal = newError(codeInvalidRequest, "invalid request: id %s is already in use by a running request", m.id)
+	}
+	if refusal != nil {
 		s.mu.Unlock()
-		if closing {
-			m.fail(newError(codeCancelled, "request cancelled: the server is shutting down"))
-		} else {
-			m.fail(newError(codeInvalidRequest, "invalid request: id %s is already in use by a running request", m.id))
-		}
+		m.fail(refusal)
 		return
 	}
 	ctx, cancel := context.WithCancel(context.Background())
