@@ -19,6 +19,7 @@ Only the Python standard library and pytest are used.
 """
 
 import http.client
+import io
 import itertools
 import json
 import os
@@ -84,22 +85,7 @@ class Reply:
 
 def parse_sse(raw):
     """[(event, data)] of a complete text/event-stream body."""
-    out = []
-    for block in raw.decode("utf-8").split("\n\n"):
-        if not block.strip():
-            continue
-        event, data = "message", []
-        for line in block.split("\n"):
-            if line.startswith(":"):
-                continue
-            field, _, value = line.partition(":")
-            value = value[1:] if value.startswith(" ") else value
-            if field == "event":
-                event = value
-            elif field == "data":
-                data.append(value)
-        out.append((event, "\n".join(data)))
-    return out
+    return list(iter_sse(io.BytesIO(raw)))
 
 
 def iter_sse(resp):
