@@ -129,6 +129,8 @@ func slotsIn(res any) []slot {
 	switch r := res.(type) {
 	case *resultJSON:
 		results = []*resultJSON{r}
+	case *outputJSON:
+		results = []*resultJSON{r.resultJSON}
 	case []*resultJSON:
 		results = r
 	case *killJSON:

@@ -22,6 +22,7 @@ type (
 		Capture       *capturePolicy    `arg:"capture"`
 		TimeLimit     *seconds          `arg:"time_limit"`
 		YieldAfter    *seconds          `arg:"yield_after"`
+		Until         *untilSpec        `arg:"until"`
 		TTY           *ttySpec          `arg:"tty"`
 		MaxReplyBytes *replyBytes       `arg:"max_reply_bytes"`
 	}
@@ -56,6 +57,8 @@ type (
 
 const streamDoc = `"none" (default), "all" (the retained window), {"tail": N} (last N lines), or {"from": P, "length": N, "unaligned": false} (bytes from absolute offset P; the next page is from = offset + bytes)`
 
+const grepDoc = `; or {"grep": RE2, "from": P, "max": 20, "context": 0} to search the kept lines: {matches: [{offset, line, before?, after?}], match_count, searched: {from, to}, next?}`
+
 const replyDoc = "Longest reply line in bytes (>= 1024; default {budget}); a bigger result is cut to head and tail, and output can read the gap."
 
 // jobTools is the jobs set's tool table, in the order tools/list shows them.
@@ -82,6 +85,7 @@ var jobTools = []toolSpec{
 			"time_limit":      "Seconds the job may run; then TERM to its process group, KILL {grace} later, and timed_out:true. Default {time_limit}.",
 			"tty":             `Run on a pseudo-terminal (true, or {"rows": R, "cols": C}; default 24x80), for programs that need one (prompts, REPLs, pagers, sudo): stdout holds what the terminal shows, stderr stays empty, input types into it (close sends Ctrl-D). Default false.`,
 			"yield_after":     "Seconds to block before returning the still-running job with yielded:true (collect it with wait); it also returns once the job has waited 1 s for input on stdin. 0 = block until the exit. Default {yield}.",
+			"until":           `Return early, the job left running, on its first complete line matching {"pattern": RE2, "stream": "stdout"|"stderr"|"any"} (result matched {stream, offset, line, next}) or once it is quiet {"idle": seconds} (idle:true); e.g. {"pattern": "listening on"} for a server. Not with nowait.`,
 			"max_reply_bytes": replyDoc,
 		},
 		destructive: true,
@@ -97,7 +101,7 @@ var jobTools = []toolSpec{
 		docs: map[string]string{
 			"job_ids":         "Jobs to watch (non-empty); integers are taken as their decimal strings.",
 			"timeout":         "Seconds to block (default {wait}); <= 0 polls.",
-			"until":           `Also return early for a running job: {"pattern": RE2, "stream": "stdout"|"stderr"|"any"} when it writes a complete matching line (after this call started, or from offset "from"), its entry then carrying matched {stream, offset, line}; or {"idle": seconds} when it has written nothing for that long (entry idle:true). Finished jobs are delivered as always.`,
+			"until":           `Also return early for a running job: {"pattern": RE2, "stream": "stdout"|"stderr"|"any", "from": offset} when a complete line it kept (from its oldest kept byte, or from offset "from") or writes matches, its entry then carrying matched {stream, offset, line, next} (next: the from that looks past it); or {"idle": seconds} when it has written nothing for that long (entry idle:true). Finished jobs are delivered as always.`,
 			"max_reply_bytes": replyDoc,
 		},
 		// Not read-only: a finished job's result is delivered once, so a
@@ -116,14 +120,14 @@ var jobTools = []toolSpec{
 	newTool(toolSpec{
 		name:       "output",
 		title:      "Read a job's output",
-		output:     resultSchema,
+		output:     outputSchema,
 		idempotent: true,
 		description: "Read a job's captured output, live or after exit, without forgetting it. Returns the status fields plus the selected slices " +
 			"{data, offset, bytes, total_bytes, truncated, dropped_bytes?, omitted?, tail?}. Offsets are absolute bytes; page with from = offset + bytes.",
 		docs: map[string]string{
 			"job_id":          "The job.",
-			"stdout":          "Slice of stdout: " + streamDoc + ".",
-			"stderr":          "Slice of stderr: " + streamDoc + ".",
+			"stdout":          "Slice of stdout: " + streamDoc + grepDoc + ".",
+			"stderr":          "Slice of stderr: " + streamDoc + grepDoc + ".",
 			"plain":           "Strip terminal escape sequences and carriage returns from data (a tty job's output); offsets and byte counts stay those of the raw bytes.",
 			"max_reply_bytes": replyDoc,
 		},
@@ -188,6 +192,8 @@ func runExecute(c *toolCall, a *executeArgs) (any, error) {
 		return resultWithin(ran.job, c.replyBudget()), nil
 	case a.Nowait:
 		return &resultJSON{JobID: ran.job.id, State: stateRunning}, nil
+	case ran.hit != nil: // the job runs on, to be collected by wait
+		return runningEntry(ran.job, ran.hit, ran.job.waitingForInputSeen()), nil
 	}
 	// Yielded: the job runs on, to be collected by wait.
 	return &resultJSON{JobID: ran.job.id, State: stateRunning, Yielded: true,
@@ -210,8 +216,11 @@ func executeRun(cfg *config, a *executeArgs) (jobRun, error) {
 	if err != nil {
 		return jobRun{}, err
 	}
+	if a.Until != nil && a.Nowait {
+		return jobRun{}, fmt.Errorf("%w: until waits for a line or for quiet and nowait returns at once; give one of them (or nowait, then wait with until)", errInvalid)
+	}
 	run := jobRun{startRequest: req, timeLimit: limit, killGrace: cfg.killGrace, nowait: a.Nowait,
-		await: awaitOptions{yieldOnInput: yieldAfter > 0}}
+		await: awaitOptions{yieldOnInput: yieldAfter > 0}, until: a.Until}
 	if yieldAfter > 0 {
 		run.await.deadline = time.Now().Add(yieldAfter)
 	}
@@ -251,11 +260,9 @@ func runWait(c *toolCall, a *waitArgs) (any, error) {
 	for i, id := range a.JobIDs {
 		jobs[i] = c.job(id)
 	}
-	var hit *untilHit
+	hit := func() *untilHit { return nil }
 	if a.Until != nil {
-		watch := newUntilWatch(*a.Until, jobs)
-		opts.stopEarly = func() bool { hit = watch.look(); return hit != nil }
-		opts.stopEvery = untilLookInterval
+		hit = stopOnUntil(*a.Until, jobs, &opts)
 	}
 	delivered, _, err := c.reg.await(c.waiter, jobs, opts)
 	if err != nil {
@@ -276,15 +283,23 @@ func runWait(c *toolCall, a *waitArgs) (any, error) {
 			entries[i] = resultWithin(j, c.replyBudget())
 			continue
 		}
-		entries[i] = &resultJSON{JobID: j.id, State: stateRunning, WaitingForInput: j.waitingForInputSeen()}
-		if hit != nil && hit.job == j {
-			entries[i].Idle = hit.matched == nil
-			if m := hit.matched; m != nil {
-				entries[i].Matched = &matchJSON{Stream: m.stream, Offset: m.offset, Line: m.line}
-			}
-		}
+		entries[i] = runningEntry(j, hit(), j.waitingForInputSeen())
 	}
 	return entries, nil
+}
+
+// runningEntry is a running job's entry: with what ended the wait early if
+// hit is its (matched, or idle).
+func runningEntry(j *job, hit *untilHit, waiting bool) *resultJSON {
+	r := &resultJSON{JobID: j.id, State: stateRunning, WaitingForInput: waiting}
+	if hit == nil || hit.job != j {
+		return r
+	}
+	r.Idle = hit.matched == nil
+	if m := hit.matched; m != nil {
+		r.Matched = &matchJSON{Stream: m.stream, Offset: m.offset, Line: m.line, Next: m.next}
+	}
+	return r
 }
 
 func runStatus(c *toolCall, a *statusArgs) (any, error) {
@@ -307,19 +322,76 @@ func runOutput(c *toolCall, a *outputArgs) (any, error) {
 	}
 	j := c.job(a.JobID)
 	r := liveStatusOf(j)
-	r.Stdout, _ = sliceWithin(j.stdout, a.Stdout, c.replyBudget())
-	r.Stderr, _ = sliceWithin(j.stderr, a.Stderr, c.replyBudget())
+	streams := []struct {
+		w     *window
+		spec  streamSpec
+		slice **sliceJSON
+		found *grepJSON
+	}{{w: j.stdout, spec: a.Stdout, slice: &r.Stdout}, {w: j.stderr, spec: a.Stderr, slice: &r.Stderr}}
+	searched := false
+	for i := range streams {
+		s := &streams[i]
+		if s.spec.kind == streamGrep {
+			// A share of the budget: the lines are escaped twice in the
+			// reply (and once more as structured content), and grepWindow
+			// counts them raw.
+			s.found, searched = grepWindow(s.w, s.spec.grep, j.terminal(), c.replyBudget()/grepBudgetShare), true
+			continue
+		}
+		*s.slice, _ = sliceWithin(s.w, s.spec, c.replyBudget())
+	}
 	if a.Plain { // the text without terminal escapes; offsets and counts stay the raw bytes
-		for _, s := range []*sliceJSON{r.Stdout, r.Stderr} {
-			if s != nil {
-				s.Data = string(plainText([]byte(s.Data)))
-				if s.Tail != nil {
-					s.Tail.Data = string(plainText([]byte(s.Tail.Data)))
-				}
-			}
+		for _, s := range streams {
+			plainSlice(*s.slice)
+			plainGrep(s.found)
 		}
 	}
-	return r, nil
+	if !searched {
+		return r, nil
+	}
+	out := &outputJSON{resultJSON: r}
+	for i, into := range []*any{&out.Stdout, &out.Stderr} {
+		switch s := streams[i]; {
+		case s.found != nil:
+			*into = s.found
+		case *s.slice != nil:
+			*into = *s.slice
+		}
+	}
+	return out, nil
+}
+
+// grepBudgetShare is the part of the reply budget (1/grepBudgetShare) a
+// grep's listed lines may take.
+const grepBudgetShare = 4
+
+// plainSlice strips terminal escapes from a slice's text (nil: nothing).
+func plainSlice(s *sliceJSON) {
+	if s == nil {
+		return
+	}
+	s.Data = string(plainText([]byte(s.Data)))
+	if s.Tail != nil {
+		s.Tail.Data = string(plainText([]byte(s.Tail.Data)))
+	}
+}
+
+// plainGrep strips terminal escapes from a search's lines (nil: nothing).
+func plainGrep(g *grepJSON) {
+	if g == nil {
+		return
+	}
+	plain := func(lines []string) {
+		for i, l := range lines {
+			lines[i] = string(plainText([]byte(l)))
+		}
+	}
+	for i := range g.Matches {
+		m := &g.Matches[i]
+		m.Line = string(plainText([]byte(m.Line)))
+		plain(m.Before)
+		plain(m.After)
+	}
 }
 
 func runInput(c *toolCall, a *inputArgs) (any, error) {

@@ -27,7 +27,7 @@ var transports = []string{"stdio.go", "http.go"}
 // session and tool layers. A file split out of one of these belongs here
 // too: add it, or the transports may name it unchecked.
 var coreFiles = []string{
-	"jobs.go", "window.go", "pump.go", "kill.go", "reaper.go", "stdin.go", "until.go",
+	"jobs.go", "window.go", "grep.go", "pump.go", "kill.go", "reaper.go", "stdin.go", "until.go",
 	"sys.go", "sys_linux.go",
 }
 
@@ -61,6 +61,7 @@ var layers = [][]string{
 	{"stdin.go"},                // a job's stdin pipe
 	{"pump.go"},                 // copying a job's output pipes, settling at exit
 	{"config.go"},               // settings from the environment
+	{"grep.go"},                 // the complete lines of a window, and searching them
 	{"window.go"},               // the bounded output window
 	{"reaper.go"},               // the one owner of child exit statuses
 	{"specs.go"},                // stream, capture and signal specs

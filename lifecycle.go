@@ -18,6 +18,7 @@ type jobRun struct {
 	killGrace time.Duration // between TERM and KILL when the limit ends it (killAtOnce: KILL)
 	nowait    bool          // return as soon as the job has started
 	await     awaitOptions  // when the wait gives up before the job ends
+	until     *untilSpec    // also return, the job running, on a matching line or quiet
 	// follow, when set, runs beside the wait (streaming the job's output,
 	// say) and returns finish, which runJob calls once the wait is over,
 	// before the result is made or the job torn down.
@@ -27,16 +28,18 @@ type jobRun struct {
 // ranJob is what runJob leaves its caller.
 type ranJob struct {
 	job         *job
-	started     bool // false: it could not start, and its outcome says why
-	ended       bool // it finished and was delivered to this call: render its result
-	inputWanted bool // the wait yielded because a process waits for input
+	started     bool      // false: it could not start, and its outcome says why
+	ended       bool      // it finished and was delivered to this call: render its result
+	inputWanted bool      // the wait yielded because a process waits for input
+	hit         *untilHit // the wait ended early on run.until
 }
 
-// runJob starts run and waits for it. A job that could not start comes
+// runJob starts run and waits for it (with run.until, only until the
+// running job meets it: hit says how). A job that could not start comes
 // back finished with started false (and no error); one that was started
-// but not delivered (nowait, or a wait that yielded) stays in the
-// registry, collectable by its id. On an error after the start (the call
-// was cancelled, or its client had no room for the reply) nobody can
+// but not delivered (nowait, a wait that yielded or ended early) stays in
+// the registry, collectable by its id. On an error after the start (the
+// call was cancelled, or its client had no room for the reply) nobody can
 // collect the job any more: it is forgotten and torn down, and the error
 // returned. When ended, the client has room for the reply (see
 // roomForReply).
@@ -55,6 +58,10 @@ func (c *toolCall) runJob(run jobRun) (ranJob, error) {
 	if run.follow != nil {
 		finish = run.follow(j)
 	}
+	hit := func() *untilHit { return nil }
+	if run.until != nil {
+		hit = stopOnUntil(*run.until, []*job{j}, &run.await)
+	}
 	delivered, inputWanted, err := c.reg.await(c.waiter, []*job{j}, run.await)
 	finish()
 	ended := err == nil && delivered[j.id] != nil
@@ -69,5 +76,5 @@ func (c *toolCall) runJob(run jobRun) (ranJob, error) {
 		j.teardown(teardownGraceDuration)
 		return ranJob{}, err
 	}
-	return ranJob{job: j, started: true, ended: ended, inputWanted: inputWanted}, nil
+	return ranJob{job: j, started: true, ended: ended, inputWanted: inputWanted, hit: hit()}, nil
 }

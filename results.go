@@ -26,11 +26,22 @@ type resultJSON struct {
 	delivered *job // the job whose result this is, when the call delivered it
 }
 
-// matchJSON is the line that ended a wait with until.pattern.
+// outputJSON is output's answer when a stream is searched: the status
+// fields, and per stream a slice (still the result's, so a cut to the
+// budget reaches it) or a search (grepJSON).
+type outputJSON struct {
+	*resultJSON
+	Stdout any `json:"stdout,omitempty"`
+	Stderr any `json:"stderr,omitempty"`
+}
+
+// matchJSON is the line that ended a wait with until.pattern. Next is the
+// offset just past it: the until.from that looks past it.
 type matchJSON struct {
 	Stream string `json:"stream"`
 	Offset int64  `json:"offset"`
 	Line   string `json:"line"`
+	Next   int64  `json:"next"`
 }
 
 // survivorJSON is a process a job's shell left alive.
@@ -203,9 +214,33 @@ func resultSchema() map[string]any {
 			"pid": integer, "name": text, "state": text,
 		}, "pid", "name", "state")},
 		"survivors_count": integer,
-		"matched":         objectSchema(map[string]any{"stream": text, "offset": integer, "line": text}, "stream", "offset", "line"),
+		"matched":         objectSchema(map[string]any{"stream": text, "offset": integer, "line": text, "next": integer}, "stream", "offset", "line", "next"),
 		"idle":            boolean,
 	}, "job_id", "state")
+}
+
+// outputSchema describes output's result: resultSchema, each stream a
+// slice or a search (outputJSON).
+func outputSchema() map[string]any {
+	s := resultSchema()
+	props := s["properties"].(map[string]any)
+	for _, name := range []string{"stdout", "stderr"} {
+		props[name] = map[string]any{"anyOf": []any{sliceSchema(), grepSchema()}}
+	}
+	return s
+}
+
+// grepSchema describes a search of a stream (grepJSON).
+func grepSchema() map[string]any {
+	integer, lines := schemaType("integer"), map[string]any{"type": "array", "items": schemaType("string")}
+	match := objectSchema(map[string]any{"offset": integer, "line": schemaType("string"), "before": lines, "after": lines,
+		"clipped": objectSchema(map[string]any{"offset": integer, "line_bytes": integer}, "offset", "line_bytes")}, "offset", "line")
+	return objectSchema(map[string]any{
+		"matches":     map[string]any{"type": "array", "items": match},
+		"match_count": integer,
+		"searched":    objectSchema(map[string]any{"from": integer, "to": integer, "dropped_bytes": integer}, "from", "to"),
+		"next":        integer,
+	}, "matches", "match_count", "searched")
 }
 
 // sliceSchema describes a stream slice (sliceJSON).

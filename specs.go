@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"regexp"
 	"slices"
 	"strconv"
@@ -34,6 +35,7 @@ const (
 	streamAll
 	streamTail
 	streamRange
+	streamGrep // output only: the kept lines that match
 )
 
 // streamSpec is a parsed stream spec.
@@ -43,7 +45,26 @@ type streamSpec struct {
 	from      int64
 	length    int64 // < 0: to the end
 	unaligned bool
+	grep      *grepSpec // for streamGrep
 }
+
+// grepSpec is output's {"grep": RE2, "from"?, "max"?, "context"?}: list up
+// to max of the complete kept lines from offset from on that match re,
+// each with context lines before and after it.
+type grepSpec struct {
+	re      *regexp.Regexp
+	from    int64
+	max     int
+	context int
+}
+
+// Bounds of a grep: matches listed by default and at most, and context
+// lines at most on each side.
+const (
+	defaultGrepMax = 20
+	maxGrepMax     = 1000
+	maxGrepContext = 20
+)
 
 // captureSpec selects what a result carries of each stream.
 type captureSpec struct{ stdout, stderr streamSpec }
@@ -83,6 +104,9 @@ func parseStreamSpec(r json.RawMessage) (streamSpec, error) {
 	if err != nil {
 		return streamSpec{}, fmt.Errorf(`stream spec must be "none", "all", {"tail": N} or {"from": P, ...}, got %s`, clip(r))
 	}
+	if _, ok := obj["grep"]; ok {
+		return parseGrepSpec(obj)
+	}
 	if k := unknownKey(obj, "tail", "from", "length", "unaligned"); k != "" {
 		return streamSpec{}, fmt.Errorf("stream spec has unknown key %q", k)
 	}
@@ -97,6 +121,43 @@ func parseStreamSpec(r json.RawMessage) (streamSpec, error) {
 		return streamSpec{kind: streamTail, tail: n}, nil
 	}
 	return parseRangeSpec(obj)
+}
+
+// parseGrepSpec parses {"grep": RE2, "from"?: P, "max"?: N, "context"?: L}.
+func parseGrepSpec(obj map[string]json.RawMessage) (streamSpec, error) {
+	if k := unknownKey(obj, "grep", "from", "max", "context"); k != "" {
+		return streamSpec{}, fmt.Errorf(`grep has unknown key %q (allowed: grep, from, max, context)`, k)
+	}
+	var pattern string
+	if json.Unmarshal(obj["grep"], &pattern) != nil {
+		return streamSpec{}, fmt.Errorf("grep must be a string holding an RE2 regular expression, got %s", clip(obj["grep"]))
+	}
+	re, err := regexp.Compile(pattern)
+	if err != nil {
+		return streamSpec{}, fmt.Errorf("grep is not an RE2 regular expression: %v", err)
+	}
+	from, most, context := int64(0), int64(defaultGrepMax), int64(0)
+	for _, m := range []struct {
+		key      string
+		into     *int64
+		low, top int64
+	}{{"from", &from, 0, math.MaxInt64}, {"max", &most, 1, maxGrepMax}, {"context", &context, 0, maxGrepContext}} {
+		raw, ok := obj[m.key]
+		if !ok || isNull(raw) {
+			continue
+		}
+		n, err := parseInteger(raw)
+		if err != nil || n < m.low || n > m.top {
+			allowed := fmt.Sprintf("from %d to %d", m.low, m.top)
+			if m.top == math.MaxInt64 {
+				allowed = "an offset, 0 or more"
+			}
+			return streamSpec{}, fmt.Errorf("grep %s must be a whole number, %s, got %s", m.key, allowed, clip(raw))
+		}
+		*m.into = n
+	}
+	g := &grepSpec{re: re, from: from, max: int(most), context: int(context)}
+	return streamSpec{kind: streamGrep, grep: g}, nil
 }
 
 // parseRangeSpec parses {"from": P, "length": L?, "unaligned": B?}.
@@ -143,8 +204,18 @@ func parseCaptureSpec(r json.RawMessage) (captureSpec, error) {
 	if k := unknownKey(obj, "stdout", "stderr"); k != "" {
 		return c, fmt.Errorf("capture spec has unknown key %q", k)
 	}
-	err = parseMembers(obj, parseStreamSpec, member[streamSpec]{"stdout", &c.stdout}, member[streamSpec]{"stderr", &c.stderr})
+	err = parseMembers(obj, parseCaptureStream, member[streamSpec]{"stdout", &c.stdout}, member[streamSpec]{"stderr", &c.stderr})
 	return c, err
+}
+
+// parseCaptureStream parses a stream spec of a capture: any but a grep,
+// which searches what is kept of a stream and so is output's alone.
+func parseCaptureStream(r json.RawMessage) (streamSpec, error) {
+	s, err := parseStreamSpec(r)
+	if err == nil && s.kind == streamGrep {
+		return streamSpec{}, errors.New(`grep is for output (a search of what a job kept); capture takes "none", "all", {"tail": N} or {"from": P, ...}`)
+	}
+	return s, err
 }
 
 // member names a member of a JSON object and where its parsed value goes.

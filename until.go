@@ -1,23 +1,21 @@
 package main
 
 import (
-	"bytes"
 	"time"
 )
 
-// A wait with until ends early for a running job: when it writes a
+// A wait with until ends early for a running job: when it has written a
 // complete line matching a pattern, or when it has been quiet for a while.
-// untilWatch looks at each job's new output only, so one look costs what
-// was written since the last one, and a line split across pipe reads still
-// matches once its newline arrives.
+// A pattern looks at the lines the job's windows keep, from the oldest
+// kept byte (the kept head included) or from the offset until.from, and
+// then at each new line as it is written: a watch resumes its cursors
+// where they stopped, so one look costs what was written since the last
+// one, and a line split across pipe reads still matches once its newline
+// arrives.
 
 // untilLookInterval is how often a waiting until looks at its jobs' output:
 // well inside the 100 ms in which a match should end the wait.
 const untilLookInterval = 25 * time.Millisecond
-
-// maxPartialLineBytes bounds the unterminated line kept between looks; a
-// longer line is matched on its first bytes only.
-const maxPartialLineBytes = 64 << 10
 
 // untilWatch watches the running jobs of one wait.
 type untilWatch struct {
@@ -28,12 +26,9 @@ type untilWatch struct {
 
 // lineScan is how far one stream of one job has been matched.
 type lineScan struct {
-	job       *job
-	name      string
-	w         *window
-	scanned   int64  // bytes before this offset were looked at
-	partial   []byte // an unterminated line that began before scanned
-	partialAt int64  // its offset
+	job    *job
+	name   string
+	cursor *lineCursor
 }
 
 // quietClock says since when a job's output has not grown.
@@ -42,10 +37,15 @@ type quietClock struct {
 	since time.Time
 }
 
-// newUntilWatch starts watching jobs per spec, from now (or spec.from).
+// newUntilWatch starts watching jobs per spec: a pattern from spec.from,
+// or from the first byte each stream still keeps.
 func newUntilWatch(spec untilSpec, jobs []*job) *untilWatch {
 	u := &untilWatch{spec: spec, quiet: map[*job]*quietClock{}}
 	now := time.Now()
+	from := int64(0) // the cursor starts at the oldest byte kept
+	if spec.from != nil {
+		from = *spec.from
+	}
 	for _, j := range jobs {
 		if spec.pattern == nil {
 			u.quiet[j] = &quietClock{total: j.outputBytes(), since: now}
@@ -55,18 +55,22 @@ func newUntilWatch(spec untilSpec, jobs []*job) *untilWatch {
 			name string
 			w    *window
 		}{{"stdout", j.stdout}, {"stderr", j.stderr}} {
-			if spec.stream != "any" && spec.stream != s.name {
-				continue
+			if spec.stream == "any" || spec.stream == s.name {
+				u.streams = append(u.streams, &lineScan{job: j, name: s.name, cursor: newLineCursor(s.w, from)})
 			}
-			_, total := s.w.stats()
-			from := total
-			if spec.from != nil {
-				from = min(*spec.from, total)
-			}
-			u.streams = append(u.streams, &lineScan{job: j, name: s.name, w: s.w, scanned: from, partialAt: from})
 		}
 	}
 	return u
+}
+
+// stopOnUntil makes opts end a wait early once one of jobs meets spec,
+// and returns what ended it, to read once the wait is over (nil: nothing).
+func stopOnUntil(spec untilSpec, jobs []*job, opts *awaitOptions) func() *untilHit {
+	watch := newUntilWatch(spec, jobs)
+	var hit *untilHit
+	opts.stopEarly = func() bool { hit = watch.look(); return hit != nil }
+	opts.stopEvery = untilLookInterval
+	return func() *untilHit { return hit }
 }
 
 // untilHit is what ended a wait early for one job.
@@ -75,11 +79,13 @@ type untilHit struct {
 	matched *lineMatch // the line that matched; nil for idle
 }
 
-// lineMatch is a line that matched: its stream, offset and text.
+// lineMatch is a line that matched: its stream, offset and text, and the
+// offset just past it.
 type lineMatch struct {
 	stream string
 	offset int64
 	line   string
+	next   int64
 }
 
 // look reports the first running job that meets the spec now, if any.
@@ -109,34 +115,15 @@ func (u *untilWatch) look() *untilHit {
 	return nil
 }
 
-// scan matches the complete lines written since the last scan.
+// scan matches the complete lines the cursor has not looked at yet.
 func (s *lineScan) scan(spec untilSpec) *lineMatch {
-	start, total := s.w.stats()
-	if s.scanned < start { // the window dropped bytes nobody looked at
-		s.scanned, s.partial, s.partialAt = start, nil, start
-	}
-	for s.scanned < total {
-		sl := s.w.readRange(s.scanned, min(total-s.scanned, readBufferBytes), true, 0)
-		if len(sl.data) == 0 {
-			return nil
+	var m *lineMatch
+	s.cursor.walk(false, func(at int64, text []byte, length int64) bool {
+		if !spec.pattern.Match(text) {
+			return !stopLines
 		}
-		s.scanned = sl.offset + int64(len(sl.data))
-		data := sl.data
-		for {
-			nl := bytes.IndexByte(data, '\n')
-			if nl < 0 {
-				room := maxPartialLineBytes - len(s.partial)
-				s.partial = append(s.partial, data[:min(len(data), max(room, 0))]...)
-				break
-			}
-			line := append(s.partial, data[:nl]...)
-			at := s.partialAt
-			s.partial, s.partialAt = nil, s.scanned-int64(len(data))+int64(nl)+1
-			data = data[nl+1:]
-			if spec.pattern.Match(bytes.TrimSuffix(line, []byte("\r"))) {
-				return &lineMatch{stream: s.name, offset: at, line: string(line)}
-			}
-		}
-	}
-	return nil
+		m = &lineMatch{stream: s.name, offset: at, line: string(text), next: at + length + 1}
+		return stopLines
+	})
+	return m
 }

@@ -33,7 +33,7 @@ func startNowait(t *testing.T, cl *rpcClient, id int, command string) string {
 
 // TestWaitUntilPattern: a running job's matching line ends the wait, soon
 // after it is written, and the job runs on; a line written in two pieces
-// still matches; lines before the call match only with from.
+// still matches; next, given as from, looks past the line.
 func TestWaitUntilPattern(t *testing.T) {
 	onLinux(t)
 	t.Parallel()
@@ -41,18 +41,73 @@ func TestWaitUntilPattern(t *testing.T) {
 	jid := startNowait(t, cl, 1, "echo booting; sleep 0.3; printf 're'; sleep 0.3; printf 'ady on 8080\\n'; exec sleep 30")
 	e, took := untilEntry(t, cl, 2, jid, `{"pattern":"^ready on [0-9]+$","stream":"stdout"}`, 20)
 	m, _ := e["matched"].(map[string]any)
-	if e["state"] != "running" || m == nil || m["line"] != "ready on 8080" || m["stream"] != "stdout" || m["offset"] != float64(8) {
+	if e["state"] != "running" || m == nil || m["line"] != "ready on 8080" || m["stream"] != "stdout" || m["offset"] != float64(8) || m["next"] != float64(22) {
 		t.Fatalf("entry %v", e)
 	}
 	if took < 500*time.Millisecond || took > 5*time.Second {
 		t.Errorf("the wait took %v; the line came after about 0.6 s", took)
 	}
-	// Written before this call: not seen without from, seen with it.
-	if e, _ := untilEntry(t, cl, 3, jid, `{"pattern":"booting"}`, 0.3); e["matched"] != nil {
-		t.Errorf("an old line matched without from: %v", e)
+	// From next on, the line is behind: nothing matches within the timeout.
+	if e, _ := untilEntry(t, cl, 3, jid, `{"pattern":"ready","from":22}`, 0.3); e["matched"] != nil {
+		t.Errorf("from next matched the line again: %v", e)
 	}
-	if e, _ := untilEntry(t, cl, 4, jid, `{"pattern":"booting","from":0}`, 5); e["matched"] == nil {
-		t.Errorf("from 0 did not see the first line: %v", e)
+	cl.tool(5, "kill", fmt.Sprintf(`{"job_id":%q,"signal":"KILL"}`, jid))
+}
+
+// TestUntilMatchesALineWrittenBeforeTheWait: a server's ready line printed
+// before the wait began ends the wait at once (it waited out its whole
+// timeout when until only looked at new output).
+func TestUntilMatchesALineWrittenBeforeTheWait(t *testing.T) {
+	onLinux(t)
+	t.Parallel()
+	cl := newRPCClient(t, testConfig())
+	jid := startNowait(t, cl, 1, "echo booting; echo 'Serving HTTP on 0.0.0.0 port 8000'; exec sleep 30")
+	for deadline := time.Now().Add(10 * time.Second); ; { // the line is written before the wait begins
+		_, text, _ := cl.tool(2, "output", fmt.Sprintf(`{"job_id":%q,"stdout":"all"}`, jid))
+		if strings.Contains(text, "port 8000") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no ready line within 10 s: %s", text)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	e, took := untilEntry(t, cl, 3, jid, `{"pattern":"^Serving HTTP"}`, 20)
+	m, _ := e["matched"].(map[string]any)
+	if m == nil || m["offset"] != float64(8) || m["line"] != "Serving HTTP on 0.0.0.0 port 8000" {
+		t.Fatalf("entry %v", e)
+	}
+	if took > 2*time.Second {
+		t.Errorf("matching a line already written took %v", took)
+	}
+	// from inside a line: that line's rest is not a complete line.
+	if e, _ := untilEntry(t, cl, 4, jid, `{"pattern":"HTTP","from":9}`, 0.2); e["matched"] != nil {
+		t.Errorf("a line begun before from matched: %v", e)
+	}
+	cl.tool(5, "kill", fmt.Sprintf(`{"job_id":%q,"signal":"KILL"}`, jid))
+}
+
+// TestUntilSeesTheKeptHead: with head retention, a line in the kept head
+// matches after the window has moved past it; a fragment the window cut
+// at its start does not.
+func TestUntilSeesTheKeptHead(t *testing.T) {
+	onLinux(t)
+	t.Parallel()
+	cl := newRPCClient(t, configOf(t, "MCP_EXEC_MAX_OUTPUT_BYTES=4096", "MCP_EXEC_KEEP_HEAD_BYTES=64"))
+	jid := startNowait(t, cl, 1, "echo 'listening on :9000'; seq 100000 200000; echo settled; exec sleep 30")
+	e, _ := untilEntry(t, cl, 2, jid, `{"pattern":"^settled$"}`, 20)
+	if e["matched"] == nil {
+		t.Fatalf("entry %v", e)
+	}
+	e, _ = untilEntry(t, cl, 3, jid, `{"pattern":"^listening on"}`, 5)
+	if m, _ := e["matched"].(map[string]any); m == nil || m["offset"] != float64(0) || m["next"] != float64(19) {
+		t.Errorf("the kept head's line: %v", e)
+	}
+	// The window's first bytes continue a line it no longer holds: "...0\n"
+	// may end any number; only whole lines such as "199999" count.
+	e, _ = untilEntry(t, cl, 4, jid, `{"pattern":"^[0-9]{1,5}$"}`, 0.2)
+	if e["matched"] != nil {
+		t.Errorf("a fragment matched as a line: %v", e)
 	}
 	cl.tool(5, "kill", fmt.Sprintf(`{"job_id":%q,"signal":"KILL"}`, jid))
 }
@@ -88,5 +143,67 @@ func TestWaitUntilStillDeliversFinished(t *testing.T) {
 	_, text, isErr := cl.tool(3, "wait", `{"job_ids":["1"],"until":{"pattern":"("}}`)
 	if !isErr || !strings.Contains(text, "until.pattern") {
 		t.Errorf("a bad pattern: %s", text)
+	}
+}
+
+// executeUntil runs execute with until and returns its result and how long
+// it took.
+func executeUntil(t *testing.T, cl *rpcClient, id int, command, until string, extra string) (map[string]any, string, time.Duration) {
+	t.Helper()
+	start := time.Now()
+	v, text, isErr := cl.tool(id, "execute", fmt.Sprintf(`{"command":%q,"until":%s%s}`, command, until, extra))
+	if isErr {
+		t.Fatalf("execute until %s: %s", until, text)
+	}
+	return v.(map[string]any), text, time.Since(start)
+}
+
+// TestExecuteUntilReturnsOnTheLineWithTheJobRunning: execute starts a
+// server and returns on its ready line; the job runs on for wait and kill.
+func TestExecuteUntilReturnsOnTheLineWithTheJobRunning(t *testing.T) {
+	onLinux(t)
+	t.Parallel()
+	cl := newRPCClient(t, testConfig())
+	r, _, took := executeUntil(t, cl, 1, "echo starting; sleep 0.3; echo 'ready on 8080' >&2; exec sleep 30", `{"pattern":"^ready on"}`, "")
+	m, _ := r["matched"].(map[string]any)
+	if r["state"] != "running" || r["yielded"] != nil || m == nil || m["stream"] != "stderr" || m["offset"] != float64(0) || m["next"] != float64(14) {
+		t.Fatalf("result %v", r)
+	}
+	if took > 5*time.Second {
+		t.Errorf("execute took %v; the line came after about 0.3 s", took)
+	}
+	jid := r["job_id"].(string)
+	if v, _, _ := cl.tool(2, "status", fmt.Sprintf(`{"job_id":%q}`, jid)); v.(map[string]any)["state"] != "running" {
+		t.Errorf("the job after until: %v", v)
+	}
+	cl.tool(3, "kill", fmt.Sprintf(`{"job_id":%q,"signal":"KILL"}`, jid))
+}
+
+// TestExecuteUntilEndsAsTheJobDoes: a job that ends before the line comes
+// answers with its whole result; idle returns on quiet; yield_after still
+// yields; nowait with until is refused.
+func TestExecuteUntilEndsAsTheJobDoes(t *testing.T) {
+	onLinux(t)
+	t.Parallel()
+	cl := newRPCClient(t, testConfig())
+	r, _, _ := executeUntil(t, cl, 1, "echo one; exit 3", `{"pattern":"never"}`, "")
+	if r["state"] != "error" || r["exit_code"] != float64(3) || r["matched"] != nil {
+		t.Errorf("a job that ended first: %v", r)
+	}
+	r, _, took := executeUntil(t, cl, 2, "echo warming; exec sleep 30", `{"idle":0.3}`, "")
+	if r["state"] != "running" || r["idle"] != true || took < 300*time.Millisecond {
+		t.Errorf("idle after %v: %v", took, r)
+	} else {
+		cl.tool(3, "kill", fmt.Sprintf(`{"job_id":%q,"signal":"KILL"}`, r["job_id"]))
+	}
+	r, _, _ = executeUntil(t, cl, 4, "exec sleep 30", `{"pattern":"never"}`, `,"yield_after":0.3`)
+	if r["state"] != "running" || r["yielded"] != true || r["matched"] != nil {
+		t.Errorf("yield_after with until: %v", r)
+	} else {
+		cl.tool(5, "kill", fmt.Sprintf(`{"job_id":%q,"signal":"KILL"}`, r["job_id"]))
+	}
+	_, text, isErr := cl.tool(6, "execute", `{"command":"true","nowait":true,"until":{"idle":1}}`)
+	if !isErr || !strings.Contains(text, "nowait") || !strings.Contains(text, "until") {
+		t.Errorf("nowait with until: %s", text)
 	}
 }
