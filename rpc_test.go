@@ -608,7 +608,7 @@ func TestTranscriptToolsList(t *testing.T) {
 		"input": {"job_id"}, "kill": {"job_id"}, "list_jobs": nil,
 	}
 	properties := map[string][]string{
-		"execute":   {"argv", "capture", "close_stdin", "command", "cwd", "env", "max_reply_bytes", "nowait", "stdin", "time_limit", "tty", "yield_after"},
+		"execute":   {"argv", "capture", "close_stdin", "command", "cwd", "env", "max_reply_bytes", "nowait", "stdin", "time_limit", "tty", "until", "yield_after"},
 		"wait":      {"job_ids", "max_reply_bytes", "timeout", "until"},
 		"status":    {"job_id"},
 		"output":    {"job_id", "max_reply_bytes", "plain", "stderr", "stdout"},
