@@ -497,7 +497,7 @@ def test_wait_until_pattern_and_idle(srv):
                                "nowait": True})["job_id"]
     t0 = time.monotonic()
     (e,) = srv.tool("wait", {"job_ids": [jid], "timeout": 20 + SLACK, "until": {"pattern": r"^ready \d$"}})
-    assert e["state"] == "running" and e["matched"] == {"stream": "stdout", "offset": 0, "line": "ready 1"}, e
+    assert e["state"] == "running" and e["matched"] == {"stream": "stdout", "offset": 0, "line": "ready 1", "next": 8}, e
     assert time.monotonic() - t0 < 10 + SLACK
     (e,) = srv.tool("wait", {"job_ids": [jid], "timeout": 20 + SLACK, "until": {"idle": 0.3}})
     assert e["state"] == "running" and e["idle"] is True, e
