@@ -6,7 +6,8 @@
 // it checks the two 1.1 promises a TypeScript host depends on: a huge result
 // arrives cut to the reply budget without ending the session, and under
 // MCP_EXEC_PROFILE=agent a long command and its wait both come back inside
-// the SDK's default 60 s request timeout.
+// the SDK's default 60 s request timeout; and 1.2's until on execute and
+// output's grep.
 // Usage: node check.mjs /path/to/mcp-exec
 // SDK_CHECK_SKIP_SLOW=1 skips the agent-profile check (it takes ~90 s).
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
@@ -261,6 +262,45 @@ async function checkJobEvents() {
   }
 }
 
+// checkUntilGrep: under the agent profile, execute with until returns on a
+// server's ready line with the job running, a wait with until matches that
+// line again though it was written before the wait, and output's grep finds
+// one line of a 5 MB kept result in one small reply; the SDK checks each
+// structuredContent against the tools' outputSchemas.
+async function checkUntilGrep() {
+  const env = testEnv();
+  const { client, errors, call } = await connect({ ...env, MCP_EXEC_PROFILE: "agent" });
+  let server;
+  try {
+    const started = await call("execute", {
+      command: "echo starting; sleep 0.3; echo 'listening on :8080'; exec sleep 60",
+      until: { pattern: "^listening on" },
+    });
+    server = started.job_id;
+    assert.equal(started.state, "running", JSON.stringify(started));
+    assert.deepEqual(started.matched, { stream: "stdout", offset: 9, line: "listening on :8080", next: 28 });
+    const [again] = await call("wait", { job_ids: [server], timeout: 10, until: { pattern: "^listening on" } });
+    assert.deepEqual(again.matched, started.matched, "a line written before the wait matches");
+    await call("kill", { job_id: server, signal: "KILL" });
+    server = undefined;
+
+    const big = await call("execute", { command: "seq 1 650000; echo 'error: checksum mismatch'; seq 1 1000" });
+    assert.equal(big.kept, true, "a cut result is kept");
+    const reply = await client.callTool({ name: "output", arguments: { job_id: big.job_id, stdout: { grep: "^error:" } } });
+    const text = reply.content[0].text;
+    const found = JSON.parse(text).stdout;
+    assert.equal(found.match_count, 1, text);
+    assert.equal(found.matches[0].line, "error: checksum mismatch", text);
+    assert.ok(Buffer.byteLength(text) <= 1024, `the search answered ${Buffer.byteLength(text)} bytes`);
+    assert.deepEqual(errors, [], "the SDK reported errors");
+    console.log(`ok until and grep: execute {until} -> running, matched at offset ${started.matched.offset}; ` +
+      `wait {until} matched the earlier line; grep of ${big.stdout.total_bytes} bytes -> 1 match in ${Buffer.byteLength(text)} bytes`);
+  } finally {
+    if (server !== undefined) await call("kill", { job_id: server, signal: "KILL" }).catch(() => {});
+    await client.close();
+  }
+}
+
 // checkToolSets: MCP_EXEC_TOOLS=exec,shell through the SDK: exec answers
 // its text with the summary last; the shell set's tools list, run, start,
 // its lifecycle events and cursor-followed output all pass the SDK's
@@ -328,6 +368,7 @@ for (const [name, run, skip] of [
   ["reply budget", checkBudget, false],
   ["job events", checkJobEvents, false],
   ["tool sets", checkToolSets, false],
+  ["until and grep", checkUntilGrep, false],
   ["agent profile", checkAgentProfile, process.env.SDK_CHECK_SKIP_SLOW === "1"],
 ]) {
   if (skip) {
