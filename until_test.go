@@ -20,6 +20,24 @@ func untilEntry(t *testing.T, cl *rpcClient, id int, jobID, until string, timeou
 	return v.([]any)[0].(map[string]any), time.Since(start)
 }
 
+// wantMatched fails the test unless entry is a running job's whose
+// matched, encoded, is want.
+func wantMatched(t *testing.T, entry map[string]any, want string) {
+	t.Helper()
+	if got, _ := json.Marshal(entry["matched"]); entry["state"] != "running" || string(got) != want {
+		t.Fatalf("entry %v, want running with matched %s", entry, want)
+	}
+}
+
+// expectNoMatch fails when a short wait with until matches a line; why
+// says why none should.
+func expectNoMatch(t *testing.T, cl *rpcClient, id int, jobID, until, why string) {
+	t.Helper()
+	if e, _ := untilEntry(t, cl, id, jobID, until, 0.3); e["matched"] != nil {
+		t.Errorf("%s, yet %s matched: %v", why, until, e)
+	}
+}
+
 // startNowait starts command as a nowait job and returns its id.
 func startNowait(t *testing.T, cl *rpcClient, id int, command string) string {
 	t.Helper()
@@ -40,17 +58,11 @@ func TestWaitUntilPattern(t *testing.T) {
 	cl := newRPCClient(t, testConfig())
 	jid := startNowait(t, cl, 1, "echo booting; sleep 0.3; printf 're'; sleep 0.3; printf 'ady on 8080\\n'; exec sleep 30")
 	e, took := untilEntry(t, cl, 2, jid, `{"pattern":"^ready on [0-9]+$","stream":"stdout"}`, 20)
-	m, _ := e["matched"].(map[string]any)
-	if e["state"] != "running" || m == nil || m["line"] != "ready on 8080" || m["stream"] != "stdout" || m["offset"] != float64(8) || m["next"] != float64(22) {
-		t.Fatalf("entry %v", e)
-	}
+	wantMatched(t, e, `{"line":"ready on 8080","next":22,"offset":8,"stream":"stdout"}`)
 	if took < 500*time.Millisecond || took > 5*time.Second {
 		t.Errorf("the wait took %v; the line came after about 0.6 s", took)
 	}
-	// From next on, the line is behind: nothing matches within the timeout.
-	if e, _ := untilEntry(t, cl, 3, jid, `{"pattern":"ready","from":22}`, 0.3); e["matched"] != nil {
-		t.Errorf("from next matched the line again: %v", e)
-	}
+	expectNoMatch(t, cl, 3, jid, `{"pattern":"ready","from":22}`, "from next on, the line is behind")
 	cl.tool(5, "kill", fmt.Sprintf(`{"job_id":%q,"signal":"KILL"}`, jid))
 }
 
@@ -62,28 +74,15 @@ func TestUntilMatchesALineWrittenBeforeTheWait(t *testing.T) {
 	t.Parallel()
 	cl := newRPCClient(t, testConfig())
 	jid := startNowait(t, cl, 1, "echo booting; echo 'Serving HTTP on 0.0.0.0 port 8000'; exec sleep 30")
-	for deadline := time.Now().Add(10 * time.Second); ; { // the line is written before the wait begins
-		_, text, _ := cl.tool(2, "output", fmt.Sprintf(`{"job_id":%q,"stdout":"all"}`, jid))
-		if strings.Contains(text, "port 8000") {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no ready line within 10 s: %s", text)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	e, took := untilEntry(t, cl, 3, jid, `{"pattern":"^Serving HTTP"}`, 20)
-	m, _ := e["matched"].(map[string]any)
-	if m == nil || m["offset"] != float64(8) || m["line"] != "Serving HTTP on 0.0.0.0 port 8000" {
+	if e, _ := untilEntry(t, cl, 2, jid, `{"idle":0.3}`, 20); e["idle"] != true { // the line is written before the wait
 		t.Fatalf("entry %v", e)
 	}
+	e, took := untilEntry(t, cl, 3, jid, `{"pattern":"^Serving HTTP"}`, 20)
+	wantMatched(t, e, `{"line":"Serving HTTP on 0.0.0.0 port 8000","next":42,"offset":8,"stream":"stdout"}`)
 	if took > 2*time.Second {
 		t.Errorf("matching a line already written took %v", took)
 	}
-	// from inside a line: that line's rest is not a complete line.
-	if e, _ := untilEntry(t, cl, 4, jid, `{"pattern":"HTTP","from":9}`, 0.2); e["matched"] != nil {
-		t.Errorf("a line begun before from matched: %v", e)
-	}
+	expectNoMatch(t, cl, 4, jid, `{"pattern":"HTTP","from":9}`, "the rest of a line begun before from is no complete line")
 	cl.tool(5, "kill", fmt.Sprintf(`{"job_id":%q,"signal":"KILL"}`, jid))
 }
 
@@ -100,15 +99,10 @@ func TestUntilSeesTheKeptHead(t *testing.T) {
 		t.Fatalf("entry %v", e)
 	}
 	e, _ = untilEntry(t, cl, 3, jid, `{"pattern":"^listening on"}`, 5)
-	if m, _ := e["matched"].(map[string]any); m == nil || m["offset"] != float64(0) || m["next"] != float64(19) {
-		t.Errorf("the kept head's line: %v", e)
-	}
+	wantMatched(t, e, `{"line":"listening on :9000","next":19,"offset":0,"stream":"stdout"}`)
 	// The window's first bytes continue a line it no longer holds: "...0\n"
 	// may end any number; only whole lines such as "199999" count.
-	e, _ = untilEntry(t, cl, 4, jid, `{"pattern":"^[0-9]{1,5}$"}`, 0.2)
-	if e["matched"] != nil {
-		t.Errorf("a fragment matched as a line: %v", e)
-	}
+	expectNoMatch(t, cl, 4, jid, `{"pattern":"^[0-9]{1,5}$"}`, "the fragment the window cut is no line")
 	cl.tool(5, "kill", fmt.Sprintf(`{"job_id":%q,"signal":"KILL"}`, jid))
 }
 
@@ -165,9 +159,9 @@ func TestExecuteUntilReturnsOnTheLineWithTheJobRunning(t *testing.T) {
 	t.Parallel()
 	cl := newRPCClient(t, testConfig())
 	r, _, took := executeUntil(t, cl, 1, "echo starting; sleep 0.3; echo 'ready on 8080' >&2; exec sleep 30", `{"pattern":"^ready on"}`, "")
-	m, _ := r["matched"].(map[string]any)
-	if r["state"] != "running" || r["yielded"] != nil || m == nil || m["stream"] != "stderr" || m["offset"] != float64(0) || m["next"] != float64(14) {
-		t.Fatalf("result %v", r)
+	wantMatched(t, r, `{"line":"ready on 8080","next":14,"offset":0,"stream":"stderr"}`)
+	if r["yielded"] != nil {
+		t.Errorf("yielded with a match: %v", r)
 	}
 	if took > 5*time.Second {
 		t.Errorf("execute took %v; the line came after about 0.3 s", took)
