@@ -177,7 +177,7 @@ func TestUnknownArgumentsAllNamed(t *testing.T) {
 	raw := requiredOnly(jobToolsByName["execute"])
 	raw["timeout"], raw["b"] = json.RawMessage(`1`), json.RawMessage(`null`)
 	_, err := bind(jobToolsByName["execute"], raw)
-	want := `unknown arguments "b", "timeout" for execute (accepted: command, argv, cwd, env, stdin, close_stdin, nowait, capture, time_limit, yield_after, tty, max_reply_bytes)`
+	want := `unknown arguments "b", "timeout" for execute (accepted: command, argv, cwd, env, stdin, close_stdin, nowait, capture, time_limit, yield_after, until, tty, max_reply_bytes)`
 	if err == nil || !strings.Contains(err.Error(), want) {
 		t.Errorf("got %v, want it to contain %s", err, want)
 	}
