@@ -216,6 +216,7 @@ type toolSpec struct {
 	// hints, when set, are the tool's annotations as they are (none when
 	// empty): a contract of another system states its own.
 	hints    map[string]any
+	agent    *toolWords   // its text under the agent profile (withAgentTexts); nil: the same as above
 	argsType reflect.Type // the struct a call's arguments bind into
 	params   []param
 	prepare  func(c *toolCall, raw map[string]json.RawMessage) (func() (any, error), error)

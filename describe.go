@@ -2,6 +2,8 @@ package main
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -28,8 +30,134 @@ func placeholders(cfg *config) *strings.Replacer {
 		"{ttl}", secondsWords(cfg.jobTTL, "ever"),
 		"{finished}", strconv.Itoa(cfg.maxFinished),
 		"{max_jobs}", ifSet(cfg.maxJobs > 0, fmt.Sprintf(" At most %d jobs run at once.", cfg.maxJobs)),
+		"{head}", sizeWords(cfg.keepHeadBytes),
+		"{kept}", secondsWords(cfg.keptDuration, "no time"),
+		"{block}", blockWords(cfg),
+		"{carry}", carryWords(cfg),
+		"{keep_cwd}", ifSet(cfg.keepCwd, " "+carryWords(cfg)),
+		"{cwd_default}", cwdDefaultWords(cfg),
 	)
 }
+
+// blockWords says how long a blocking execute blocks under cfg.
+func blockWords(cfg *config) string {
+	if cfg.yieldAfter > 0 {
+		return "Blocks until it exits or for " + secondsWords(cfg.yieldAfter, "") +
+			", then returns the running job (yielded:true) to collect with wait; nowait:true returns at once."
+	}
+	return "Blocks until it exits; for anything over a minute use nowait:true or yield_after, then wait."
+}
+
+// carryWords says, in one sentence, what carries over from one call to the
+// next: the model would otherwise assume the persistent shell it knows.
+func carryWords(cfg *config) string {
+	if cfg.keepCwd {
+		return "Each call runs in a new shell: variables and functions never carry over; " +
+			"the directory does (a call without cwd starts where the previous blocking execute's shell ended)."
+	}
+	return "Each call runs in a new shell: nothing carries over (cd, variables); give cwd and env per call."
+}
+
+// cwdDefaultWords names the directory a job starts in without cwd.
+func cwdDefaultWords(cfg *config) string {
+	if cfg.keepCwd {
+		return "where the previous blocking execute's shell ended, at first the server's"
+	}
+	return "the server's"
+}
+
+// toolWords is a tool's description and its arguments' docs, with
+// {placeholders}.
+type toolWords struct {
+	description string
+	docs        map[string]string
+}
+
+// withAgentTexts gives each of tools its text under the agent profile from
+// texts, by tool name; an argument without an agent doc keeps its doc. A
+// text for no tool or a doc for no argument is a programming error: it
+// panics when the table is built.
+func withAgentTexts(tools []toolSpec, texts map[string]toolWords) []toolSpec {
+	for name, text := range texts {
+		i := slices.IndexFunc(tools, func(t toolSpec) bool { return t.name == name })
+		if i < 0 {
+			panic("agent text for no tool: " + name)
+		}
+		for arg := range text.docs {
+			if tools[i].docs[arg] == "" {
+				panic(fmt.Sprintf("tool %s: agent doc for no argument %s", name, arg))
+			}
+		}
+		text := text
+		tools[i].agent = &text
+	}
+	return tools
+}
+
+// textOf is t's description and argument docs under cfg, placeholders not
+// yet filled.
+func textOf(t *toolSpec, cfg *config) toolWords {
+	if cfg.profile != profileAgent || t.agent == nil {
+		return toolWords{t.description, t.docs}
+	}
+	docs := maps.Clone(t.docs)
+	maps.Copy(docs, t.agent.docs)
+	return toolWords{t.agent.description, docs}
+}
+
+// plainSchemaOf is the inputSchema of params under the agent profile: what
+// a model reads on every turn, so each argument is its JSON type(s) and the
+// doc that says the rest, without nested alternatives; only the arguments
+// a call must give are required (command is one of command or argv).
+func plainSchemaOf(params []param, docs map[string]string) map[string]any {
+	props := map[string]any{}
+	var required []string
+	for _, p := range params {
+		s := plainSchema(argKinds[p.typ].schema)
+		s["description"] = docs[p.name]
+		props[p.name] = s
+		if p.required {
+			required = append(required, p.name)
+		}
+	}
+	schema := map[string]any{"type": "object", "properties": props}
+	if len(required) > 0 {
+		schema["required"] = required
+	}
+	return schema
+}
+
+// plainSchema is a copy of s with alternatives (anyOf) reduced to their
+// types and an object's properties left to the description.
+func plainSchema(s map[string]any) map[string]any {
+	alts, ok := s["anyOf"].([]any)
+	if !ok {
+		out := maps.Clone(s)
+		if out["type"] == "object" {
+			delete(out, "properties")
+			delete(out, "required")
+		}
+		if items, ok := out["items"].(map[string]any); ok {
+			out["items"] = plainSchema(items)
+		}
+		return out
+	}
+	var types []string
+	for _, alt := range alts {
+		if t, ok := alt.(map[string]any)["type"].(string); ok && !slices.Contains(types, t) {
+			types = append(types, t)
+		}
+	}
+	if len(types) == 1 {
+		return map[string]any{"type": types[0]}
+	}
+	return map[string]any{"type": types}
+}
+
+// openObjectSchema is every tool's outputSchema under the agent profile:
+// clients validate structuredContent against it and models do not read
+// it, so an open object says all that is needed.
+func openObjectSchema() map[string]any { return map[string]any{"type": "object"} }
 
 // ifSet is text when cond holds, else "".
 func ifSet(cond bool, text string) string {
