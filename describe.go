@@ -66,34 +66,6 @@ func cwdDefaultWords(cfg *config) string {
 	return "the server's"
 }
 
-// toolWords is a tool's description and its arguments' docs, with
-// {placeholders}.
-type toolWords struct {
-	description string
-	docs        map[string]string
-}
-
-// withAgentTexts gives each of tools its text under the agent profile from
-// texts, by tool name; an argument without an agent doc keeps its doc. A
-// text for no tool or a doc for no argument is a programming error: it
-// panics when the table is built.
-func withAgentTexts(tools []toolSpec, texts map[string]toolWords) []toolSpec {
-	for name, text := range texts {
-		i := slices.IndexFunc(tools, func(t toolSpec) bool { return t.name == name })
-		if i < 0 {
-			panic("agent text for no tool: " + name)
-		}
-		for arg := range text.docs {
-			if tools[i].docs[arg] == "" {
-				panic(fmt.Sprintf("tool %s: agent doc for no argument %s", name, arg))
-			}
-		}
-		text := text
-		tools[i].agent = &text
-	}
-	return tools
-}
-
 // textOf is t's description and argument docs under cfg, placeholders not
 // yet filled.
 func textOf(t *toolSpec, cfg *config) toolWords {
