@@ -33,6 +33,7 @@ func placeholders(cfg *config) *strings.Replacer {
 		"{head}", sizeWords(cfg.keepHeadBytes),
 		"{kept}", secondsWords(cfg.keptDuration, "no time"),
 		"{block}", blockWords(cfg),
+		"{yield_advice}", yieldAdviceWords(cfg),
 		"{carry}", carryWords(cfg),
 		"{keep_cwd}", ifSet(cfg.keepCwd, " "+carryWords(cfg)),
 		"{cwd_default}", cwdDefaultWords(cfg),
@@ -46,6 +47,18 @@ func blockWords(cfg *config) string {
 			", then returns the running job (yielded:true) to collect with wait; nowait:true returns at once."
 	}
 	return "Blocks until it exits; for anything over a minute use nowait:true or yield_after, then wait."
+}
+
+// yieldAdviceWords tells the model how its calls stay under a host's
+// time-out under cfg.
+func yieldAdviceWords(cfg *config) string {
+	wait := secondsWords(cfg.defaultTimeout, "0: polls")
+	if cfg.yieldAfter > 0 {
+		return "execute blocks at most " + secondsWords(cfg.yieldAfter, "") + " (yield_after), then returns the running job; " +
+			"collect it with wait (timeout default " + wait + "): no call outlasts a host's 60 s time-out."
+	}
+	return "execute blocks until the job ends: for anything over a minute (a host's usual time-out) use nowait:true or yield_after, " +
+		"then wait (timeout default " + wait + ")."
 }
 
 // carryWords says, in one sentence, what carries over from one call to the

@@ -2,6 +2,7 @@ package main
 
 import (
 	"reflect"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -26,6 +27,12 @@ func TestAgentToolListIsPlain(t *testing.T) {
 	}
 	if strings.Contains(string(b), "anyOf") {
 		t.Errorf("agent tools/list nests alternatives: %s", b)
+	}
+	for _, off := range []string{"0", "50"} {
+		ins := instructionsFor(configOf(t, "MCP_EXEC_PROFILE=agent", "MCP_EXEC_YIELD_AFTER="+off))
+		if m := regexp.MustCompile(`\{[a-z_]+\}`).FindString(ins); m != "" {
+			t.Errorf("agent instructions leave %s unfilled: %s", m, ins)
+		}
 	}
 	for name, tool := range toolsByName(cfg) {
 		if out, ok := tool["outputSchema"]; ok && !reflect.DeepEqual(out, openObjectSchema()) {

@@ -237,8 +237,7 @@ var jobAgentTexts = map[string]toolWords{
 // jobsInstructions is the jobs set's advice to the model.
 func jobsInstructions(cfg *config) string {
 	if cfg.profile == profileAgent {
-		return "Run commands with execute. {carry} A blocking execute returns the running job after {yield}; " +
-			"collect it with wait (timeout default {wait}): no call blocks past your host's time-out. " +
+		return "Run commands with execute. {carry} {yield_advice} " +
 			"For a server or a long build use nowait:true, then wait with until. " +
 			"Replies are cut to a head and a tail within {budget}; output reads the gap of a kept result. A finished job's result is delivered once."
 	}
