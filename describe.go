@@ -30,7 +30,7 @@ func placeholders(cfg *config) *strings.Replacer {
 		"{ttl}", secondsWords(cfg.jobTTL, "ever"),
 		"{finished}", strconv.Itoa(cfg.maxFinished),
 		"{max_jobs}", ifSet(cfg.maxJobs > 0, fmt.Sprintf(" At most %d jobs run at once.", cfg.maxJobs)),
-		"{head}", sizeWords(cfg.keepHeadBytes),
+		"{retained}", retainedWords(cfg),
 		"{kept}", secondsWords(cfg.keptDuration, "no time"),
 		"{block}", blockWords(cfg),
 		"{yield_advice}", yieldAdviceWords(cfg),
@@ -38,6 +38,14 @@ func placeholders(cfg *config) *strings.Replacer {
 		"{keep_cwd}", ifSet(cfg.keepCwd, " "+carryWords(cfg)),
 		"{cwd_default}", cwdDefaultWords(cfg),
 	)
+}
+
+// retainedWords says what each stream of a job keeps under cfg.
+func retainedWords(cfg *config) string {
+	if cfg.keepHeadBytes > 0 {
+		return "its first " + sizeWords(cfg.keepHeadBytes) + " and last " + sizeWords(cfg.maxOutputBytes)
+	}
+	return "its last " + sizeWords(cfg.maxOutputBytes)
 }
 
 // blockWords says how long a blocking execute blocks under cfg.

@@ -39,7 +39,7 @@ func TestAgentToolListIsPlain(t *testing.T) {
 			t.Errorf("%s: outputSchema %v, want the open object", name, out)
 		}
 		text, _ := marshal(tool)
-		for _, p := range []string{"{budget}", "{window}", "{head}", "{yield}", "{wait}", "{kept}", "{block}", "{carry}", "{capture}", "{grace}", "{time_limit}", "{cwd_default}"} {
+		for _, p := range []string{"{budget}", "{window}", "{retained}", "{yield}", "{wait}", "{kept}", "{block}", "{carry}", "{capture}", "{grace}", "{time_limit}", "{cwd_default}"} {
 			if strings.Contains(string(text), p) {
 				t.Errorf("%s: placeholder %s left unfilled", name, p)
 			}
@@ -63,9 +63,10 @@ func TestAgentTextsStateTheValuesInForce(t *testing.T) {
 			t.Errorf("execute's description lacks %q: %s", want, execute)
 		}
 	}
-	off := configOf(t, "MCP_EXEC_PROFILE=agent", "MCP_EXEC_YIELD_AFTER=0")
-	if d := toolsByName(off)["execute"]["description"].(string); !strings.Contains(d, "Blocks until it exits;") {
-		t.Errorf("with yield_after off, execute's description says %s", d)
+	off := configOf(t, "MCP_EXEC_PROFILE=agent", "MCP_EXEC_YIELD_AFTER=0", "MCP_EXEC_KEEP_HEAD_BYTES=0")
+	d := toolsByName(off)["execute"]["description"].(string)
+	if !strings.Contains(d, "Blocks until it exits;") || !strings.Contains(d, "keeps its last 1 MiB.") {
+		t.Errorf("with yield_after and head retention off, execute's description says %s", d)
 	}
 }
 

@@ -174,7 +174,7 @@ var jobAgentTexts = map[string]toolWords{
 	"execute": {
 		description: "Run a shell command ($SHELL -c) or argv (no shell) as a job in its own process group. {block} " +
 			"Result: {job_id, state (success, error or running), exit_code, signal?, timed_out?, stdout?, stderr?}; a stream is {data, offset, bytes, total_bytes, truncated}. " +
-			"Each stream keeps its first {head} and last {window}. A reply over {budget} shows a head and a tail of a stream and the gap between (omitted {offset, bytes}); " +
+			"Each stream keeps {retained}. A reply over {budget} shows a head and a tail of a stream and the gap between (omitted {offset, bytes}); " +
 			"such a result stays kept:true for {kept}, for output to read. Otherwise a delivered job is gone. " +
 			"waiting_for_input:true: it waits for stdin (use input). {carry}{policy}",
 		docs: map[string]string{
