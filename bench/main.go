@@ -206,12 +206,8 @@ func (s *server) tool(name string, args map[string]any) any {
 }
 
 func decodeTool(r map[string]any) any {
-	res, ok := r["result"].(map[string]any)
-	if !ok {
-		check(fmt.Errorf("error reply: %v", r))
-	}
-	text := res["content"].([]any)[0].(map[string]any)["text"].(string)
-	if res["isError"] == true {
+	text := replyText(r)
+	if isToolError(r) {
 		check(fmt.Errorf("tool error: %s", text))
 	}
 	var v any

@@ -70,7 +70,7 @@ func searchRow(s *server, big map[string]any) row {
 		Kept  bool   `json:"kept"`
 	}
 	_ = json.Unmarshal([]byte(replyText(big)), &result)
-	r := row{Name: "search agent", Unit: "B", Target: "<= 1024", Pass: true}
+	r := row{Name: "search agent", Floor: claudeCodeChars, Unit: "B", Target: "<= 1024", Pass: true}
 	if !result.Kept {
 		r.Note = "n/a (the 5 MB result was not kept)"
 		return r
