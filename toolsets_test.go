@@ -86,7 +86,7 @@ func TestToolListSizes(t *testing.T) {
 		most         int
 	}{
 		{"jobs", "agent", 10 << 10},
-		{"jobs", "compat", 26500},
+		{"jobs", "compat", 28000}, // 1.0's texts, and the schemas of 1.2's until on execute and grep
 		{"exec", "agent", 1600},
 		{"exec", "compat", 1600},
 		{"shell", "agent", 4300},
