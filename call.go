@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"reflect"
+	"slices"
 	"time"
 )
 
@@ -216,6 +217,7 @@ type toolSpec struct {
 	// hints, when set, are the tool's annotations as they are (none when
 	// empty): a contract of another system states its own.
 	hints    map[string]any
+	agent    *toolWords   // its text under the agent profile (withAgentTexts); nil: the same as above
 	argsType reflect.Type // the struct a call's arguments bind into
 	params   []param
 	prepare  func(c *toolCall, raw map[string]json.RawMessage) (func() (any, error), error)
@@ -248,6 +250,34 @@ func newTool[A any](spec toolSpec, handle func(c *toolCall, a *A) (any, error)) 
 		return func() (any, error) { return handle(c, a) }, nil
 	}
 	return spec
+}
+
+// toolWords is a tool's description and its arguments' docs, with
+// {placeholders}.
+type toolWords struct {
+	description string
+	docs        map[string]string
+}
+
+// withAgentTexts gives each of tools its text under the agent profile from
+// texts, by tool name; an argument without an agent doc keeps its doc. A
+// text for no tool or a doc for no argument is a programming error: it
+// panics when the table is built.
+func withAgentTexts(tools []toolSpec, texts map[string]toolWords) []toolSpec {
+	for name, text := range texts {
+		i := slices.IndexFunc(tools, func(t toolSpec) bool { return t.name == name })
+		if i < 0 {
+			panic("agent text for no tool: " + name)
+		}
+		for arg := range text.docs {
+			if tools[i].docs[arg] == "" {
+				panic(fmt.Sprintf("tool %s: agent doc for no argument %s", name, arg))
+			}
+		}
+		text := text
+		tools[i].agent = &text
+	}
+	return tools
 }
 
 // callTimeLimit is a call's time limit argument: def when it gives none,

@@ -51,6 +51,7 @@ type config struct {
 	rlimits     []rlimit        // resource limits set in every job
 	rlimitsText string          // the same, as MCP_EXEC_RLIMITS spelled them
 	usage       bool            // terminal results carry usage
+	keepCwd     bool            // a call without cwd starts where the session's previous blocking execute's shell ended
 	jobEvents   bool            // legacy stdio sessions get notifications/job
 	memoryLimit int64           // bytes all output windows may hold together; 0: no bound
 

@@ -2,6 +2,8 @@ package main
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -28,8 +30,127 @@ func placeholders(cfg *config) *strings.Replacer {
 		"{ttl}", secondsWords(cfg.jobTTL, "ever"),
 		"{finished}", strconv.Itoa(cfg.maxFinished),
 		"{max_jobs}", ifSet(cfg.maxJobs > 0, fmt.Sprintf(" At most %d jobs run at once.", cfg.maxJobs)),
+		"{retained}", retainedWords(cfg),
+		"{kept}", secondsWords(cfg.keptDuration, "no time"),
+		"{block}", blockWords(cfg),
+		"{yield_advice}", yieldAdviceWords(cfg),
+		"{carry}", carryWords(cfg),
+		"{keep_cwd}", ifSet(cfg.keepCwd, " "+carryWords(cfg)),
+		"{cwd_default}", cwdDefaultWords(cfg),
 	)
 }
+
+// retainedWords says what each stream of a job keeps under cfg.
+func retainedWords(cfg *config) string {
+	if cfg.keepHeadBytes > 0 {
+		return "its first " + sizeWords(cfg.keepHeadBytes) + " and last " + sizeWords(cfg.maxOutputBytes)
+	}
+	return "its last " + sizeWords(cfg.maxOutputBytes)
+}
+
+// blockWords says how long a blocking execute blocks under cfg.
+func blockWords(cfg *config) string {
+	if cfg.yieldAfter > 0 {
+		return "Blocks until it exits or for " + secondsWords(cfg.yieldAfter, "") +
+			", then returns the running job (yielded:true) to collect with wait; nowait:true returns at once."
+	}
+	return "Blocks until it exits; for anything over a minute use nowait:true or yield_after, then wait."
+}
+
+// yieldAdviceWords tells the model how its calls stay under a host's
+// time-out under cfg.
+func yieldAdviceWords(cfg *config) string {
+	wait := secondsWords(cfg.defaultTimeout, "0: polls")
+	if cfg.yieldAfter > 0 {
+		return "execute blocks at most " + secondsWords(cfg.yieldAfter, "") + " (yield_after), then returns the running job; " +
+			"collect it with wait (timeout default " + wait + "): no call outlasts a host's 60 s time-out."
+	}
+	return "execute blocks until the job ends: for anything over a minute (a host's usual time-out) use nowait:true or yield_after, " +
+		"then wait (timeout default " + wait + ")."
+}
+
+// carryWords says, in one sentence, what carries over from one call to the
+// next: the model would otherwise assume the persistent shell it knows.
+func carryWords(cfg *config) string {
+	if cfg.keepCwd {
+		return "Each call runs in a new shell: variables and functions never carry over; " +
+			"the directory does (a call without cwd starts where the previous blocking execute's shell ended)."
+	}
+	return "Each call runs in a new shell: nothing carries over (cd, variables); give cwd and env per call."
+}
+
+// cwdDefaultWords names the directory a job starts in without cwd.
+func cwdDefaultWords(cfg *config) string {
+	if cfg.keepCwd {
+		return "where the previous blocking execute's shell ended, at first the server's"
+	}
+	return "the server's"
+}
+
+// textOf is t's description and argument docs under cfg, placeholders not
+// yet filled.
+func textOf(t *toolSpec, cfg *config) toolWords {
+	if cfg.profile != profileAgent || t.agent == nil {
+		return toolWords{t.description, t.docs}
+	}
+	docs := maps.Clone(t.docs)
+	maps.Copy(docs, t.agent.docs)
+	return toolWords{t.agent.description, docs}
+}
+
+// plainSchemaOf is the inputSchema of params under the agent profile: what
+// a model reads on every turn, so each argument is its JSON type(s) and the
+// doc that says the rest, without nested alternatives; only the arguments
+// a call must give are required (command is one of command or argv).
+func plainSchemaOf(params []param, docs map[string]string) map[string]any {
+	props := map[string]any{}
+	var required []string
+	for _, p := range params {
+		s := plainSchema(argKinds[p.typ].schema)
+		s["description"] = docs[p.name]
+		props[p.name] = s
+		if p.required {
+			required = append(required, p.name)
+		}
+	}
+	schema := map[string]any{"type": "object", "properties": props}
+	if len(required) > 0 {
+		schema["required"] = required
+	}
+	return schema
+}
+
+// plainSchema is a copy of s with alternatives (anyOf) reduced to their
+// types and an object's properties left to the description.
+func plainSchema(s map[string]any) map[string]any {
+	alts, ok := s["anyOf"].([]any)
+	if !ok {
+		out := maps.Clone(s)
+		if out["type"] == "object" {
+			delete(out, "properties")
+			delete(out, "required")
+		}
+		if items, ok := out["items"].(map[string]any); ok {
+			out["items"] = plainSchema(items)
+		}
+		return out
+	}
+	var types []string
+	for _, alt := range alts {
+		if t, ok := alt.(map[string]any)["type"].(string); ok && !slices.Contains(types, t) {
+			types = append(types, t)
+		}
+	}
+	if len(types) == 1 {
+		return map[string]any{"type": types[0]}
+	}
+	return map[string]any{"type": types}
+}
+
+// openObjectSchema is every tool's outputSchema under the agent profile:
+// clients validate structuredContent against it and models do not read
+// it, so an open object says all that is needed.
+func openObjectSchema() map[string]any { return map[string]any{"type": "object"} }
 
 // ifSet is text when cond holds, else "".
 func ifSet(cond bool, text string) string {

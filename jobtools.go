@@ -62,7 +62,7 @@ const grepDoc = `; or {"grep": RE2, "from": P, "max": 20, "context": 0} to searc
 const replyDoc = "Longest reply line in bytes (>= 1024; default {budget}); a bigger result is cut to head and tail, and output can read the gap."
 
 // jobTools is the jobs set's tool table, in the order tools/list shows them.
-var jobTools = []toolSpec{
+var jobTools = withAgentTexts([]toolSpec{
 	newTool(toolSpec{
 		name:   "execute",
 		title:  "Run a command",
@@ -72,11 +72,11 @@ var jobTools = []toolSpec{
 			"Hosts often time calls out after 60 s: for anything longer use nowait:true (returns {job_id, state:\"running\"} at once; then wait, status, output, input, kill) " +
 			"or yield_after (returns the running job with yielded:true; default {yield}). " +
 			"Each stream keeps its last {window}; replies over {budget} are cut to head and tail. For noisy commands capture {\"tail\": N} lines. " +
-			"Default capture: {capture}. stdin stays open unless close_stdin is true; a job blocked reading it shows waiting_for_input.{policy}",
+			"Default capture: {capture}. stdin stays open unless close_stdin is true; a job blocked reading it shows waiting_for_input.{keep_cwd}{policy}",
 		docs: map[string]string{
 			"command":         "Shell command line, run as $SHELL -c <command>. Give command or argv.",
 			"argv":            "Program and arguments, run without a shell; argv[0] is looked up in PATH. Give command or argv.",
-			"cwd":             "Working directory (default: the server's).",
+			"cwd":             "Working directory (default: {cwd_default}).",
 			"env":             "Variables layered over the server's environment.",
 			"stdin":           "Text written to the job's stdin right away.",
 			"close_stdin":     "Close stdin (EOF) after writing stdin. Default false.",
@@ -169,14 +169,86 @@ var jobTools = []toolSpec{
 		description: "Every job that wait can still deliver, oldest first: {jobs: [{job_id, state, waiting_for_input?}]}.",
 		readOnly:    true,
 	}, runListJobs),
+}, jobAgentTexts)
+
+// jobAgentTexts is what a model reads of the jobs set under the agent
+// profile, every turn: the fewest words that stay exact, with the values
+// in force. The other arguments keep their docs.
+var jobAgentTexts = map[string]toolWords{
+	"execute": {
+		description: "Run a shell command ($SHELL -c) or argv (no shell) as a job in its own process group. {block} " +
+			"Result: {job_id, state (success, error or running), exit_code, signal?, timed_out?, stdout?, stderr?}; a stream is {data, offset, bytes, total_bytes, truncated}. " +
+			"Each stream keeps {retained}. A reply over {budget} shows a head and a tail of a stream and the gap between (omitted {offset, bytes}); " +
+			"such a result stays kept:true for {kept}, for output to read. Otherwise a delivered job is gone. " +
+			"waiting_for_input:true: it waits for stdin (use input). {carry}{policy}",
+		docs: map[string]string{
+			"command":     "Shell command line. Give command or argv.",
+			"argv":        "Program and arguments, run without a shell (argv[0] looked up in PATH).",
+			"cwd":         "Directory to start in (default: {cwd_default}).",
+			"env":         "Variables added to the server's environment, for this job only.",
+			"stdin":       "Text written to stdin at the start.",
+			"close_stdin": "Close stdin (EOF) after writing stdin.",
+			"nowait":      "Return {job_id} at once; collect the result with wait.",
+			"capture": `What the result holds: {"on_success": S, "on_error": S}; S is "stdout", "stderr", "all", "none" or {"stdout": STREAM, "stderr": STREAM}, STREAM as output takes it (e.g. {"tail": 50}). ` +
+				"Default {capture}.",
+			"time_limit":      "Seconds until TERM (KILL {grace} later; the result says timed_out:true). Default {time_limit}.",
+			"tty":             `true or {"rows", "cols"}: run on a terminal (prompts, sudo, REPLs); stdout is the screen, input types into it.`,
+			"yield_after":     "Seconds to block before returning the running job (yielded:true); 0 = until it exits. Default {yield}. Also returns once the job waits for input.",
+			"max_reply_bytes": "Reply limit in bytes (at least 1024, default {budget}); larger output is cut to a head and a tail.",
+		},
+	},
+	"wait": {
+		description: "Block until one of job_ids finishes, or the timeout (default {wait}; keep it below your host's call time-out, often 60 s). " +
+			"One entry per id, in order: a finished job's result (delivered: the job is gone unless kept), or {job_id, state:\"running\", waiting_for_input?}.",
+		docs: map[string]string{
+			"job_ids": "Jobs to wait for.",
+			"timeout": "Seconds to block (default {wait}); 0 = look once.",
+			"until": `Return early for a running job: {"pattern": RE2, "stream": "stdout"|"stderr"|"any", "from"?: OFFSET} when a complete line matches (entry: matched {stream, offset, line}), ` +
+				`or {"idle": S} when it wrote nothing for S seconds (entry: idle:true).`,
+			"max_reply_bytes": "Reply limit in bytes (at least 1024, default {budget}).",
+		},
+	},
+	"status": {
+		description: "A job's state, without output, never forgetting it: {job_id, state, exit_code?, signal?, timed_out?, waiting_for_input?}.",
+	},
+	"output": {
+		description: "Read a running or kept job's output without forgetting it: its status plus a slice of each stream asked for. " +
+			"Offsets count bytes from the stream's start; the next page is from = offset + bytes.",
+		docs: map[string]string{
+			"stdout":          `"all" (what is kept), {"tail": N} (last N lines), or {"from": OFFSET, "length"?: N} (bytes). Default "none".`,
+			"stderr":          "As stdout.",
+			"plain":           "Strip terminal escapes and carriage returns (tty output); offsets stay the raw bytes'.",
+			"max_reply_bytes": "Reply limit in bytes (at least 1024, default {budget}); a larger slice is cut to a head and a tail.",
+		},
+	},
+	"input": {
+		description: "Write data to a running job's stdin (end a line with \\n); close:true then sends EOF. Returns its status.",
+		docs:        map[string]string{"data": "Text to write.", "close": "Send EOF after data."},
+	},
+	"kill": {
+		description: "Signal the job's process group and wait for it to die: {terminated:true, result} (the job is then gone) " +
+			"or {terminated:false, detail} (something survived; the job stays).",
+		docs: map[string]string{
+			"signal":  `TERM (default), KILL, INT, HUP, a number, or ASSURED (TERM, then KILL after timeout).`,
+			"timeout": "Seconds to wait for death after each signal (default 5).",
+		},
+	},
+	"list_jobs": {
+		description: "Jobs not yet collected, oldest first: {jobs: [{job_id, state, waiting_for_input?}]}.",
+	},
 }
 
 // jobsInstructions is the jobs set's advice to the model.
 func jobsInstructions(cfg *config) string {
+	if cfg.profile == profileAgent {
+		return "Run commands with execute. {carry} {yield_advice} " +
+			"For a server or a long build use nowait:true, then wait with until. " +
+			"Replies are cut to a head and a tail within {budget}; output reads the gap of a kept result. A finished job's result is delivered once."
+	}
 	return "Run shell commands as jobs with " + strings.Join(toolNamesOf(jobTools), ", ") +
 		"; a finished job's result is delivered once, then the job is gone. " +
 		"Calls over about 60 s time out in many hosts: use nowait:true or yield_after (default {yield}), " +
-		"wait with a timeout below that, and capture {\"tail\": N} on noisy output; replies are cut at {budget}."
+		"wait with a timeout below that, and capture {\"tail\": N} on noisy output; replies are cut at {budget}.{keep_cwd}"
 }
 
 func runExecute(c *toolCall, a *executeArgs) (any, error) {

@@ -124,22 +124,30 @@ func toolListFor(cfg *config, structured, modern bool) map[string]any {
 	fill := placeholders(cfg)
 	tools := toolsFor(cfg).list
 	list := make([]map[string]any, 0, len(tools))
-	for _, t := range tools {
-		docs := make(map[string]string, len(t.docs))
-		for k, v := range t.docs {
+	agent := cfg.profile == profileAgent
+	for i := range tools {
+		t := &tools[i]
+		text := textOf(t, cfg)
+		docs := make(map[string]string, len(text.docs))
+		for k, v := range text.docs {
 			docs[k] = fill.Replace(v)
 		}
-		tool := map[string]any{
-			"name":        t.name,
-			"description": fill.Replace(t.description),
-			"inputSchema": schemaOf(t.params, docs),
+		tool := map[string]any{"name": t.name, "description": fill.Replace(text.description)}
+		if agent {
+			tool["inputSchema"] = plainSchemaOf(t.params, docs)
+		} else {
+			tool["inputSchema"] = schemaOf(t.params, docs)
 		}
-		if hints := annotationsFor(t, cfg); len(hints) > 0 {
+		if hints := annotationsFor(*t, cfg); len(hints) > 0 {
 			tool["annotations"] = hints
 		}
 		if structured {
 			tool["title"] = t.title
-			if t.output != nil {
+			switch {
+			case t.output == nil:
+			case agent:
+				tool["outputSchema"] = openObjectSchema()
+			default:
 				tool["outputSchema"] = t.output()
 			}
 		}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"slices"
 	"strings"
 	"testing"
@@ -61,5 +62,41 @@ func TestShellSetDefaultsLimitFinishedJobs(t *testing.T) {
 	}
 	if cfg := testConfig(); cfg.jobTTL != 0 || cfg.maxFinished != 0 {
 		t.Errorf("the jobs set alone keeps jobs until collected, as 1.0: ttl %v, max finished %d", cfg.jobTTL, cfg.maxFinished)
+	}
+}
+
+// toolListBytes is the size of the tools array a structured client reads
+// under settings, as compact JSON on the wire.
+func toolListBytes(t *testing.T, settings ...string) int {
+	t.Helper()
+	b, err := marshal(toolListFor(configOf(t, settings...), true, false)["tools"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(bytes.TrimSpace(b))
+}
+
+// TestToolListSizes: what a model reads on every turn stays within its
+// bound: 10 KiB for the jobs set under the agent profile (wire-1.2's
+// target), and about today's size for the others, so a growing description
+// is a choice, not an accident.
+func TestToolListSizes(t *testing.T) {
+	for _, c := range []struct {
+		set, profile string
+		most         int
+	}{
+		{"jobs", "agent", 10 << 10},
+		{"jobs", "compat", 28000}, // 1.0's texts, and the schemas of 1.2's until on execute and grep
+		{"exec", "agent", 1600},
+		{"exec", "compat", 1600},
+		{"shell", "agent", 4300},
+		{"shell", "compat", 4300},
+	} {
+		if n := toolListBytes(t, "MCP_EXEC_TOOLS="+c.set, "MCP_EXEC_PROFILE="+c.profile); n > c.most {
+			t.Errorf("%s set, %s profile: tools/list is %d bytes, more than %d", c.set, c.profile, n, c.most)
+		}
+	}
+	if n := len(instructionsFor(configOf(t, "MCP_EXEC_PROFILE=agent"))); n > 700 {
+		t.Errorf("agent instructions are %d bytes, more than 700", n)
 	}
 }

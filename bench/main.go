@@ -71,6 +71,7 @@ func main() {
 		{"wait fan-in", one(benchFanIn)},
 		{"list_jobs", one(benchListJobs)},
 		{"budget cut", benchBudgetCut},
+		{"what a model reads", benchReads},
 	}
 	var rows []row
 	fmt.Printf("%-20s %14s %14s %8s  %-10s %s\n", "figure", "mcp-exec", "floor", "ratio", "target", "")
@@ -91,7 +92,11 @@ func main() {
 			if r.Note != "" {
 				verdict += ": " + r.Note
 			}
-			fmt.Printf("%-20s %12.3f%-2s %12.3f%-2s %8.3f  %-10s %s\n", r.Name, r.Value, r.Unit, r.Floor, r.Unit, r.Ratio, r.Target, verdict)
+			format := "%-20s %12.3f%-2s %12.3f%-2s %8.3f  %-10s %s\n"
+			if r.Unit == "B" { // bytes are whole
+				format = "%-20s %12.0f%-2s %12.0f%-2s %8.3f  %-10s %s\n"
+			}
+			fmt.Printf(format, r.Name, r.Value, r.Unit, r.Floor, r.Unit, r.Ratio, r.Target, verdict)
 		}
 	}
 	if *jsonOut != "" {
@@ -201,12 +206,8 @@ func (s *server) tool(name string, args map[string]any) any {
 }
 
 func decodeTool(r map[string]any) any {
-	res, ok := r["result"].(map[string]any)
-	if !ok {
-		check(fmt.Errorf("error reply: %v", r))
-	}
-	text := res["content"].([]any)[0].(map[string]any)["text"].(string)
-	if res["isError"] == true {
+	text := replyText(r)
+	if isToolError(r) {
 		check(fmt.Errorf("tool error: %s", text))
 	}
 	var v any
