@@ -176,10 +176,10 @@ var jobTools = withAgentTexts([]toolSpec{
 // in force. The other arguments keep their docs.
 var jobAgentTexts = map[string]toolWords{
 	"execute": {
-		description: "Run a shell command ($SHELL -c) or argv (no shell) as a job in its own process group. {block} " +
-			"Result: {job_id, state (success, error or running), exit_code, signal?, timed_out?, stdout?, stderr?}; a stream is {data, offset, bytes, total_bytes, truncated}. " +
+		description: "Run a shell command ($SHELL -c) or argv (no shell) as a job in its own process group. {block} With until it returns as soon as a line matches, the job still running. " +
+			"Result: {job_id, state (success, error or running), exit_code, signal?, timed_out?, stdout?, stderr?}; a yielded or waiting job also shows recent {stdout, stderr}, its newest lines; a stream is {data, offset, bytes, total_bytes, truncated}. " +
 			"Each stream keeps {retained}. A reply over {budget} shows a head and a tail of a stream and the gap between (omitted {offset, bytes}); " +
-			"such a result stays kept:true for {kept}, for output to read. Otherwise a delivered job is gone. " +
+			"such a result, or one whose capture left bytes out (uncaptured), stays kept:true for {kept}, for output to read. Otherwise a delivered job is gone. " +
 			"waiting_for_input:true: it waits for stdin (use input). {carry}{policy}",
 		docs: map[string]string{
 			"command":     "Shell command line. Give command or argv.",
@@ -195,16 +195,17 @@ var jobAgentTexts = map[string]toolWords{
 			"tty":             `true or {"rows", "cols"}: run on a terminal (prompts, sudo, REPLs); stdout is the screen, input types into it.`,
 			"yield_after":     "Seconds to block before returning the running job (yielded:true); 0 = until it exits. Default {yield}. Also returns once the job waits for input.",
 			"max_reply_bytes": "Reply limit in bytes (at least 1024, default {budget}); larger output is cut to a head and a tail.",
+			"until":           `Return as soon as a complete line matches, the job still running (state "running", matched {stream, offset, line, next}): {"pattern": RE2, "stream"?: "stdout"|"stderr"|"any", "from"?: OFFSET}; or {"idle": S}: when it has written nothing for S seconds (idle:true). A job that ends first returns its result.`,
 		},
 	},
 	"wait": {
 		description: "Block until one of job_ids finishes, or the timeout (default {wait}; keep it below your host's call time-out, often 60 s). " +
-			"One entry per id, in order: a finished job's result (delivered: the job is gone unless kept), or {job_id, state:\"running\", waiting_for_input?}.",
+			"One entry per id, in order: a finished job's result (delivered: the job is gone unless kept), or {job_id, state:\"running\", waiting_for_input?, recent?}.",
 		docs: map[string]string{
 			"job_ids": "Jobs to wait for.",
 			"timeout": "Seconds to block (default {wait}); 0 = look once.",
-			"until": `Return early for a running job: {"pattern": RE2, "stream": "stdout"|"stderr"|"any", "from"?: OFFSET} when a complete line matches (entry: matched {stream, offset, line}), ` +
-				`or {"idle": S} when it wrote nothing for S seconds (entry: idle:true).`,
+			"until": `Return early for a running job: {"pattern": RE2, "stream"?: "stdout"|"stderr"|"any", "from"?: OFFSET} on a complete matching line, including lines already written (from the oldest kept byte, or from OFFSET); the entry carries matched {stream, offset, line, next} (pass next as from to look past it). ` +
+				`{"idle": S}: when it wrote nothing for S seconds (entry idle:true).`,
 			"max_reply_bytes": "Reply limit in bytes (at least 1024, default {budget}).",
 		},
 	},
@@ -212,10 +213,10 @@ var jobAgentTexts = map[string]toolWords{
 		description: "A job's state, without output, never forgetting it: {job_id, state, exit_code?, signal?, timed_out?, waiting_for_input?}.",
 	},
 	"output": {
-		description: "Read a running or kept job's output without forgetting it: its status plus a slice of each stream asked for. " +
+		description: "Read a running or kept job's output without forgetting it: its status plus a slice of each stream asked for, or its lines matching grep. " +
 			"Offsets count bytes from the stream's start; the next page is from = offset + bytes.",
 		docs: map[string]string{
-			"stdout":          `"all" (what is kept), {"tail": N} (last N lines), or {"from": OFFSET, "length"?: N} (bytes). Default "none".`,
+			"stdout":          `"all" (what is kept), {"tail": N} (last N lines), {"from": OFFSET, "length"?: N} (bytes), or {"grep": RE2, "max"?: 20, "context"?: L, "from"?: OFFSET} (matching lines with their offsets, and match_count). Default "none".`,
 			"stderr":          "As stdout.",
 			"plain":           "Strip terminal escapes and carriage returns (tty output); offsets stay the raw bytes'.",
 			"max_reply_bytes": "Reply limit in bytes (at least 1024, default {budget}); a larger slice is cut to a head and a tail.",
@@ -242,7 +243,7 @@ var jobAgentTexts = map[string]toolWords{
 func jobsInstructions(cfg *config) string {
 	if cfg.profile == profileAgent {
 		return "Run commands with execute. {carry} {yield_advice} " +
-			"For a server or a long build use nowait:true, then wait with until. " +
+			"For a server, execute with until {\"pattern\": its ready line} returns on that line with the job still running; for a long build, nowait:true then wait. " +
 			"Replies are cut to a head and a tail within {budget}; output reads the gap of a kept result. A finished job's result is delivered once."
 	}
 	return "Run shell commands as jobs with " + strings.Join(toolNamesOf(jobTools), ", ") +
