@@ -430,7 +430,7 @@ func runListJobs(c *toolCall, _ *noArgs) (any, error) {
 		if o := j.outcome(); len(o.survivors) > 0 {
 			b = append(append(b, `,"survivors":`...), strconv.Itoa(len(o.survivors))...)
 		}
-		recentAt := len(b) // where the entry's recent starts, if it has one
+		recentAt := len(b)        // where the entry's recent starts, if it has one
 		if waiting && j.prompts { // as markWaiting says
 			if recent := recentOf(j); recent != nil {
 				text, _ := marshal(recent) // two strings: cannot fail
