@@ -1,11 +1,12 @@
-// Seeing a job wait for input: a process blocked reading its stdin pipe.
+// Seeing a job wait for input: a process blocked reading its stdin pipe, or
+// its terminal.
 
 package main
 
 import "time"
 
-// inputWaitDuration is how long a process must have been blocked reading
-// its job's stdin for the job to count as waiting for input.
+// inputWaitDuration is how long a job must have waited, its process blocked
+// reading its input, for the job to count as waiting for input.
 const inputWaitDuration = time.Second
 
 // inputProbeInterval is how often a blocked call looks for input wanted.
@@ -16,21 +17,22 @@ const inputProbeInterval = 250 * time.Millisecond
 // conversation.
 const lookAtMostJobs = 16
 
-// waitingForInput looks at j's processes now and reports whether one has
-// been blocked reading j's stdin, without running in between, for at least
-// inputWaitDuration as far as the looks so far can tell: the first look
-// that finds a reader only starts the clock. It reads /proc, so only calls
-// that report or wait on it look.
+// waitingForInput looks at j's processes now and reports whether one waits
+// for input: it is blocked reading j's input (its stdin pipe or terminal),
+// and it has waited inputWaitDuration. A job with prompts knows that from
+// this one look when it has been silent that long (silentFor); for any job,
+// looks that saw the same process blocked, not run in between, that long
+// apart know it too (the first look that finds a reader starts that clock).
+// It reads /proc, so only calls that report or wait on it look.
 func (j *job) waitingForInput() bool {
-	if j.terminal() || j.stdinIno == 0 {
+	if j.terminal() || j.inputEnd.ino == 0 {
 		return false
 	}
 	return j.waitingForInputAmong(processTree(j.pid))
 }
 
 // seenWaiting reports whether j might be waiting for input without looking
-// at /proc: a look has seen a reader that it has not seen go since. Only
-// such a job can be waiting for input by a look now.
+// at /proc: a look has seen a reader that it has not seen go since.
 func (j *job) seenWaiting() bool {
 	j.inputMu.Lock()
 	defer j.inputMu.Unlock()
@@ -43,15 +45,30 @@ func (j *job) waitingForInputSeen() bool {
 	return j.seenWaiting() && j.waitingForInput()
 }
 
+// waitingForInputAtOnce is waitingForInput for a job that can be waiting by
+// one look: one a look has seen reading, or one with prompts silent for
+// inputWaitDuration; false without a look for any other. A reply on a job
+// asked for once uses it: a busy job costs no look at /proc.
+func (j *job) waitingForInputAtOnce() bool {
+	if j.terminal() || j.inputEnd.ino == 0 {
+		return false
+	}
+	if j.seenWaiting() || (j.prompts && j.silentFor(time.Now()) >= inputWaitDuration) {
+		return j.waitingForInput()
+	}
+	return false
+}
+
 // waitingForInputAmong is waitingForInput with the job's processes already
 // listed (members: its process tree, or its group from one pass over /proc
 // for many jobs).
 func (j *job) waitingForInputAmong(members []procInfo) bool {
-	if j.terminal() || j.stdinIno == 0 {
+	if j.terminal() || j.inputEnd.ino == 0 {
 		return false
 	}
-	pid, runs, blocked := blockedReading(members, j.stdinIno)
+	pid, runs, blocked := blockedReading(members, j.inputEnd, j.pid)
 	now := time.Now()
+	silent := j.prompts && j.silentFor(now) >= inputWaitDuration
 	j.inputMu.Lock()
 	defer j.inputMu.Unlock()
 	switch {
@@ -60,9 +77,25 @@ func (j *job) waitingForInputAmong(members []procInfo) bool {
 		return false
 	case j.sighting.pid != pid || j.sighting.runs != runs:
 		j.sighting = inputSighting{pid: pid, runs: runs, since: now}
-		return false
+		return silent
 	}
-	return now.Sub(j.sighting.since) >= inputWaitDuration
+	// Still silent or not: a job can write progress from one process while
+	// another waits for a line.
+	return silent || now.Sub(j.sighting.since) >= inputWaitDuration
+}
+
+// silentFor is how long j has gone, by the server's own clocks, without
+// writing output or being written input, and since it started. A process
+// found blocked reading after that long has had nothing to read for it.
+// Only for a job that started (its pumps and stdin exist).
+func (j *job) silentFor(now time.Time) time.Duration {
+	silent := now.Sub(j.started)
+	for _, s := range [...]*stamp{&j.stdoutPump.lastData, &j.errPump.lastData, &j.stdin.lastWrite} {
+		if ago, ok := s.since(now); ok {
+			silent = min(silent, ago)
+		}
+	}
+	return silent
 }
 
 // anyWaitingForInput looks at every running one of jobs and reports

@@ -1,6 +1,9 @@
 package main
 
-import "testing"
+import (
+	"testing"
+	"time"
+)
 
 // TestInputLookReadsOnlyTheJobsProcesses: looking whether a job waits for
 // input reads its own process tree, not all of /proc. It once scanned every
@@ -19,5 +22,109 @@ func TestInputLookReadsOnlyTheJobsProcesses(t *testing.T) {
 	}
 	if allocs := testing.AllocsPerRun(20, func() { j.waitingForInput() }); allocs > 400 {
 		t.Errorf("a look at one job allocates %.0f times; it reads more than the job's processes", allocs)
+	}
+}
+
+// agentRegistry is a registry under the agent profile, whose jobs have
+// prompts.
+func agentRegistry() *registry {
+	cfg := testConfig()
+	cfg.profile = profileAgent
+	return newRegistry(cfg)
+}
+
+// awaitBlockedAndSilent waits, without a look that would start a clock,
+// until a process of j is blocked reading its input and j has been silent
+// for inputWaitDuration.
+func awaitBlockedAndSilent(t *testing.T, j *job) {
+	t.Helper()
+	eventually(t, jobDeadline, "a reader blocked and the job silent for 1 s", func() bool {
+		_, _, blocked := blockedReading(processTree(j.pid), j.inputEnd, j.pid)
+		return blocked && j.silentFor(time.Now()) >= inputWaitDuration
+	})
+}
+
+// TestWaitingForInputOnTheFirstLook: a job blocked reading its stdin and
+// silent for a second waits for input by the first look at it. The first
+// look only started a clock, so status or list_jobs on a job that had
+// waited 2.5 s said nothing until a second call a second later.
+func TestWaitingForInputOnTheFirstLook(t *testing.T) {
+	onLinux(t)
+	t.Parallel()
+	j := startJob(t, agentRegistry(), "echo ready; read x")
+	awaitBlockedAndSilent(t, j)
+	if j.seenWaiting() {
+		t.Fatal("a look was made before the first one")
+	}
+	if !j.waitingForInput() {
+		t.Error("the first look at a job blocked reading and silent for 1 s says it does not wait for input")
+	}
+}
+
+// TestWaitingForInputOnTheFirstLookOnlyWithPrompts: without prompts (a 1.0
+// client's job, outside the agent profile) the first look still only
+// starts the clock, so the replies such a client gets stay as they were.
+func TestWaitingForInputOnTheFirstLookOnlyWithPrompts(t *testing.T) {
+	onLinux(t)
+	t.Parallel()
+	j := startJob(t, newRegistry(testConfig()), "read x")
+	awaitBlockedAndSilent(t, j)
+	if j.waitingForInput() {
+		t.Error("a compat job was reported waiting for input on the first look")
+	}
+	if j.waitingForInputAtOnce() != j.waitingForInputSeen() {
+		t.Error("wait's entries for a compat job differ from 1.1's")
+	}
+}
+
+// TestWaitingForInputOfATerminalPrompt: a tty job's shell blocked reading
+// its terminal (read -p), and a program reading /dev/tty as password
+// prompts do, wait for input.
+func TestWaitingForInputOfATerminalPrompt(t *testing.T) {
+	onLinux(t)
+	t.Parallel()
+	reg := newRegistry(testConfig()) // a terminal has prompts outside the agent profile too: no 1.0 client asks for one
+	for _, command := range []string{"read -p 'Name? ' x", "exec 0</dev/null; read -r x </dev/tty"} {
+		j := startReq(t, reg, startRequest{command: command, tty: &ttySpec{rows: 24, cols: 80}, policy: defaultCapture})
+		awaitBlockedAndSilent(t, j)
+		if !j.waitingForInput() {
+			t.Errorf("%s on a terminal: not waiting for input", command)
+		}
+		if err := j.input(plainWaiter(), "x\n", false); err != nil {
+			t.Fatal(err)
+		}
+		collect(t, reg, j)
+	}
+}
+
+// TestWaitingForInputNotJustAfterInput: a reader that was just written a
+// line and reads again has not waited for the next one yet.
+func TestWaitingForInputNotJustAfterInput(t *testing.T) {
+	onLinux(t)
+	t.Parallel()
+	j := startJob(t, agentRegistry(), "cat >/dev/null")
+	awaitBlockedAndSilent(t, j)
+	if err := j.input(plainWaiter(), "line\n", false); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, jobDeadline, "cat reading again", func() bool {
+		_, _, blocked := blockedReading(processTree(j.pid), j.inputEnd, j.pid)
+		return blocked
+	})
+	if j.silentFor(time.Now()) < inputWaitDuration && j.waitingForInput() {
+		t.Error("a job written input a moment ago waits for input by one look")
+	}
+}
+
+// TestWaitingForInputWhileAnotherProcessWrites: a job whose background
+// process keeps writing is never silent, but its reader, seen blocked by
+// looks a second apart without running in between, waits for input.
+func TestWaitingForInputWhileAnotherProcessWrites(t *testing.T) {
+	onLinux(t)
+	t.Parallel()
+	j := startJob(t, agentRegistry(), "(while :; do echo tick; sleep 0.1; done) & read x; kill $!")
+	eventually(t, jobDeadline, "waiting for input by looks a second apart", j.waitingForInput)
+	if j.silentFor(time.Now()) >= inputWaitDuration {
+		t.Error("the ticking job was silent: the test shows nothing")
 	}
 }

@@ -53,9 +53,12 @@ type job struct {
 	program  string        // the program asked for (argv[0], or the shell), for the shell set's events
 	contract *jobContract  // what the caller that started it asked of it; nil: the defaults
 	silent   bool          // it sends no events
-	stdinIno uint64        // inode of the stdin pipe, to see a process blocked reading it
+	inputEnd inputEnd      // its stdin pipe or terminal, to see a process blocked reading it
 	inputMu  sync.Mutex    // guards sighting
-	sighting inputSighting // the last time a process was seen blocked reading stdin
+	sighting inputSighting // the last time a process was seen blocked reading input
+	// prompts: 1.2's reports of input wanted apply (waitingForInput),
+	// under the agent profile or on a terminal, which no 1.0 client asks for.
+	prompts bool
 
 	// eventMu orders the job's two events: guards announced and endHeld.
 	// The end can be published before start returns, so whichever comes
@@ -120,7 +123,7 @@ type jobContract struct {
 	events func(cfg *config, j *job, event string) map[string]any // notifications/job params; nil, or a nil result: none sent
 }
 
-// inputSighting is a process seen blocked reading its job's stdin: which,
+// inputSighting is a process seen blocked reading its job's input: which,
 // since when, and how often it had run then.
 type inputSighting struct {
 	pid   int

@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -268,9 +269,11 @@ func runExecute(c *toolCall, a *executeArgs) (any, error) {
 	case ran.hit != nil: // the job runs on, to be collected by wait
 		return runningEntry(ran.job, ran.hit, ran.job.waitingForInputSeen()), nil
 	}
-	// Yielded: the job runs on, to be collected by wait.
-	return &resultJSON{JobID: ran.job.id, State: stateRunning, Yielded: true,
-		WaitingForInput: ran.inputWanted || ran.job.waitingForInput()}, nil
+	// Yielded: the job runs on, to be collected by wait; its newest lines
+	// say why it has not ended (a prompt, progress) without another call.
+	r := &resultJSON{JobID: ran.job.id, State: stateRunning, Yielded: true,
+		WaitingForInput: ran.inputWanted || ran.job.waitingForInput(), Recent: recentOf(ran.job)}
+	return recentWithin(c, r, r), nil
 }
 
 // executeRun checks execute's arguments and says how its job runs. The
@@ -356,15 +359,16 @@ func runWait(c *toolCall, a *waitArgs) (any, error) {
 			entries[i] = resultWithin(j, c.replyBudget())
 			continue
 		}
-		entries[i] = runningEntry(j, hit(), j.waitingForInputSeen())
+		entries[i] = runningEntry(j, hit(), j.waitingForInputAtOnce())
 	}
-	return entries, nil
+	return recentWithin(c, entries, entries...), nil
 }
 
 // runningEntry is a running job's entry: with what ended the wait early if
 // hit is its (matched, or idle).
 func runningEntry(j *job, hit *untilHit, waiting bool) *resultJSON {
-	r := &resultJSON{JobID: j.id, State: stateRunning, WaitingForInput: waiting}
+	r := &resultJSON{JobID: j.id, State: stateRunning}
+	markWaiting(r, j, waiting)
 	if hit == nil || hit.job != j {
 		return r
 	}
@@ -376,7 +380,8 @@ func runningEntry(j *job, hit *untilHit, waiting bool) *resultJSON {
 }
 
 func runStatus(c *toolCall, a *statusArgs) (any, error) {
-	return liveStatusOf(c.job(a.JobID)), nil
+	r := liveStatusOf(c.job(a.JobID))
+	return recentWithin(c, r, r), nil
 }
 
 // liveStatusOf is statusOf with, for a running job, whether it waits for
@@ -384,9 +389,35 @@ func runStatus(c *toolCall, a *statusArgs) (any, error) {
 func liveStatusOf(j *job) *resultJSON {
 	r := statusOf(j)
 	if r.State == stateRunning {
-		r.WaitingForInput = j.waitingForInput()
+		markWaiting(r, j, j.waitingForInput())
 	}
 	return r
+}
+
+// markWaiting says in r, a running job's entry, whether the job waits for
+// input; one that waits carries its newest output (the prompt) when the
+// job has prompts, so the entries a 1.0 client gets stay 1.0's.
+func markWaiting(r *resultJSON, j *job, waiting bool) {
+	r.WaitingForInput = waiting
+	if waiting && j.prompts {
+		r.Recent = recentOf(j)
+	}
+}
+
+// recentWithin is res with recent left out of its results when the reply
+// would not fit the call's budget with it: output still reads those lines,
+// and no output of a result is cut to make room for them.
+func recentWithin(c *toolCall, res any, results ...*resultJSON) any {
+	if !slices.ContainsFunc(results, func(r *resultJSON) bool { return r.Recent != nil }) {
+		return res
+	}
+	if text, err := marshal(res); err == nil && c.cost().of(text) <= c.replyBudget() {
+		return res
+	}
+	for _, r := range results {
+		r.Recent = nil
+	}
+	return res
 }
 
 func runOutput(c *toolCall, a *outputArgs) (any, error) {
@@ -420,7 +451,7 @@ func runOutput(c *toolCall, a *outputArgs) (any, error) {
 		}
 	}
 	if !searched {
-		return r, nil
+		return recentWithin(c, r, r), nil
 	}
 	out := &outputJSON{resultJSON: r}
 	for i, into := range []*any{&out.Stdout, &out.Stderr} {
@@ -431,7 +462,7 @@ func runOutput(c *toolCall, a *outputArgs) (any, error) {
 			*into = *s.slice
 		}
 	}
-	return out, nil
+	return recentWithin(c, out, r), nil
 }
 
 // grepBudgetShare is the part of the reply budget (1/grepBudgetShare) a
@@ -537,13 +568,24 @@ func runListJobs(c *toolCall, _ *noArgs) (any, error) {
 		b = append(b, `,"state":"`...)
 		b = append(b, j.outcome().state...)
 		b = append(b, '"')
-		if j.waitingForInputAmong(groups[j.pid]) {
+		waiting := j.waitingForInputAmong(groups[j.pid])
+		if waiting {
 			b = append(b, `,"waiting_for_input":true`...)
 		}
 		if o := j.outcome(); len(o.survivors) > 0 {
 			b = append(append(b, `,"survivors":`...), strconv.Itoa(len(o.survivors))...)
 		}
+		recentAt := len(b)        // where the entry's recent starts, if it has one
+		if waiting && j.prompts { // as markWaiting says
+			if recent := recentOf(j); recent != nil {
+				text, _ := marshal(recent) // two strings: cannot fail
+				b = append(append(b, `,"recent":`...), text...)
+			}
+		}
 		b = append(b, '}')
+		if cost := c.cost().of(b[mark:]); cost > room && recentAt < len(b)-1 {
+			b = append(b[:recentAt], '}') // the newest lines go before a job does
+		}
 		if room -= c.cost().of(b[mark:]); room < 0 {
 			b, omitted = b[:mark], len(jobs)-i
 			break

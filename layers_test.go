@@ -49,6 +49,7 @@ var layers = [][]string{
 	{"call.go"},             // a tool call: its arguments, reply budget and result
 	{"budget.go"},           // cutting results to a reply budget
 	{"results.go"},          // the wire form of results
+	{"recent.go"},           // a running job's newest lines: a prompt, or progress
 	{"shellview.go"},        // the Shell toolkit's view of a stream
 	{"args.go"},             // typed tool arguments and their schemas
 	{"kill.go", "until.go"}, // kill and teardown of a job's process group; a wait ending early

@@ -35,6 +35,7 @@ type pump struct {
 	settle   settle                 // how far the pump is toward holding all the shell wrote
 	gate     *readGate              // holds reads back for a streaming reader; nil: never
 	finished chan struct{}          // closed when the pump has stopped reading
+	lastData stamp                  // when a read last brought bytes: how long the job has been silent
 }
 
 // startPump starts copying f into w; gate, when not nil, holds it back
@@ -87,6 +88,7 @@ func (p *pump) pass(rc syscall.RawConn) bool {
 		return false // closed, read error, or EOF
 	}
 	outputBytes.Add(int64(n))
+	p.lastData.mark()
 	boundWindows()
 	if p.gate != nil {
 		nudge(p.gate.wrote)

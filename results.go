@@ -12,6 +12,7 @@ type resultJSON struct {
 	TimedOut        bool             `json:"timed_out,omitempty"`         // its time limit ended it
 	Yielded         bool             `json:"yielded,omitempty"`           // an execute returned before the end
 	WaitingForInput bool             `json:"waiting_for_input,omitempty"` // a process is blocked reading stdin
+	Recent          *recentJSON      `json:"recent,omitempty"`            // the newest output of a job that yielded or waits for input
 	Stdout          *sliceJSON       `json:"stdout,omitempty"`
 	Stderr          *sliceJSON       `json:"stderr,omitempty"`
 	Uncaptured      map[string]int64 `json:"uncaptured,omitempty"` // bytes per stream the capture left out unsaid

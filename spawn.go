@@ -71,11 +71,9 @@ func (j *job) launch(cfg *config, req startRequest, onExit func(exitStatus)) err
 		return err
 	}
 	j.stdin = newStdinPipe(in.ours)
-	if req.tty == nil {
-		j.stdinIno = pipeInode(in.child) // a terminal is not watched for input
-	} else {
-		j.stdin.eofByte = true
-	}
+	j.stdin.eofByte = req.tty != nil
+	j.inputEnd = inputEndOf(in.child, req.tty != nil)
+	j.prompts = cfg.profile == profileAgent || req.tty != nil
 	if req.streamed {
 		j.outGate, j.errGate = newReadGate(), newReadGate()
 	}

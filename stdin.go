@@ -21,6 +21,9 @@ type stdinPipe struct {
 	// eofByte: closing sends Ctrl-D instead, as on a terminal, whose reader
 	// sees end of input only so (closing the master would hang it up).
 	eofByte bool
+	// lastWrite is when data was last written: a reader that just got some
+	// has not been waiting for more since.
+	lastWrite stamp
 }
 
 func newStdinPipe(f *os.File) *stdinPipe {
@@ -81,6 +84,7 @@ func (s *stdinPipe) writeHeld(ctx context.Context, data string, closeAfter bool,
 			}
 			return fmt.Errorf("write stdin: %w", err)
 		}
+		s.lastWrite.mark()
 	}
 	if closeAfter {
 		s.closed = true

@@ -31,13 +31,23 @@ type procInfo struct {
 	state                string
 }
 
-// pipeInode is the inode number of the pipe fd belongs to.
-func pipeInode(fd int) uint64 {
+// inputEnd is the file a job's processes read their input from, its stdin
+// pipe or its terminal, as stat shows it through /proc/PID/fd from any
+// mount namespace: device and inode. The zero inputEnd is none.
+type inputEnd struct {
+	dev, ino uint64
+	// terminal: it is the slave of the job's terminal, which a process of
+	// the job's session also reads through /dev/tty (a password prompt).
+	terminal bool
+}
+
+// inputEndOf is the inputEnd of the file open at fd.
+func inputEndOf(fd int, terminal bool) inputEnd {
 	var st syscall.Stat_t
 	if syscall.Fstat(fd, &st) != nil {
-		return 0
+		return inputEnd{}
 	}
-	return uint64(st.Ino) // the field's type differs by system
+	return inputEnd{dev: uint64(st.Dev), ino: uint64(st.Ino), terminal: terminal} // the fields' types differ by system
 }
 
 // fdSoftLimit is this process's soft RLIMIT_NOFILE, or 0 if unknown.

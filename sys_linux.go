@@ -211,13 +211,13 @@ func processGroups() map[int][]procInfo {
 }
 
 // blockedReading finds one of members (a job's processes) that is asleep
-// waiting to read the pipe whose inode is ino, and returns its pid and how
-// often it has run (from /proc/PID/schedstat): an unchanged count later
-// means it never woke in between. It reports false when none is, or /proc
+// waiting to read end, and returns its pid and how often it has run (from
+// /proc/PID/schedstat): an unchanged count later means it never woke in
+// between. A terminal's end is also read through /dev/tty by the members of
+// session, the one it controls. It reports false when none is, or /proc
 // cannot tell.
-func blockedReading(members []procInfo, ino uint64) (pid int, runs uint64, ok bool) {
+func blockedReading(members []procInfo, end inputEnd, session int) (pid int, runs uint64, ok bool) {
 	calls := waitSyscalls[runtime.GOARCH]
-	want := "pipe:[" + strconv.FormatUint(ino, 10) + "]"
 	for _, p := range members {
 		if p.state != "S" {
 			continue
@@ -236,14 +236,15 @@ func blockedReading(members []procInfo, ino uint64) (pid int, runs uint64, ok bo
 		if err1 != nil || err2 != nil {
 			continue
 		}
+		reads := readsFrom{dir: dir, end: end, controls: end.terminal && p.sid == session}
 		var waiting bool
 		switch {
 		case slices.Contains(calls.reads, nr):
-			waiting = fdIs(dir, fd, want)
+			waiting = reads.at(fd)
 		case slices.Contains(calls.epolls, nr):
-			waiting = epollWatches(dir, fd, want)
+			waiting = reads.watchedBy(fd)
 		case slices.Contains(calls.polls, nr):
-			waiting = fdIs(dir, 0, want)
+			waiting = reads.at(0)
 		}
 		if waiting {
 			return p.pid, scheduledRuns(p.pid), true
@@ -252,23 +253,38 @@ func blockedReading(members []procInfo, ino uint64) (pid int, runs uint64, ok bo
 	return 0, 0, false
 }
 
-// fdIs reports whether descriptor fd of the process at dir is target
-// (a readlink form such as "pipe:[123]").
-func fdIs(dir string, fd int64, target string) bool {
-	link, err := os.Readlink(dir + "/fd/" + strconv.FormatInt(fd, 10))
-	return err == nil && link == target
+// readsFrom tells whether a descriptor of the process at dir is end.
+type readsFrom struct {
+	dir      string
+	end      inputEnd
+	controls bool // end is the process's controlling terminal: /dev/tty is end too
 }
 
-// epollWatches reports whether the epoll descriptor epfd of the process at
-// dir watches a descriptor that is target.
-func epollWatches(dir string, epfd int64, target string) bool {
-	b, err := os.ReadFile(dir + "/fdinfo/" + strconv.FormatInt(epfd, 10))
+// devTTY is the device number of /dev/tty (major 5, minor 0), which stands
+// for a process's controlling terminal.
+var devTTY = unix.Mkdev(5, 0)
+
+// at reports whether descriptor fd is the end, or /dev/tty standing for it.
+func (r readsFrom) at(fd int64) bool {
+	var st unix.Stat_t
+	if unix.Stat(r.dir+"/fd/"+strconv.FormatInt(fd, 10), &st) != nil {
+		return false
+	}
+	if uint64(st.Dev) == r.end.dev && uint64(st.Ino) == r.end.ino {
+		return true
+	}
+	return r.controls && st.Mode&unix.S_IFMT == unix.S_IFCHR && uint64(st.Rdev) == devTTY
+}
+
+// watchedBy reports whether the epoll descriptor epfd watches the end.
+func (r readsFrom) watchedBy(epfd int64) bool {
+	b, err := os.ReadFile(r.dir + "/fdinfo/" + strconv.FormatInt(epfd, 10))
 	if err != nil {
 		return false
 	}
 	for _, line := range strings.Split(string(b), "\n") {
 		var fd int64 // a watched descriptor's line: "tfd: N events: ..."
-		if _, err := fmt.Sscanf(line, "tfd:%d", &fd); err == nil && fdIs(dir, fd, target) {
+		if _, err := fmt.Sscanf(line, "tfd:%d", &fd); err == nil && r.at(fd) {
 			return true
 		}
 	}

@@ -58,7 +58,7 @@ func countOpenFds() int {
 func residentKiB() int { return -1 }
 
 // blockedReading needs /proc; elsewhere no job is seen waiting for input.
-func blockedReading(members []procInfo, ino uint64) (pid int, runs uint64, ok bool) {
+func blockedReading(members []procInfo, end inputEnd, session int) (pid int, runs uint64, ok bool) {
 	return 0, 0, false
 }
 

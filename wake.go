@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"sync/atomic"
 	"time"
 )
 
@@ -120,4 +121,25 @@ func isClosed(ch <-chan struct{}) bool {
 	default:
 		return false
 	}
+}
+
+// clockOrigin is where stamps count from. They count on the monotonic
+// clock, so setting the wall clock moves none of them.
+var clockOrigin = time.Now()
+
+// stamp is when something last happened; any goroutine may mark or read it.
+type stamp struct {
+	at atomic.Int64 // nanoseconds after clockOrigin, plus one; 0: never marked
+}
+
+// mark records that it happened now.
+func (s *stamp) mark() { s.at.Store(int64(time.Since(clockOrigin)) + 1) }
+
+// since is how long before now it last happened, and false if it never did.
+func (s *stamp) since(now time.Time) (time.Duration, bool) {
+	at := s.at.Load()
+	if at == 0 {
+		return 0, false
+	}
+	return now.Sub(clockOrigin) - time.Duration(at-1), true
 }

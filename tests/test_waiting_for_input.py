@@ -5,14 +5,17 @@ descriptor, in a grandchild or in an event loop) is reported as
 waiting_for_input by status, output, wait, list_jobs and progress, and a
 blocking execute yields it long before yield_after; reading another pipe
 is not waiting for input; the flag clears once the reader has its line or
-stdin is closed.
+stdin is closed.  Under the agent profile the first look decides (the job
+blocked reading now and silent for 1 s), and an entry that waits carries
+the job's newest lines in "recent"; a yielded result carries them under
+any profile.
 """
 
 import time
 
 import pytest
 
-from tests.helpers import SLACK, marker, poll_status, timed
+from tests.helpers import SLACK, await_file, marker, poll_status, timed
 
 # A few seconds of tolerance for "returns at about t".
 LATE = 3.0 + SLACK
@@ -170,3 +173,80 @@ def test_progress_of_blocking_execute_says_waiting_for_input(raw_server):
     s.cancel(rid)
     msg = s.response(rid, timeout=10 + SLACK)
     assert msg.get("error", {}).get("code") == -32800, msg
+
+
+# ==========================================================================
+# The first look, and recent
+# ==========================================================================
+
+def await_silence(s, m):
+    """Wait until the job has touched m, then let it stay silent and idle
+    for the 1 s the server asks: nothing happens then, so the time passing
+    is the event. Looking at the job meanwhile would start a clock."""
+    await_file(s, m)
+    time.sleep(1.5)
+
+
+def test_waiting_for_input_on_first_look(raw_server):
+    # A status on a job blocked reading stdin for 2.5 s said nothing: the
+    # first look only started a clock, and a second call had to come a
+    # second later.
+    s = raw_server(env={"MCP_EXEC_PROFILE": "agent"})
+    m1, m2 = marker(), marker()
+    first = s.job("echo 'Proceed? [y/N]'; touch %s; read x; echo got $x" % m1)
+    second = s.job("touch %s; read x" % m2)
+    try:
+        await_silence(s, m1)
+        st = s.status(first)
+        assert st == {"job_id": first, "state": "running", "waiting_for_input": True,
+                      "recent": {"stdout": "Proceed? [y/N]\n"}}, st
+        await_file(s, m2)
+        time.sleep(1.5)  # as await_silence: the silence is the event
+        entries = [e for e in s.tool("list_jobs")["jobs"] if e["job_id"] == second]
+        assert entries == [{"job_id": second, "state": "running", "waiting_for_input": True}], entries
+        s.tool("input", {"job_id": first, "data": "y\n"})
+        done = s.collect(first, timeout=10 + SLACK)
+        assert done["stdout"]["data"].endswith("got y\n") and "recent" not in done, done
+    finally:
+        s.cleanup(first, second)
+        s.sh("rm -f %s %s" % (m1, m2))
+
+
+def test_first_look_outside_the_profile_keeps_the_replies_a_1_0_client_gets(srv):
+    m = marker()
+    jid = srv.job("echo hello; touch %s; read x" % m)
+    try:
+        await_silence(srv, m)
+        assert srv.status(jid) == {"job_id": jid, "state": "running"}
+        st = poll_status(srv, jid, lambda st: st.get("waiting_for_input") is True, 10 + SLACK,
+                         what="waiting_for_input by a later look")
+        assert st == {"job_id": jid, "state": "running", "waiting_for_input": True}, st
+    finally:
+        srv.cleanup(jid)
+        srv.sh("rm -f %s" % m)
+
+
+def test_yielded_build_shows_its_last_lines(srv):
+    cmd = ("for i in $(seq 1 40); do echo \"compiling unit $i\"; done; "
+           "echo 'warning: unused variable x' >&2; printf ' 10%%\\r 55%%\\r'; exec sleep 60")
+    r, took = timed(srv.tool, "execute", {"command": cmd, "yield_after": 2}, timeout=30)
+    try:
+        assert r.get("yielded") is True and r["state"] == "running", r
+        assert r.get("recent") == {"stdout": "compiling unit 39\ncompiling unit 40\n 55%",
+                                   "stderr": "warning: unused variable x\n"}, r
+        assert "waiting_for_input" not in r, r
+    finally:
+        srv.cleanup(r["job_id"])
+
+
+def test_recent_is_left_out_of_a_reply_it_would_not_fit(srv):
+    # 3 lines of 130 control bytes escape to some 2.3 KB twice over.
+    cmd = "for i in 1 2 3; do head -c 130 /dev/zero | tr '\\0' '\\1'; echo; done; exec sleep 60"
+    big = srv.tool("execute", {"command": cmd, "yield_after": 1, "max_reply_bytes": 1024}, timeout=30)
+    small = srv.tool("execute", {"command": "echo fits; exec sleep 60", "yield_after": 1,
+                                 "max_reply_bytes": 1024}, timeout=30)
+    try:
+        assert big.get("yielded") is True and "recent" not in big, big
+        assert small.get("recent") == {"stdout": "fits\n"}, small
+    finally:
+        srv.cleanup(big["job_id"], small["job_id"])

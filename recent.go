@@ -1,0 +1,88 @@
+// A running job's newest output, as a model would want to read it: the
+// prompt it waits at, or its latest progress.
+
+package main
+
+import "bytes"
+
+// A stream's recent output is at most this many of its newest lines and
+// this many bytes of them.
+const (
+	recentLines = 3
+	recentBytes = 400
+)
+
+// recentReadBytes is how much of a terminal's newest output is read to
+// find recentBytes of text: escape sequences take room and are stripped.
+const recentReadBytes = 4 * recentBytes
+
+// recentJSON is a job's newest output per stream; a stream with none is
+// left out.
+type recentJSON struct {
+	Stdout string `json:"stdout,omitempty"`
+	Stderr string `json:"stderr,omitempty"`
+}
+
+// recentOf is j's newest output, or nil when it wrote nothing. A line
+// redrawn with carriage returns (a progress bar) shows as it was last
+// drawn, and a terminal's escape sequences are stripped.
+func recentOf(j *job) *recentJSON {
+	r := recentJSON{Stdout: recentText(j.stdout, j.inputEnd.terminal), Stderr: recentText(j.stderr, j.inputEnd.terminal)}
+	if r == (recentJSON{}) {
+		return nil
+	}
+	return &r
+}
+
+// recentText is the newest lines of w, bounded, as valid UTF-8 text.
+func recentText(w *window, onTerminal bool) string {
+	s := w.readTail(recentLines, recentReadBytes)
+	raw := s.data
+	if s.tail != nil { // longer than the read: the newest bytes are after the gap
+		raw = s.tail
+	}
+	return string(newestText(raw, onTerminal))
+}
+
+// newestText is the last recentLines lines of raw, at most recentBytes of
+// them, each line as a terminal would show it last: escape sequences
+// stripped when raw is a terminal's, and of a line redrawn after carriage
+// returns only its last drawing.
+func newestText(raw []byte, onTerminal bool) []byte {
+	if onTerminal {
+		raw = plainText(redrawn(raw)) // first: plainText drops the carriage returns
+	} else {
+		raw = redrawn(raw)
+	}
+	keep := int64(recentLines) // newlines: an unterminated last line is one of the lines
+	if len(raw) > 0 && raw[len(raw)-1] != '\n' {
+		keep--
+	}
+	raw, _ = lastLines(raw, 0, keep)
+	if len(raw) > recentBytes {
+		raw = skipContinuation(raw[len(raw)-recentBytes:])
+	}
+	return bytes.ToValidUTF8(raw, []byte("\uFFFD"))
+}
+
+// redrawn keeps, of each line of b, what follows its last carriage return
+// that has text after it: "50%\r100%\n" is "100%\n", and "\r\n" ends a line.
+func redrawn(b []byte) []byte {
+	if bytes.IndexByte(b, '\r') < 0 {
+		return b
+	}
+	out := make([]byte, 0, len(b))
+	for len(b) > 0 {
+		line, rest, found := bytes.Cut(b, []byte("\n"))
+		text := bytes.TrimRight(line, "\r")
+		if i := bytes.LastIndexByte(text, '\r'); i >= 0 {
+			text = text[i+1:]
+		}
+		out = append(out, text...)
+		if found {
+			out = append(out, '\n')
+		}
+		b = rest
+	}
+	return out
+}
