@@ -72,8 +72,7 @@ func newCwdReport(cfg *config) *cwdReport {
 }
 
 // wrap creates the report file in tmpDir, the job's private TMPDIR, or
-// when it has none in a directory of its own in the server's temporary
-// directory, and returns command with the trap in front. When the file
+// when it has none in a directory of its own, and returns command with the trap in front. When the file
 // cannot be made, or its path would need quoting, command comes back as
 // it was: the job runs and the directory does not move.
 func (r *cwdReport) wrap(tmpDir, command string) string {
@@ -83,11 +82,9 @@ func (r *cwdReport) wrap(tmpDir, command string) string {
 	if tmpDir == "" {
 		// A directory of its own, removed with the file: a shell that
 		// writes after release (torn down, bash running its trap) finds
-		// no directory, and leaves no file behind.
-		if !plainPath(os.TempDir()) {
-			return command
-		}
-		own, err := os.MkdirTemp("", "mcp-exec-cwd-")
+		// no directory, and leaves no file behind. It is made where the
+		// sandboxed jobs' TMPDIRs are, which shutdown sweeps.
+		own, err := makeJobTemp()
 		if err != nil {
 			return command
 		}
