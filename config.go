@@ -71,6 +71,7 @@ type config struct {
 	shellOutputLines int           // and its line budget per stream
 	maxTimeLimit     time.Duration // the longest time limit a call may ask for; 0: any
 	execCwd          string        // the exec tool's cwd when a call gives none; "": the server's (or the first root)
+	keepCwd          bool          // an execute without cwd starts where the session's last blocking execute ended
 }
 
 // Tool sets (MCP_EXEC_TOOLS).
@@ -177,6 +178,8 @@ var configVars = []configVar{
 		func(c *config, v string) (err error) { c.rlimits, c.rlimitsText, err = parseRlimits(v); return }},
 	{"MCP_EXEC_USAGE", "0", "1", "1 adds usage (wall, user and system CPU ms, peak RSS) to terminal results; on by default under the agent profile or when jobs are confined (sandbox, network off, rlimits)",
 		func(c *config, v string) (err error) { c.usage, err = parseSwitch(v); return }},
+	{"MCP_EXEC_KEEP_CWD", "0", "1", "1: in a session, an execute without cwd starts in the directory where the previous blocking execute's shell ended (if it still exists, inside MCP_EXEC_ROOTS), and one with cwd sets it; nowait jobs do not move it; environment variables never carry over",
+		func(c *config, v string) (err error) { c.keepCwd, err = parseSwitch(v); return }},
 	{"MCP_EXEC_MEMORY_LIMIT", "auto", "", "bytes all output windows may hold together (e.g. 512MiB; K, M, G, KiB, MiB, GiB; 0 = no bound); auto: a quarter of the memory available (the cgroup's limit, else physical memory); past it the oldest bytes of the largest windows go first",
 		func(c *config, v string) (err error) { c.memoryLimit, err = parseMemoryLimit(v); return }},
 	{"MCP_EXEC_JOB_EVENTS", "0", "1", "1 sends notifications/job when a job starts and finishes (stdio, after initialize), so a client learns of a nowait job's end without polling",

@@ -111,6 +111,7 @@ type startRequest struct {
 	keepHead   int          // first bytes of each stream kept, at least
 	keepTail   int          // last bytes of each stream kept, at least
 	keepFailed bool         // a job that cannot start stays listed, finished
+	cwdReport  *cwdReport   // a command's shell writes here where it ended; nil: not asked
 }
 
 // jobContract is what one tool contract asks of every job it starts: how

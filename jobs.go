@@ -37,6 +37,7 @@ type registry struct {
 	expired expiredJobs // why recently forgotten jobs were, for their ids' errors
 	nextID  uint64
 	changed broadcast // announced whenever a job finishes
+	cwd     cwdKeeper // the working directory kept between calls (MCP_EXEC_KEEP_CWD)
 }
 
 // newRegistry returns an empty registry for one session.

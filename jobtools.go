@@ -258,7 +258,12 @@ func runExecute(c *toolCall, a *executeArgs) (any, error) {
 	if err != nil {
 		return nil, err
 	}
+	run.dir = c.reg.cwd.startDir(c.cfg, run.dir, !a.Nowait)
+	if !a.Nowait {
+		run.cwdReport = newCwdReport(c.cfg)
+	}
 	ran, err := c.runJob(run)
+	keepCwd(c, run.cwdReport, ran)
 	switch {
 	case err != nil:
 		return nil, err
@@ -274,6 +279,21 @@ func runExecute(c *toolCall, a *executeArgs) (any, error) {
 	r := &resultJSON{JobID: ran.job.id, State: stateRunning, Yielded: true,
 		WaitingForInput: ran.inputWanted || ran.job.waitingForInput(), Recent: recentOf(ran.job)}
 	return recentWithin(c, r, r), nil
+}
+
+// keepCwd moves the session's kept directory (MCP_EXEC_KEEP_CWD) to where
+// a blocking execute's shell ended; a yielded one moves it when wait
+// delivers it, unless another call set the directory first.
+func keepCwd(c *toolCall, report *cwdReport, ran ranJob) {
+	switch {
+	case report == nil:
+	case ran.ended:
+		c.reg.cwd.ended(c.cfg, report)
+	case ran.started:
+		c.reg.cwd.yielded(ran.job.id, report, ran.job.done)
+	default: // not started, or the call ended first and the job was torn down
+		report.release()
+	}
 }
 
 // executeRun checks execute's arguments and says how its job runs. The
@@ -352,6 +372,9 @@ func runWait(c *toolCall, a *waitArgs) (any, error) {
 			c.reg.undeliver(j)
 		}
 		return nil, err
+	}
+	for _, j := range delivered {
+		c.reg.cwd.delivered(c.cfg, j.id)
 	}
 	entries := make([]*resultJSON, len(jobs))
 	for i, j := range jobs {

@@ -57,6 +57,7 @@ var layers = [][]string{
 	{"spawn.go", "inputwait.go", "expiry.go"}, // a job's launch: pipes, terminal, env, cwd; input wanted; forgotten ids
 	{"job.go"},                  // one job: its group, windows, pumps and outcome
 	{"room.go"},                 // room for another job: slots, descriptors, processes
+	{"cwd.go"},                  // the working directory a session keeps between calls
 	{"policy.go"},               // what a job may run, where and with what
 	{"sandbox.go"},              // the launcher that confines a job before it runs
 	{"stdin.go"},                // a job's stdin pipe

@@ -55,6 +55,9 @@ func (j *job) launch(cfg *config, req startRequest, onExit func(exitStatus)) err
 		j.tmpDir, confine = tmp, confinementFor(cfg, tmp)
 		env = mergeEnv(env, map[string]string{"TMPDIR": tmp})
 	}
+	if req.argv == nil && req.cwdReport != nil {
+		argv[len(argv)-1] = req.cwdReport.wrap(j.tmpDir, req.command) // the command is last, after any launcher
+	}
 	if confine.rlimits != nil {
 		path, argv = launcherArgv(confine.rlimits, path, argv)
 	}
