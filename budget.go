@@ -24,8 +24,16 @@ func (lc lineCost) of(text []byte) int {
 	return n
 }
 
-// data is what a stream's raw bytes cost.
-func (lc lineCost) data(b []byte) int { return escapedCost(b, lc.escape) }
+// data is what a stream's raw bytes cost. It adds the two encodings up
+// rather than summing escape over b: escapedCost counts a run of plain
+// ASCII a byte a character, and a structured reply carries each twice.
+func (lc lineCost) data(b []byte) int {
+	n := escapedCost(b, twiceEscapedSize)
+	if lc.structured {
+		n += quotedLen(b)
+	}
+	return n
+}
 
 // char is the cost and size of the character that starts b.
 func (lc lineCost) char(b []byte) (cost, size int) {

@@ -91,8 +91,13 @@ func (c *toolCall) replyBudget() int {
 	return budget - c.replyOverhead
 }
 
-// cost measures what the result costs in this call's reply line.
-func (c *toolCall) cost() lineCost { return lineCost{structured: c.structured} }
+// cost measures what the result costs in this call's reply line. Under the
+// agent profile a result is sized as if the reply also carried it as
+// structuredContent, so a model reads as much, about half the budget, in
+// every protocol era.
+func (c *toolCall) cost() lineCost {
+	return lineCost{structured: c.structured || c.cfg.profile == profileAgent}
+}
 
 // job is the held job that id names.
 func (c *toolCall) job(id jobID) *job { return c.jobs[id] }
