@@ -131,21 +131,25 @@ type slot struct {
 	slice  *sliceJSON
 }
 
-// slotsIn finds the stream slices of the results in a tool's answer.
-func slotsIn(res any) []slot {
-	var results []*resultJSON
+// resultsIn finds the results in a tool's answer.
+func resultsIn(res any) []*resultJSON {
 	switch r := res.(type) {
 	case *resultJSON:
-		results = []*resultJSON{r}
+		return []*resultJSON{r}
 	case []*resultJSON:
-		results = r
+		return r
 	case *killJSON:
 		if r.Result != nil {
-			results = []*resultJSON{r.Result}
+			return []*resultJSON{r.Result}
 		}
 	}
+	return nil
+}
+
+// slotsIn finds the stream slices of the results in a tool's answer.
+func slotsIn(res any) []slot {
 	var slots []slot
-	for _, r := range results {
+	for _, r := range resultsIn(res) {
 		for _, s := range []*sliceJSON{r.Stdout, r.Stderr} {
 			if s != nil {
 				slots = append(slots, slot{r, s})

@@ -153,6 +153,13 @@ func (c *toolCall) reply(res any, err error) (any, error) {
 	if plain, ok := res.(toolResult); ok { // plain text, sized by its handler
 		return plain, nil
 	}
+	if c.cfg.profile == profileAgent {
+		for _, r := range resultsIn(res) {
+			if r.delivered != nil {
+				r.leaveOutEmptyStreams()
+			}
+		}
+	}
 	text, err := fitText(res, c.replyBudget(), c.cost())
 	if err != nil {
 		return nil, err

@@ -174,7 +174,7 @@ var configVars = []configVar{
 		}},
 	{"MCP_EXEC_RLIMITS", "", "", "comma list of resource limits set in every job, soft and hard, e.g. cpu=60,as=4G,nproc=512,fsize=1G,nofile=4096",
 		func(c *config, v string) (err error) { c.rlimits, c.rlimitsText, err = parseRlimits(v); return }},
-	{"MCP_EXEC_USAGE", "0", "1", "1 adds usage (wall, user and system CPU ms, peak RSS) to terminal results; on by default under the agent profile or when jobs are confined (sandbox, network off, rlimits)",
+	{"MCP_EXEC_USAGE", "0", "", "1 adds usage (wall, user and system CPU ms, peak RSS) to terminal results; on by default when jobs are confined (sandbox, network off, rlimits), except under the agent profile",
 		func(c *config, v string) (err error) { c.usage, err = parseSwitch(v); return }},
 	{"MCP_EXEC_MEMORY_LIMIT", "auto", "", "bytes all output windows may hold together (e.g. 512MiB; K, M, G, KiB, MiB, GiB; 0 = no bound); auto: a quarter of the memory available (the cgroup's limit, else physical memory); past it the oldest bytes of the largest windows go first",
 		func(c *config, v string) (err error) { c.memoryLimit, err = parseMemoryLimit(v); return }},
@@ -280,9 +280,12 @@ type derivedDefault struct {
 // column. An MCP_EXEC_* variable that is given always wins over its rule.
 // Only loadConfig applies them: after it a config is read-only.
 var derivedDefaults = []derivedDefault{
-	{"MCP_EXEC_USAGE", "0 (agent profile: 1)", "1 when jobs are confined: MCP_EXEC_SANDBOX other than off, MCP_EXEC_NETWORK=off or MCP_EXEC_RLIMITS set",
+	{"MCP_EXEC_USAGE", "0", "1 when jobs are confined: MCP_EXEC_SANDBOX other than off, MCP_EXEC_NETWORK=off or MCP_EXEC_RLIMITS set, except under the agent profile",
 		func(c *config, s readSettings) error {
-			if !s.explicit("MCP_EXEC_USAGE") && (c.sandbox != sandboxOff || c.networkOff || c.rlimits != nil) {
+			// A model pays for every byte it reads: under the agent profile
+			// usage comes only from MCP_EXEC_USAGE=1.
+			confined := c.sandbox != sandboxOff || c.networkOff || c.rlimits != nil
+			if !s.explicit("MCP_EXEC_USAGE") && c.profile != profileAgent && confined {
 				c.usage = true // whoever confines jobs wants to see what they use
 			}
 			return nil

@@ -138,6 +138,17 @@ func resultWithin(j *job, limit int) *resultJSON {
 	return r
 }
 
+// leaveOutEmptyStreams drops the slices of streams that never wrote a
+// byte (total_bytes 0): under the agent profile, a result says only what
+// a model needs to read.
+func (r *resultJSON) leaveOutEmptyStreams() {
+	for _, s := range []**sliceJSON{&r.Stdout, &r.Stderr} {
+		if *s != nil && (*s).TotalBytes == 0 {
+			*s = nil
+		}
+	}
+}
+
 // sliceWithin reads spec from w (nil for "none"), copying only the ends of
 // a range longer than 2*limit bytes (limit 0: all of it). It also returns
 // how many bytes of the stream the spec leaves out without saying so:
