@@ -125,6 +125,22 @@ func shrinkToFit[T any](size, least, budget int, render func(size int) (T, int),
 	}
 }
 
+// slicesAsTheyAre saves the stream slices of the results in res and
+// returns what puts them back as they were: fitText cuts them in place, and
+// a caller that fits res again must start from the whole slices.
+func slicesAsTheyAre(res any) (putBack func()) {
+	slots := slotsIn(res)
+	saved := make([]sliceJSON, len(slots))
+	for i, s := range slots {
+		saved[i] = *s.slice
+	}
+	return func() {
+		for i, s := range slots {
+			*s.slice = saved[i]
+		}
+	}
+}
+
 // slot is one stream slice of a result in a reply.
 type slot struct {
 	result *resultJSON

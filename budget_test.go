@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"math/rand/v2"
 	"strconv"
 	"strings"
@@ -164,6 +165,39 @@ func TestStructuredCutKeepsAHeadAndATail(t *testing.T) {
 			case !res.Kept:
 				t.Errorf("structured %v, budget %d: a cut delivered result is not kept", lc.structured, budget)
 			}
+		}
+	}
+}
+
+// TestDeferringWaitDeliversWhatFitsWhole: a wait whose five small results
+// do not fit 1024 bytes of structured reply delivers the first whole and
+// defers the rest, none of them said to be kept. Each fit used to start
+// from the slices the fit before had cut, whose gaps made every result
+// bigger: all five were deferred, the next wait the same, and every
+// deferred entry said "kept".
+func TestDeferringWaitDeliversWhatFitsWhole(t *testing.T) {
+	t.Parallel()
+	cl := sessionAt(t, testConfig(), "2025-06-18")
+	var ids []string
+	for i := 1; i <= 5; i++ {
+		cl.shellTool(i, "execute", json.RawMessage(`{"command":"echo hi","nowait":true}`))
+		ids = append(ids, strconv.Itoa(i))
+		eventually(t, jobDeadline, "job "+ids[i-1]+" ending", func() bool {
+			st, _, _ := cl.shellTool(100, "status", map[string]string{"job_id": ids[i-1]})
+			return st["state"] == stateSuccess
+		})
+	}
+	_, text, _ := cl.shellTool(6, "wait", map[string]any{"job_ids": ids, "timeout": 0, "max_reply_bytes": 1024})
+	var entries []resultJSON
+	if err := json.Unmarshal([]byte(text), &entries); err != nil || len(entries) != 5 {
+		t.Fatalf("%v: %s", err, text)
+	}
+	if s := entries[0].Stdout; entries[0].Deferred || s == nil || s.Data != "hi\n" || s.Omitted != nil {
+		t.Errorf("the first result is not delivered whole: %s", text)
+	}
+	for _, e := range entries {
+		if e.Kept {
+			t.Errorf("job %s is said to be kept: %s", e.JobID, text)
 		}
 	}
 }

@@ -20,7 +20,7 @@ type resultJSON struct {
 	Idle            bool             `json:"idle,omitempty"`            // a wait ended early on quiet
 	Survivors       []survivorJSON   `json:"survivors,omitempty"`       // processes its shell left alive
 	SurvivorsCount  int              `json:"survivors_count,omitempty"` // all of them, named or not
-	Kept            bool             `json:"kept,omitempty"`            // cut to fit: still readable a while
+	Kept            bool             `json:"kept,omitempty"`            // cut to fit (or, agent profile, uncaptured bytes): still readable a while
 	Deferred        bool             `json:"deferred,omitempty"`        // finished, but left for the next wait
 
 	delivered *job // the job whose result this is, when the call delivered it

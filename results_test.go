@@ -22,7 +22,13 @@ func TestLeaveOutEmptyStreams(t *testing.T) {
 // protocol version (a structured reply from 2025-06-18 on).
 func agentSession(t *testing.T, version string, settings ...string) *rpcClient {
 	t.Helper()
-	cl := newRPCClient(t, configOf(t, append([]string{"MCP_EXEC_PROFILE=agent"}, settings...)...))
+	return sessionAt(t, configOf(t, append([]string{"MCP_EXEC_PROFILE=agent"}, settings...)...), version)
+}
+
+// sessionAt is a session with cfg, initialized for protocol version.
+func sessionAt(t *testing.T, cfg *config, version string) *rpcClient {
+	t.Helper()
+	cl := newRPCClient(t, cfg)
 	cl.call(fmt.Sprintf(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":%q,"capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`, version))
 	cl.send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
 	return cl
@@ -80,5 +86,32 @@ func TestAgentResultOfFiveMegabytesKeepsBothEnds(t *testing.T) {
 		case s.Bytes < 8<<10 || s.Tail.Bytes < 8<<10 || s.Bytes > 2*s.Tail.Bytes || s.Tail.Bytes > 2*s.Bytes:
 			t.Errorf("%s: head of %d bytes, tail of %d: not comparable", version, s.Bytes, s.Tail.Bytes)
 		}
+	}
+}
+
+// TestAgentUncapturedStaysReadable: under the agent profile a delivered
+// result whose capture left bytes out is kept, and output reads what was
+// left out; outside it, the result and the id's error stay 1.0's.
+func TestAgentUncapturedStaysReadable(t *testing.T) {
+	t.Parallel()
+	const warn = `{"command":"echo built; echo 'warning: deprecated' >&2"}`
+	cl := agentSession(t, "2024-11-05")
+	res, text, _ := cl.shellTool(1, "execute", json.RawMessage(warn))
+	if res["kept"] != true || res["uncaptured"] == nil {
+		t.Fatalf("a result that left stderr out is not kept: %s", text)
+	}
+	res, text, _ = cl.shellTool(2, "output", json.RawMessage(`{"job_id":"1","stderr":"all"}`))
+	if s, _ := res["stderr"].(map[string]any); s == nil || s["data"] != "warning: deprecated\n" {
+		t.Errorf("output of the kept job's stderr: %s", text)
+	}
+	if _, text, isErr := cl.shellTool(3, "wait", json.RawMessage(`{"job_ids":["1"]}`)); !isErr || !strings.Contains(text, "already delivered") {
+		t.Errorf("wait on a kept job: %s", text)
+	}
+	cl = newRPCClient(t, testConfig())
+	if _, text, _ := cl.shellTool(1, "execute", json.RawMessage(warn)); strings.Contains(text, "kept") {
+		t.Errorf("outside the profile: %s", text)
+	}
+	if _, text, _ := cl.shellTool(2, "output", json.RawMessage(`{"job_id":"1","stderr":"all"}`)); text != "unknown job_id: 1" {
+		t.Errorf("outside the profile, output after delivery: %s", text)
 	}
 }
