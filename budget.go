@@ -24,8 +24,16 @@ func (lc lineCost) of(text []byte) int {
 	return n
 }
 
-// data is what a stream's raw bytes cost.
-func (lc lineCost) data(b []byte) int { return escapedCost(b, lc.escape) }
+// data is what a stream's raw bytes cost. It adds the two encodings up
+// rather than summing escape over b: escapedCost counts a run of plain
+// ASCII a byte a character, and a structured reply carries each twice.
+func (lc lineCost) data(b []byte) int {
+	n := escapedCost(b, twiceEscapedSize)
+	if lc.structured {
+		n += quotedLen(b)
+	}
+	return n
+}
 
 // char is the cost and size of the character that starts b.
 func (lc lineCost) char(b []byte) (cost, size int) {
@@ -117,29 +125,49 @@ func shrinkToFit[T any](size, least, budget int, render func(size int) (T, int),
 	}
 }
 
+// slicesAsTheyAre saves the stream slices of the results in res and
+// returns what puts them back as they were: fitText cuts them in place, and
+// a caller that fits res again must start from the whole slices.
+func slicesAsTheyAre(res any) (putBack func()) {
+	slots := slotsIn(res)
+	saved := make([]sliceJSON, len(slots))
+	for i, s := range slots {
+		saved[i] = *s.slice
+	}
+	return func() {
+		for i, s := range slots {
+			*s.slice = saved[i]
+		}
+	}
+}
+
 // slot is one stream slice of a result in a reply.
 type slot struct {
 	result *resultJSON
 	slice  *sliceJSON
 }
 
-// slotsIn finds the stream slices of the results in a tool's answer.
-func slotsIn(res any) []slot {
-	var results []*resultJSON
+// resultsIn finds the results in a tool's answer.
+func resultsIn(res any) []*resultJSON {
 	switch r := res.(type) {
 	case *resultJSON:
-		results = []*resultJSON{r}
+		return []*resultJSON{r}
 	case *outputJSON:
-		results = []*resultJSON{r.resultJSON}
+		return []*resultJSON{r.resultJSON}
 	case []*resultJSON:
-		results = r
+		return r
 	case *killJSON:
 		if r.Result != nil {
-			results = []*resultJSON{r.Result}
+			return []*resultJSON{r.Result}
 		}
 	}
+	return nil
+}
+
+// slotsIn finds the stream slices of the results in a tool's answer.
+func slotsIn(res any) []slot {
 	var slots []slot
-	for _, r := range results {
+	for _, r := range resultsIn(res) {
 		for _, s := range []*sliceJSON{r.Stdout, r.Stderr} {
 			if s != nil {
 				slots = append(slots, slot{r, s})

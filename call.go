@@ -92,8 +92,13 @@ func (c *toolCall) replyBudget() int {
 	return budget - c.replyOverhead
 }
 
-// cost measures what the result costs in this call's reply line.
-func (c *toolCall) cost() lineCost { return lineCost{structured: c.structured} }
+// cost measures what the result costs in this call's reply line. Under the
+// agent profile a result is sized as if the reply also carried it as
+// structuredContent, so a model reads as much, about half the budget, in
+// every protocol era.
+func (c *toolCall) cost() lineCost {
+	return lineCost{structured: c.structured || c.cfg.profile == profileAgent}
+}
 
 // job is the held job that id names.
 func (c *toolCall) job(id jobID) *job { return c.jobs[id] }
@@ -149,39 +154,63 @@ func (c *toolCall) reply(res any, err error) (any, error) {
 	if plain, ok := res.(toolResult); ok { // plain text, sized by its handler
 		return plain, nil
 	}
+	for _, r := range resultsIn(res) {
+		if c.cfg.profile == profileAgent && r.delivered != nil {
+			r.leaveOutEmptyStreams()
+		}
+		r.Kept = c.keepsUncaptured(r)
+	}
+	whole := slicesAsTheyAre(res)
 	text, err := fitText(res, c.replyBudget(), c.cost())
 	if err != nil {
 		return nil, err
 	}
 	if entries, ok := res.([]*resultJSON); ok && c.cost().of(text) > c.replyBudget() {
-		if text, err = c.deferResults(entries); err != nil {
+		if text, err = c.deferResults(entries, whole); err != nil {
 			return nil, err
 		}
 	}
-	for _, s := range slotsIn(res) {
-		if s.result.Kept {
-			c.reg.keep(s.result.delivered, c.cfg.keptDuration)
+	for _, r := range resultsIn(res) {
+		if r.Kept {
+			c.reg.keep(r.delivered, c.cfg.keptDuration)
 		}
 	}
 	return toolText(text), nil
 }
 
+// keepsUncaptured says whether r is kept for what its capture left out:
+// under the agent profile, a delivered result's uncaptured bytes stay
+// readable, as a cut result's do.
+func (c *toolCall) keepsUncaptured(r *resultJSON) bool {
+	return c.cfg.profile == profileAgent && r.delivered != nil && len(r.Uncaptured) > 0
+}
+
 // deferResults is for a wait whose results do not fit its reply budget even
 // with every slice cut away: from the last, results are taken back (their
 // jobs return to the registry, for the next wait) and stand as status
-// entries with "deferred": true, until the rest fits.
-func (c *toolCall) deferResults(entries []*resultJSON) ([]byte, error) {
+// entries with "deferred": true, until the rest fits. whole puts back the
+// slices a fit cut, so each fit starts from the whole results.
+func (c *toolCall) deferResults(entries []*resultJSON, whole func()) ([]byte, error) {
+	fit := func() ([]byte, error) {
+		whole()
+		for _, e := range entries {
+			e.Kept = c.keepsUncaptured(e) // a result cut before may fit whole now
+		}
+		return fitText(entries, c.replyBudget(), c.cost())
+	}
 	// One entry per job id is the shape of wait's answer: when even status
 	// entries alone would not fit, deferring helps nobody, and the results
 	// go out as small as cuts make them.
 	statuses := make([]*resultJSON, len(entries))
 	for i, e := range entries {
 		s := *e
+		// Deferred, it was not delivered: nothing of it is kept.
 		s.Stdout, s.Stderr, s.Uncaptured, s.Deferred = nil, nil, nil, e.delivered != nil
+		s.Kept, s.delivered = false, nil
 		statuses[i] = &s
 	}
 	if least, err := marshal(statuses); err != nil || c.cost().of(least) > c.replyBudget() {
-		return fitText(entries, c.replyBudget(), c.cost())
+		return fit()
 	}
 	for i := len(entries) - 1; i >= 0; i-- {
 		j := entries[i].delivered
@@ -194,12 +223,12 @@ func (c *toolCall) deferResults(entries []*resultJSON) ([]byte, error) {
 				entries[k] = statuses[k]
 			}
 		}
-		text, err := fitText(entries, c.replyBudget(), c.cost())
+		text, err := fit()
 		if err != nil || c.cost().of(text) <= c.replyBudget() {
 			return text, err
 		}
 	}
-	return fitText(entries, c.replyBudget(), c.cost())
+	return fit()
 }
 
 // toolSpec is one tool: its published shape and its handler.

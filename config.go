@@ -71,7 +71,6 @@ type config struct {
 	shellOutputLines int           // and its line budget per stream
 	maxTimeLimit     time.Duration // the longest time limit a call may ask for; 0: any
 	execCwd          string        // the exec tool's cwd when a call gives none; "": the server's (or the first root)
-	keepCwd          bool          // an execute without cwd starts where the session's last blocking execute ended
 }
 
 // Tool sets (MCP_EXEC_TOOLS).
@@ -176,7 +175,7 @@ var configVars = []configVar{
 		}},
 	{"MCP_EXEC_RLIMITS", "", "", "comma list of resource limits set in every job, soft and hard, e.g. cpu=60,as=4G,nproc=512,fsize=1G,nofile=4096",
 		func(c *config, v string) (err error) { c.rlimits, c.rlimitsText, err = parseRlimits(v); return }},
-	{"MCP_EXEC_USAGE", "0", "1", "1 adds usage (wall, user and system CPU ms, peak RSS) to terminal results; on by default under the agent profile or when jobs are confined (sandbox, network off, rlimits)",
+	{"MCP_EXEC_USAGE", "0", "", "1 adds usage (wall, user and system CPU ms, peak RSS) to terminal results; on by default when jobs are confined (sandbox, network off, rlimits), except under the agent profile",
 		func(c *config, v string) (err error) { c.usage, err = parseSwitch(v); return }},
 	{"MCP_EXEC_KEEP_CWD", "0", "1", "1: in a session, an execute without cwd starts in the directory where the previous blocking execute's shell ended (if it still exists, inside MCP_EXEC_ROOTS), and one with cwd sets it; nowait jobs do not move it; environment variables never carry over",
 		func(c *config, v string) (err error) { c.keepCwd, err = parseSwitch(v); return }},
@@ -284,9 +283,12 @@ type derivedDefault struct {
 // column. An MCP_EXEC_* variable that is given always wins over its rule.
 // Only loadConfig applies them: after it a config is read-only.
 var derivedDefaults = []derivedDefault{
-	{"MCP_EXEC_USAGE", "0 (agent profile: 1)", "1 when jobs are confined: MCP_EXEC_SANDBOX other than off, MCP_EXEC_NETWORK=off or MCP_EXEC_RLIMITS set",
+	{"MCP_EXEC_USAGE", "0", "1 when jobs are confined: MCP_EXEC_SANDBOX other than off, MCP_EXEC_NETWORK=off or MCP_EXEC_RLIMITS set, except under the agent profile",
 		func(c *config, s readSettings) error {
-			if !s.explicit("MCP_EXEC_USAGE") && (c.sandbox != sandboxOff || c.networkOff || c.rlimits != nil) {
+			// A model pays for every byte it reads: under the agent profile
+			// usage comes only from MCP_EXEC_USAGE=1.
+			confined := c.sandbox != sandboxOff || c.networkOff || c.rlimits != nil
+			if !s.explicit("MCP_EXEC_USAGE") && c.profile != profileAgent && confined {
 				c.usage = true // whoever confines jobs wants to see what they use
 			}
 			return nil

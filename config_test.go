@@ -85,8 +85,8 @@ func TestRlimitsParse(t *testing.T) {
 	}
 }
 
-// TestUsageFollowsConfinement: usage is off in compat, on under the agent
-// profile or any confinement, and MCP_EXEC_USAGE wins over both.
+// TestUsageFollowsConfinement: usage is off by default, on with any
+// confinement outside the agent profile, and MCP_EXEC_USAGE wins over both.
 func TestUsageFollowsConfinement(t *testing.T) {
 	onLinux(t)
 	t.Parallel()
@@ -95,7 +95,9 @@ func TestUsageFollowsConfinement(t *testing.T) {
 		want bool
 	}{
 		{nil, false},
-		{[]string{"MCP_EXEC_PROFILE=agent"}, true},
+		{[]string{"MCP_EXEC_PROFILE=agent"}, false},
+		{[]string{"MCP_EXEC_PROFILE=agent", "MCP_EXEC_NETWORK=off"}, false},
+		{[]string{"MCP_EXEC_PROFILE=agent", "MCP_EXEC_SANDBOX=read-only", "MCP_EXEC_USAGE=1"}, true},
 		{[]string{"MCP_EXEC_NETWORK=off"}, true},
 		{[]string{"MCP_EXEC_RLIMITS=nofile=64"}, true},
 		{[]string{"MCP_EXEC_SANDBOX=read-only", "MCP_EXEC_USAGE=0"}, false},
@@ -138,6 +140,7 @@ func TestDerivedDefaults(t *testing.T) {
 		{"MCP_EXEC_USAGE", []string{"MCP_EXEC_NETWORK=off"}, usage, true},
 		{"MCP_EXEC_USAGE", []string{"MCP_EXEC_SANDBOX=read-only"}, usage, true},
 		{"MCP_EXEC_USAGE", []string{"MCP_EXEC_NETWORK=off", "MCP_EXEC_USAGE=0"}, usage, false},
+		{"MCP_EXEC_USAGE", []string{"MCP_EXEC_NETWORK=off", "MCP_EXEC_PROFILE=agent"}, usage, false},
 		{"MCP_EXEC_MAX_JOBS", []string{"MCP_EXEC_TOOLS=exec", "MAX_CONCURRENT_EXECS=3"}, maxJobs, 3},
 		{"MCP_EXEC_MAX_JOBS", []string{"MAX_CONCURRENT_EXECS=3"}, maxJobs, 0},
 		{"MCP_EXEC_MAX_JOBS", []string{"MCP_EXEC_TOOLS=exec", "MAX_CONCURRENT_EXECS=3", "MCP_EXEC_MAX_JOBS=5"}, maxJobs, 5},

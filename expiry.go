@@ -8,7 +8,8 @@ import (
 	"fmt"
 )
 
-// expiredJobs remembers why the most recently expired jobs were forgotten.
+// expiredJobs remembers why the most recently forgotten jobs of one kind
+// (expired, or delivered) were forgotten.
 type expiredJobs struct {
 	why   map[string]string // by job id
 	order []string          // ids, oldest first
@@ -17,9 +18,14 @@ type expiredJobs struct {
 // expiredRemembered bounds what expiredJobs keeps.
 const expiredRemembered = 4096
 
+// add remembers why id was forgotten; an id added again keeps its place.
 func (e *expiredJobs) add(id, why string) {
 	if e.why == nil {
 		e.why = map[string]string{}
+	}
+	if _, ok := e.why[id]; ok {
+		e.why[id] = why
+		return
 	}
 	if len(e.order) == expiredRemembered {
 		delete(e.why, e.order[0])
@@ -37,3 +43,11 @@ func (e expiredJob) Error() string {
 	return fmt.Sprintf("%v: %s (expired: %s)", errUnknownJob, e.id, e.why)
 }
 func (e expiredJob) Unwrap() error { return errUnknownJob }
+
+// deliveredJob is errUnknownJob for a job whose result an earlier call took.
+type deliveredJob struct{ id string }
+
+func (e deliveredJob) Error() string {
+	return fmt.Sprintf("%v: %s (delivered to an earlier call)", errUnknownJob, e.id)
+}
+func (e deliveredJob) Unwrap() error { return errUnknownJob }

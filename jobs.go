@@ -35,9 +35,12 @@ type registry struct {
 	// must not block (publish calls it on the reaper's goroutine).
 	onEvent func(j *job, event string)
 	expired expiredJobs // why recently forgotten jobs were, for their ids' errors
-	nextID  uint64
-	changed broadcast // announced whenever a job finishes
-	cwd     cwdKeeper // the working directory kept between calls (MCP_EXEC_KEEP_CWD)
+	// delivered holds the ids of the jobs delivered last, for their errors
+	// to say so.
+	delivered expiredJobs
+	nextID    uint64
+	changed   broadcast // announced whenever a job finishes
+	cwd       cwdKeeper // the working directory kept between calls (MCP_EXEC_KEEP_CWD)
 }
 
 // newRegistry returns an empty registry for one session.
@@ -287,13 +290,17 @@ func (r *registry) runningJobs() []*job {
 }
 
 // lookupLocked is lookup for a caller that holds r.mu. An id it does not
-// find is an expiredJob error when the job was forgotten for a reason.
+// find is an expiredJob error when the job was forgotten for a reason, a
+// deliveredJob error when its result went to an earlier call.
 func (r *registry) lookupLocked(id string) (*job, error) {
 	if j, ok := r.jobs[id]; ok {
 		return j, nil
 	}
 	if why, ok := r.expired.why[id]; ok {
 		return nil, expiredJob{id: clipText(id), why: why}
+	}
+	if _, ok := r.delivered.why[id]; ok {
+		return nil, deliveredJob{id: clipText(id)}
 	}
 	return nil, fmt.Errorf("%w: %s", errUnknownJob, clipText(id))
 }
@@ -315,7 +322,9 @@ func (r *registry) deliverLocked(j *job) bool {
 	if !j.terminal() {
 		return false
 	}
-	r.removeLocked(j)
+	if r.removeLocked(j) {
+		r.delivered.add(j.id, "")
+	}
 	return true
 }
 
@@ -397,7 +406,7 @@ func (r *registry) list() []*job {
 // looked up in the order calls are read, so a call read before a job's
 // result went out holds the job (see the delivery rule). One unknown id
 // fails the whole lookup. With readKept, a delivered job that is kept
-// because its result was cut is found too.
+// (see keep) is found too.
 func (r *registry) lookupAll(ids []string, readKept bool) ([]*job, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -406,7 +415,7 @@ func (r *registry) lookupAll(ids []string, readKept bool) ([]*job, error) {
 		j, err := r.lookupLocked(id)
 		if kept := r.kept[id]; err != nil && kept != nil {
 			if !readKept {
-				return nil, fmt.Errorf("%w: %s (its result was already delivered, cut to fit the reply; status and output can still read it)", errUnknownJob, clipText(id))
+				return nil, fmt.Errorf("%w: %s (its result was already delivered, and is kept a while: status and output can still read it)", errUnknownJob, clipText(id))
 			}
 			j, err = kept, nil
 		}
@@ -621,7 +630,7 @@ func (r *registry) expireLocked(j *job, why string) {
 }
 
 // keep lets status and output read a delivered job whose result was cut,
-// for d; then it is forgotten.
+// or left bytes out, for d; then it is forgotten.
 func (r *registry) keep(j *job, d time.Duration) {
 	if d <= 0 {
 		return

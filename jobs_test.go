@@ -506,3 +506,26 @@ func TestSlotFreeOnceResultSeen(t *testing.T) {
 // resultOf is a finished job's result, delivered by the caller, with the
 // slices its capture policy selects for how it ended and what that left out.
 func resultOf(j *job) *resultJSON { return resultWithin(j, 0) }
+
+// TestDeliveredIDSaysDelivered: a delivered id's error says it was
+// delivered, with or without the agent profile (1.0 promises only the
+// phrase unknown job_id); an id never issued is plainly unknown.
+func TestDeliveredIDSaysDelivered(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		cfg  *config
+		want string
+	}{
+		{configOf(t, "MCP_EXEC_PROFILE=agent"), "unknown job_id: 1 (delivered to an earlier call)"},
+		{testConfig(), "unknown job_id: 1 (delivered to an earlier call)"},
+	} {
+		reg := newRegistry(tc.cfg)
+		collect(t, reg, startJob(t, reg, "true"))
+		if _, err := reg.lookup("1"); err == nil || err.Error() != tc.want || !errors.Is(err, errUnknownJob) {
+			t.Errorf("profile %s: %v, want %q", tc.cfg.profile, err, tc.want)
+		}
+		if _, err := reg.lookup("2"); err == nil || err.Error() != "unknown job_id: 2" {
+			t.Errorf("profile %s: an id never issued: %v", tc.cfg.profile, err)
+		}
+	}
+}

@@ -21,7 +21,7 @@ type resultJSON struct {
 	Idle            bool             `json:"idle,omitempty"`            // a wait ended early on quiet
 	Survivors       []survivorJSON   `json:"survivors,omitempty"`       // processes its shell left alive
 	SurvivorsCount  int              `json:"survivors_count,omitempty"` // all of them, named or not
-	Kept            bool             `json:"kept,omitempty"`            // cut to fit: still readable a while
+	Kept            bool             `json:"kept,omitempty"`            // cut to fit (or, agent profile, uncaptured bytes): still readable a while
 	Deferred        bool             `json:"deferred,omitempty"`        // finished, but left for the next wait
 
 	delivered *job // the job whose result this is, when the call delivered it
@@ -148,6 +148,17 @@ func resultWithin(j *job, limit int) *resultJSON {
 		}
 	}
 	return r
+}
+
+// leaveOutEmptyStreams drops the slices of streams that never wrote a
+// byte (total_bytes 0): under the agent profile, a result says only what
+// a model needs to read.
+func (r *resultJSON) leaveOutEmptyStreams() {
+	for _, s := range []**sliceJSON{&r.Stdout, &r.Stderr} {
+		if *s != nil && (*s).TotalBytes == 0 {
+			*s = nil
+		}
+	}
 }
 
 // sliceWithin reads spec from w (nil for "none"), copying only the ends of

@@ -393,15 +393,19 @@ func (w *window) readAll(limit int64) slice {
 		w.copyEnds(&s, start, total, limit)
 		return s
 	}
-	s.data, s.offset = w.copyRange(0, headEnd), 0
+	copied := headEnd
+	if limit > 0 && headEnd > limit {
+		copied = limit // a reply carries no more of it; the rest joins the gap
+	}
+	s.data, s.offset = trimPartialRune(w.copyRange(0, copied)), 0
 	s.dropped = start - headEnd
 	tailFrom := start
 	if limit > 0 && total-start > limit {
 		tailFrom = total - limit
 	}
 	s.tail, s.tailOffset = w.copyTail(tailFrom, total)
-	s.omitted = s.tailOffset - headEnd
-	s.cut = s.tailOffset - start
+	s.omitted = s.tailOffset - int64(len(s.data))
+	s.cut = s.tailOffset - start + headEnd - int64(len(s.data))
 	return s
 }
 

@@ -753,3 +753,24 @@ func (w *window) allocated() int {
 
 // serve reads what spec selects.
 func (w *window) serve(spec streamSpec) slice { return w.serveWithin(spec, 0) }
+
+// TestWindowAllCopiesAtMostLimitOfTheHead: "all" within a limit copies no
+// more of a big kept head than the limit, and the head's rest joins the gap,
+// counted as cut, not dropped.
+func TestWindowAllCopiesAtMostLimitOfTheHead(t *testing.T) {
+	t.Parallel()
+	w := newWindow(100, 60)
+	_, _ = w.Write([]byte(strings.Repeat("h", 59) + "é" + strings.Repeat("w", 400)))
+	s := w.readAll(30)
+	switch {
+	case string(s.data) != strings.Repeat("h", 30) || s.offset != 0:
+		t.Errorf("head %q at %d, want 30 bytes at 0", s.data, s.offset)
+	case s.offset+int64(len(s.data))+s.omitted != s.tailOffset || s.tailOffset+int64(len(s.tail)) != s.total:
+		t.Errorf("offsets do not chain: %+v", s)
+	case len(s.tail) != 30 || s.dropped != 461-100-59 || s.cut != s.omitted-s.dropped:
+		t.Errorf("tail %d bytes, dropped %d, cut %d of %d omitted", len(s.tail), s.dropped, s.cut, s.omitted)
+	}
+	if s := w.readAll(59); string(s.data) != strings.Repeat("h", 59) {
+		t.Errorf("a head cut at 59 bytes ends inside a character: %q", s.data[50:])
+	}
+}

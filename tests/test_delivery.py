@@ -3,7 +3,9 @@
 A finished job's result goes to every call that was already blocked on it
 when it ended (each `wait` naming it, the `kill` that ended it, a concurrent
 `kill`, a blocking `execute`), once per call; then the job is forgotten and
-later calls get `unknown job_id`.  Every interleaving runs MCP_EXEC_LOOPS
+later calls get `unknown job_id` (under the agent profile: "delivered to an
+earlier call", and a result whose capture left bytes out stays readable by
+`status` and `output`, as a cut one does).  Every interleaving runs MCP_EXEC_LOOPS
 times (default 10; MCP_EXEC_LOOPS=200 is the thorough run).
 
 "Blocked" is proved, not guessed: the shared server sends progress every
@@ -22,7 +24,8 @@ import uuid
 
 import pytest
 
-from tests.helpers import REPLY, SLACK, Server, assert_forgotten, assert_kill_delivered, idkey, kill, marker, reply
+from tests.helpers import (REPLY, SLACK, Server, assert_forgotten, assert_kill_delivered, idkey, kill, marker, reply,
+                           wait_until)
 
 # Iterations of every interleaving; 10 keeps CI fast, 200 is the thorough run.
 LOOPS = int(os.environ.get("MCP_EXEC_LOOPS", "10"))
@@ -327,3 +330,92 @@ def _kill_one_of_several_waited(s):
 
 def test_kill_of_one_job_in_a_blocked_multi_wait(ds):
     repeat(_kill_one_of_several_waited, ds)
+
+
+# ==========================================================================
+# Agent profile: what a delivered result left out stays in reach
+# ==========================================================================
+
+AGENT = {"MCP_EXEC_PROFILE": "agent"}
+WARNS = "echo built; echo 'warning: unused variable x' >&2"
+
+
+def test_uncaptured_stderr_readable_after_delivery(make_server):
+    # The result said stderr had 27 bytes, and output then answered
+    # unknown job_id: the warning was gone.
+    s = make_server(env=AGENT)
+    r = s.run(WARNS)
+    assert r["stdout"]["data"] == "built\n" and "stderr" not in r, r
+    assert r.get("uncaptured") == {"stderr": 27} and r.get("kept") is True, r
+    jid = r["job_id"]
+    out = s.tool("output", {"job_id": jid, "stderr": "all"})
+    assert out["stderr"]["data"] == "warning: unused variable x\n", out
+    assert s.status(jid)["state"] == "success"
+    # still delivered: wait and kill say so, list_jobs does not list it
+    assert "already delivered" in s.tool_err("wait", {"job_ids": [jid], "timeout": 0})
+    assert "already delivered" in s.tool_err("kill", {"job_id": jid})
+    assert jid not in s.list_ids()
+
+
+def test_uncaptured_of_a_failure_and_of_a_wait_readable_after_delivery(make_server):
+    s = make_server(env=dict(AGENT, MCP_EXEC_CAPTURE='{"on_success":"stdout","on_error":"stderr"}'))
+    r = s.run("echo 'FAIL: test_parse at line 3'; echo 'exit status 1' >&2; exit 1")
+    assert r.get("uncaptured") == {"stdout": 27} and r.get("kept") is True, r
+    assert s.tool("output", {"job_id": r["job_id"], "stdout": "all"})["stdout"]["data"] == \
+        "FAIL: test_parse at line 3\n"
+    jid = s.job(WARNS)
+    done = s.collect(jid)
+    assert done.get("kept") is True, done
+    assert s.tool("output", {"job_id": jid, "stderr": {"tail": 1}})["stderr"]["data"] == "warning: unused variable x\n"
+
+
+def test_uncaptured_result_forgotten_after_kept_seconds(make_server):
+    s = make_server(env=dict(AGENT, MCP_EXEC_KEPT_SECONDS="1"))
+    jid = s.run(WARNS)["job_id"]
+
+    def gone():
+        res = s.tool_raw("status", {"job_id": jid})
+        return res.get("isError") and res["content"][0]["text"]
+    text = wait_until(gone, 5 + SLACK, "the kept job %s being forgotten" % jid, interval=0.1)
+    assert text == "unknown job_id: %s (delivered to an earlier call)" % jid, text
+
+
+def test_uncaptured_outside_the_profile_is_not_kept(make_server):
+    # 1.0: a delivered job is gone, whatever its capture left out.
+    s = make_server()
+    r = s.run(WARNS)
+    assert r.get("uncaptured") == {"stderr": 27} and "kept" not in r, r
+    assert s.tool_err("output", {"job_id": r["job_id"], "stderr": "all"}) == "unknown job_id: %s" % r["job_id"]
+
+
+def test_delivered_id_says_delivered(make_server):
+    s = make_server(env=AGENT)
+    jid = s.run("true")["job_id"]
+    want = "unknown job_id: %s (delivered to an earlier call)" % jid
+    assert s.tool_err("status", {"job_id": jid}) == want
+    assert s.tool_err("wait", {"job_ids": [jid], "timeout": 0}) == want
+    assert s.tool_err("kill", {"job_id": jid}) == want
+    assert s.tool_err("output", {"job_id": int(jid), "stdout": "all"}) == want
+    # an id never issued stays plainly unknown
+    assert s.tool_err("status", {"job_id": "5"}) == "unknown job_id: 5"
+
+
+def test_delivered_ids_remembered_beyond_a_thousand(make_server):
+    s = make_server(env=AGENT)
+    first = s.run("true")["job_id"]
+    jids = [s.job("true") for _ in range(1100)]
+    s.tool("wait", {"job_ids": jids, "timeout": 20})
+    while True:  # a wait delivers what has finished by then; the rest on the next
+        left = [j for j in jids if j in s.list_ids()]
+        if not left:
+            break
+        s.tool("wait", {"job_ids": left, "timeout": 20})
+    for jid in (first, jids[0], jids[-1]):
+        assert s.tool_err("status", {"job_id": jid}) == "unknown job_id: %s (delivered to an earlier call)" % jid
+
+
+def test_delivered_id_says_delivered_outside_the_profile_too(make_server):
+    # 1.0 promises only the phrase "unknown job_id", which the text keeps.
+    s = make_server()
+    jid = s.run("true")["job_id"]
+    assert s.tool_err("status", {"job_id": jid}) == "unknown job_id: %s (delivered to an earlier call)" % jid

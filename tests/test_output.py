@@ -5,9 +5,12 @@ raw stdout line) cuts results into slices with a gap (head, omitted, tail)
 and defers what a wait cannot fit; head retention (MCP_EXEC_KEEP_HEAD_BYTES)
 keeps a stream's first bytes beside its window; `kept` jobs are forgotten
 after MCP_EXEC_KEPT_SECONDS; `uncaptured` counts the lines a capture policy
-left out.
+left out.  Under the agent profile a cut result keeps a head and a tail of
+comparable size in every protocol era, and results leave out empty streams
+and usage.
 """
 
+import json
 import time
 
 import pytest
@@ -486,3 +489,104 @@ def test_uncaptured_not_counted_for_a_budget_cut(srv):
     r = srv.tool("execute", {"command": NUL_MIB, "max_reply_bytes": 8192})
     assert r.get("kept") is True
     assert "uncaptured" not in r, short(r)
+
+
+# ==========================================================================
+# Agent profile: both ends of a cut result, compact results
+# ==========================================================================
+
+AGENT = {"MCP_EXEC_PROFILE": "agent"}
+
+
+def assert_head_and_tail(r, total):
+    """A kept result whose stdout is cut to a head from the stream's first
+    byte and a tail of comparable size, the gap named; returns the slice."""
+    assert r.get("kept") is True, short(r)
+    out = r["stdout"]
+    head, om, tail = check_gap(out, total=total)
+    assert out["offset"] == 0 and head.startswith("1\n2\n3\n"), short(out)
+    assert out["bytes"] > 0 and tail["bytes"] > 0, short(out)
+    assert out["bytes"] <= 2 * tail["bytes"] and tail["bytes"] <= 2 * out["bytes"], \
+        "head of %d bytes, tail of %d: not comparable" % (out["bytes"], tail["bytes"])
+    return out
+
+
+@pytest.mark.parametrize("version", ["2024-11-05", "2025-06-18"])
+def test_cut_result_keeps_a_head_and_a_tail(raw_server, version):
+    # The 6.9 MB of seq 1 1000000 went out as 0 head bytes and a tail under
+    # 2025-06-18; under 2024-11-05 its text was 57 KB.
+    s = raw_server(env=AGENT, version=version)
+    total = len(numbered(1, 1000000))
+    res, n = s.call("execute", {"command": "seq 1 1000000"})
+    text = res["content"][0]["text"]
+    assert n <= 65536 and len(text) <= 32 * 1024, (n, len(text))
+    out = assert_head_and_tail(s.decode(res), total)
+    assert out["bytes"] >= 8192, short(out)  # the head comes from head retention (16 KiB)
+
+
+@pytest.mark.parametrize("env", [AGENT, dict(AGENT, MCP_EXEC_KEEP_HEAD_BYTES="0")])
+def test_cut_result_keeps_both_ends_under_a_small_budget(raw_server, env):
+    # Without head retention the head is the window's start: with a stream
+    # shorter than the window, the stream's start.
+    s = raw_server(env=env)
+    total = len(numbered(1, 100000))
+    res, n = s.call("execute", {"command": "seq 1 100000", "max_reply_bytes": 16384})
+    assert n <= 16384, n
+    assert_head_and_tail(s.decode(res), total)
+
+
+def test_text_of_a_5mb_result_is_at_most_32kib(raw_server):
+    s = raw_server(env=AGENT, version="2024-11-05")
+    res, _ = s.call("execute", {"command": "seq 1 800000 | head -c 5000000"})
+    assert len(res["content"][0]["text"]) <= 32 * 1024
+    assert_head_and_tail(s.decode(res), 5000000)
+
+
+def test_wait_and_output_all_keep_both_ends_under_a_small_budget(raw_server):
+    s = raw_server(env=AGENT)
+    total = len(numbered(1, 300000))
+    a = s.job("seq 1 300000")
+    b = s.job("seq 1 300000 >&2; exit 1")
+    wait_all_done(s, [a, b])
+    res, n = s.call("wait", {"job_ids": [a, b], "timeout": 0, "max_reply_bytes": 8192})
+    assert n <= 8192, n
+    ra, rb = s.decode(res)
+    assert_head_and_tail(ra, total)
+    assert_head_and_tail(dict(rb, stdout=rb["stderr"]), total)
+    res, n = s.call("output", {"job_id": a, "stdout": "all", "max_reply_bytes": 4096})
+    assert n <= 4096, n
+    assert_head_and_tail(dict(s.decode(res), kept=True), total)
+
+
+def test_wait_that_defers_delivers_the_first_result_whole(srv):
+    # Each try to fit started from the slices the try before had cut: all
+    # five were deferred, at every wait, and each deferred entry said kept.
+    jids = [srv.job("echo hi") for _ in range(5)]
+    wait_all_done(srv, jids)
+    entries = srv.tool("wait", {"job_ids": jids, "timeout": 0, "max_reply_bytes": 1024})
+    assert entries[0]["stdout"]["data"] == "hi\n" and "deferred" not in entries[0], entries
+    assert not any(e.get("kept") for e in entries), entries
+    srv.tool("wait", {"job_ids": jids[1:], "timeout": 0})
+
+
+def test_agent_result_of_true_is_compact(raw_server):
+    s = raw_server(env=AGENT)
+    res, _ = s.call("execute", {"command": "true"})
+    text = res["content"][0]["text"]
+    assert len(text) <= 160, text
+    assert json.loads(text) == {"job_id": "1", "state": "success", "exit_code": 0}, text
+    r = s.tool("execute", {"command": "echo oops >&2; exit 3"})
+    assert "stdout" not in r and r["stderr"]["data"] == "oops\n" and "usage" not in r, r
+
+
+def test_agent_usage_only_when_asked(raw_server):
+    s = raw_server(env=dict(AGENT, MCP_EXEC_RLIMITS="nofile=4096"))  # confined: usage outside the profile
+    assert "usage" not in s.tool("execute", {"command": "true"})
+    s = raw_server(env=dict(AGENT, MCP_EXEC_USAGE="1"))
+    assert set(s.tool("execute", {"command": "true"})["usage"]) == {"wall_ms", "user_ms", "sys_ms", "max_rss_kib"}
+
+
+def test_results_outside_the_profile_keep_their_empty_streams(srv):
+    r = srv.tool("execute", {"command": "true"})
+    assert r == {"job_id": r["job_id"], "state": "success", "exit_code": 0,
+                 "stdout": {"data": "", "offset": 0, "bytes": 0, "total_bytes": 0, "truncated": False}}, r
