@@ -76,14 +76,13 @@ func TestAgentTextsStateTheValuesInForce(t *testing.T) {
 // directory is kept.
 func TestCarryOverSentence(t *testing.T) {
 	description := func(cfg *config) string { return toolsByName(cfg)["execute"]["description"].(string) }
-	agent := configOf(t, "MCP_EXEC_PROFILE=agent")
+	agent := configOf(t, "MCP_EXEC_PROFILE=agent", "MCP_EXEC_KEEP_CWD=0")
 	for _, text := range []string{description(agent), instructionsFor(agent)} {
 		if !strings.Contains(text, "nothing carries over (cd, variables)") {
 			t.Errorf("agent text does not say nothing carries over: %s", text)
 		}
 	}
-	kept := configOf(t, "MCP_EXEC_PROFILE=agent")
-	kept.keepCwd = true
+	kept := configOf(t, "MCP_EXEC_PROFILE=agent") // the profile keeps the directory
 	for _, text := range []string{description(kept), instructionsFor(kept)} {
 		if !strings.Contains(text, "variables and functions never carry over; the directory does") {
 			t.Errorf("with the directory kept, agent text says: %s", text)

@@ -111,7 +111,7 @@ func TestAgentUncapturedStaysReadable(t *testing.T) {
 	if _, text, _ := cl.shellTool(1, "execute", json.RawMessage(warn)); strings.Contains(text, "kept") {
 		t.Errorf("outside the profile: %s", text)
 	}
-	if _, text, _ := cl.shellTool(2, "output", json.RawMessage(`{"job_id":"1","stderr":"all"}`)); text != "unknown job_id: 1" {
+	if _, text, _ := cl.shellTool(2, "output", json.RawMessage(`{"job_id":"1","stderr":"all"}`)); text != "unknown job_id: 1 (delivered to an earlier call)" {
 		t.Errorf("outside the profile, output after delivery: %s", text)
 	}
 }
