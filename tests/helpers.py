@@ -462,7 +462,7 @@ class Server:
         """Run a helper command in the server's world; return its stdout."""
         r = self.run(command, timeout=timeout)
         assert r["state"] == "success", "helper %r failed: %r" % (command, r)
-        return r["stdout"]["data"]
+        return r.get("stdout", {}).get("data", "")  # the agent profile leaves out an empty stream
 
     def status(self, job_id):
         return self.tool("status", {"job_id": job_id})
