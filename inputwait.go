@@ -98,6 +98,27 @@ func (j *job) silentFor(now time.Time) time.Duration {
 	return silent
 }
 
+// nextInputLook is when a blocked call next looks for input wanted: an
+// interval from now, or sooner when a job with prompts, blocked or not,
+// will then have been silent inputWaitDuration, so a prompt is seen about
+// a second after it was written rather than up to an interval later.
+func nextInputLook(jobs []*job, now time.Time) time.Time {
+	next := now.Add(inputProbeInterval)
+	for _, j := range jobs {
+		if !j.prompts || j.terminal() {
+			continue
+		}
+		if left := inputWaitDuration - j.silentFor(now); left > 0 && now.Add(left+inputLookSlack).Before(next) {
+			next = now.Add(left + inputLookSlack)
+		}
+	}
+	return next
+}
+
+// inputLookSlack is how long after a job's silence reaches
+// inputWaitDuration a look is made: past the edge, not on it.
+const inputLookSlack = 10 * time.Millisecond
+
 // anyWaitingForInput looks at every running one of jobs and reports
 // whether one waits for input.
 func anyWaitingForInput(jobs []*job) bool {

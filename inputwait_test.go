@@ -128,3 +128,26 @@ func TestWaitingForInputWhileAnotherProcessWrites(t *testing.T) {
 		t.Error("the ticking job was silent: the test shows nothing")
 	}
 }
+
+// TestNextInputLookAtTheEdgeOfSilence: a blocked call looks again when a
+// job with prompts will have been silent inputWaitDuration, not up to an
+// interval after it, so a prompt written between looks yields a second
+// after it appeared.
+func TestNextInputLookAtTheEdgeOfSilence(t *testing.T) {
+	onLinux(t)
+	t.Parallel()
+	j := startJob(t, agentRegistry(), "read x")
+	now := time.Now()
+	next := nextInputLook([]*job{j}, now)
+	want := now.Add(inputWaitDuration - j.silentFor(now) + inputLookSlack)
+	if left := inputWaitDuration - j.silentFor(now); left > inputProbeInterval {
+		want = now.Add(inputProbeInterval)
+	}
+	if !next.Equal(want) {
+		t.Errorf("next look in %v, want %v", next.Sub(now), want.Sub(now))
+	}
+	later := now.Add(inputWaitDuration - j.silentFor(now) - inputLookSlack)
+	if got := nextInputLook([]*job{j}, later); got.Sub(later) > 2*inputLookSlack+time.Millisecond {
+		t.Errorf("a look %v before the silence reaches %v comes %v later", inputLookSlack, inputWaitDuration, got.Sub(later))
+	}
+}

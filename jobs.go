@@ -471,7 +471,7 @@ func (r *registry) await(w *waiter, jobs []*job, opts awaitOptions) (delivered m
 				if anyWaitingForInput(jobs) && opts.yieldOnInput {
 					return nil, true, nil
 				}
-				nextLook = now.Add(inputProbeInterval)
+				nextLook = nextInputLook(jobs, now)
 			}
 			if wake.IsZero() || nextLook.Before(wake) {
 				wake = nextLook
