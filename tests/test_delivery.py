@@ -385,7 +385,7 @@ def test_uncaptured_outside_the_profile_is_not_kept(make_server):
     s = make_server()
     r = s.run(WARNS)
     assert r.get("uncaptured") == {"stderr": 27} and "kept" not in r, r
-    assert s.tool_err("output", {"job_id": r["job_id"], "stderr": "all"}) .startswith("unknown job_id: %s" % r["job_id"])
+    assert s.tool_err("output", {"job_id": r["job_id"], "stderr": "all"}).startswith("unknown job_id: %s" % r["job_id"])
 
 
 def test_delivered_id_says_delivered(make_server):
