@@ -25,8 +25,9 @@ const (
 	failingTestScript = `i=1; while [ $i -le 40 ]; do echo "test_case_$i ... ok"; i=$((i+1)); done; ` +
 		`echo 'FAIL: test_parse (tests/test_parse.py:12): expected 3, got 4' >&2; exit 1`
 	// fiveMBScript writes 5,000,000 bytes of log lines with one line to
-	// find in the middle.
-	fiveMBScript = `awk 'BEGIN { for (i = 1; i <= 100000; i++) { if (i == 50000) printf "ERROR: disk quota exceeded at step %06d ........\n", i; ` +
+	// find near the end, inside what the default 1 MiB window keeps (a
+	// line the window dropped is found by no search).
+	fiveMBScript = `awk 'BEGIN { for (i = 1; i <= 100000; i++) { if (i == 90000) printf "ERROR: disk quota exceeded at step %06d ........\n", i; ` +
 		`else printf "step %06d: processing item, all fine so far .........\n", i } }'`
 	searchPattern = "^ERROR"
 )
