@@ -579,9 +579,12 @@ def test_agent_result_of_true_is_compact(raw_server):
     assert "stdout" not in r and r["stderr"]["data"] == "oops\n" and "usage" not in r, r
 
 
-def test_agent_usage_only_when_asked(raw_server):
+def test_agent_usage_not_turned_on_by_confinement(raw_server):
     s = raw_server(env=dict(AGENT, MCP_EXEC_RLIMITS="nofile=4096"))  # confined: usage outside the profile
     assert "usage" not in s.tool("execute", {"command": "true"})
+
+
+def test_agent_usage_only_when_asked(raw_server):
     s = raw_server(env=dict(AGENT, MCP_EXEC_USAGE="1"))
     assert set(s.tool("execute", {"command": "true"})["usage"]) == {"wall_ms", "user_ms", "sys_ms", "max_rss_kib"}
 
