@@ -184,6 +184,12 @@ func (s *session) serve(in io.Reader) error {
 			gate.awaitRoom()
 		}
 		line, err := readLine(r, maxLineBytes)
+		if gate != nil && len(line) > 0 {
+			// The read may have blocked across the start of a pause (a
+			// reply queued meanwhile reached the bound): this line waits
+			// too, so no request runs while the client reads nothing.
+			gate.awaitRoom()
+		}
 		switch {
 		case errors.Is(err, errLineTooLong):
 			s.refuse(newError(codeParse, "parse error: request line exceeds %d bytes and was discarded", maxLineBytes))

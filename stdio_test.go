@@ -398,3 +398,77 @@ func TestRoomWaitEndsWithItsCallOrTheClient(t *testing.T) {
 		t.Fatal("room was given after the client left")
 	}
 }
+
+// gateSink is a replySink and intakeGate whose pause the test sets: each
+// message sent is passed on sent, and awaitRoom blocks while paused.
+type gateSink struct {
+	mu     sync.Mutex
+	paused bool
+	opened chan struct{} // closed when the pause ends
+	sent   chan []byte   // carries each message sent
+}
+
+func (g *gateSink) send(msg []byte) { g.sent <- append([]byte(nil), msg...) }
+
+func (g *gateSink) awaitRoom() {
+	g.mu.Lock()
+	paused, opened := g.paused, g.opened
+	g.mu.Unlock()
+	if paused {
+		<-opened
+	}
+}
+
+func (g *gateSink) pause() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.paused, g.opened = true, make(chan struct{})
+}
+
+func (g *gateSink) resume() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.paused = false
+	close(g.opened)
+}
+
+// TestPauseBegunDuringABlockedReadHoldsTheLine: a reader that was already
+// blocked reading when the intake paused (a reply queued meanwhile reached
+// the bound) read the next request and ran it, so a stalled client's
+// server started one job more than the pause allowed.
+func TestPauseBegunDuringABlockedReadHoldsTheLine(t *testing.T) {
+	t.Parallel()
+	g := &gateSink{sent: make(chan []byte, 4)}
+	inR, inW := io.Pipe()
+	ss := newSession(testConfig(), g, nil)
+	go func() { _ = ss.serve(inR) }()
+	t.Cleanup(func() { inW.Close() })
+
+	if _, err := fmt.Fprintln(inW, `{"jsonrpc":"2.0","id":1,"method":"ping"}`); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-g.sent:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no reply to the first ping")
+	}
+	// The reader now blocks reading the next line: pause under it.
+	g.pause()
+	if _, err := fmt.Fprintln(inW, `{"jsonrpc":"2.0","id":2,"method":"ping"}`); err != nil { // returns once the line was read
+		t.Fatal(err)
+	}
+	select {
+	case msg := <-g.sent:
+		t.Fatalf("a request read across the start of a pause was answered during it: %s", msg)
+	case <-time.After(200 * time.Millisecond): // nothing may happen: there is no event to await
+	}
+	g.resume()
+	select {
+	case msg := <-g.sent:
+		if !strings.Contains(string(msg), `"id":2`) {
+			t.Fatalf("after the pause: %s", msg)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the held request was not answered once the pause ended")
+	}
+}
