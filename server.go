@@ -39,8 +39,11 @@ type server struct {
 func startServer(cfg *config) *server {
 	s := newServer(cfg)
 	s.stop, s.ownsProcess = watchSignals(), true
-	setWindowMemoryLimit(cfg.memoryLimit)
-	limitRuntimeMemory(cfg.memoryLimit, os.Getenv("GOMEMLIMIT") != "")
+	setWindowMemoryBound(func() int64 {
+		bound := cfg.memoryBound()
+		limitRuntimeMemory(bound, os.Getenv("GOMEMLIMIT") != "")
+		return bound
+	})
 	prepareProcess(cfg.listen != "")
 	go trimWhenIdle(s.activity)
 	return s
@@ -185,7 +188,12 @@ func prepareProcess(manyClients bool) {
 
 // terminateAll sends TERM to every job's group (and with sweep to every
 // descendant), waits up to the grace, then KILLs what is left and waits.
+// With no job and no child it returns at once, having read nothing.
 func terminateAll(jobs []*job, sweep bool) {
+	sweep = sweep && hasChildren()
+	if len(jobs) == 0 && !sweep {
+		return
+	}
 	steps := []struct {
 		sig  syscall.Signal
 		wait time.Duration // how long the processes get to go after sig
@@ -205,13 +213,14 @@ func terminateAll(jobs []*job, sweep bool) {
 	}
 }
 
-// awaitAllGone waits until no job group, and with sweep no descendant, is
-// left.
+// awaitAllGone waits until no job group, and with sweep no child (so no
+// descendant), is left. Children are reaped by our reaper, whose every
+// batch wakes the wait: no /proc is read for it.
 func awaitAllGone(jobs []*job, sweep bool, deadline time.Time) bool {
 	for _, j := range jobs {
 		if !awaitGroupGone(j.pid, deadline, nil) {
 			return false
 		}
 	}
-	return !sweep || awaitProcesses(func() bool { return len(descendants(os.Getpid())) == 0 }, deadline, nil)
+	return !sweep || awaitProcesses(func() bool { return !hasChildren() }, deadline, nil)
 }
