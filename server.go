@@ -123,13 +123,27 @@ func (s *server) shutdown() {
 
 // endSessions cancels sessions' requests, tears their jobs (and with sweep
 // every descendant) down and gives the requests shutdownKillDuration to reply.
+// A call read before the end may start its job after the first look at the
+// registries: once the requests have replied (or had their time), a second
+// look tears down the jobs that appeared meanwhile.
 func endSessions(sessions []*session, sweep bool) {
-	var jobs []*job
+	seen := map[*job]bool{}
+	newJobs := func() []*job {
+		var jobs []*job
+		for _, ss := range sessions {
+			for _, j := range ss.reg.list() {
+				if !seen[j] {
+					seen[j] = true
+					jobs = append(jobs, j)
+				}
+			}
+		}
+		return jobs
+	}
 	for _, ss := range sessions {
 		ss.cancelAll()
-		jobs = append(jobs, ss.reg.list()...)
 	}
-	terminateAll(jobs, sweep)
+	terminateAll(newJobs(), sweep)
 	replied := make(chan struct{})
 	go func() {
 		for _, ss := range sessions {
@@ -138,6 +152,7 @@ func endSessions(sessions []*session, sweep bool) {
 		close(replied)
 	}()
 	waitFor(replied, shutdownKillDuration)
+	terminateAll(newJobs(), sweep)
 }
 
 // watchSignals subscribes to the signals that end the server: always, as
