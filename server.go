@@ -185,7 +185,8 @@ func stoppingSignals(arrived <-chan os.Signal, ignored map[os.Signal]bool) <-cha
 }
 
 // prepareProcess readies the process to own children: inherited descriptors
-// stay out of jobs, orphans come back to us for reaping, and the reaper runs.
+// stay out of jobs, orphans come back to us for reaping, and the reaper runs
+// once a child or an orphan can exist.
 // Serving several clients (over HTTP), it becomes undumpable too, so one
 // client's jobs cannot read the other clients' connections from it.
 func prepareProcess(manyClients bool) {
@@ -198,7 +199,12 @@ func prepareProcess(manyClients bool) {
 			logf("cannot become a child subreaper (%v); orphans go to the system's init", err)
 		}
 	}
-	children.startReaper()
+	if os.Getpid() == 1 || hasChildren() {
+		// Orphans may come back to us before any job: as PID 1 from
+		// anywhere, else from children we had before our exec. Otherwise
+		// the first spawn starts the reaper (spawnNotify).
+		children.startReaper()
+	}
 }
 
 // terminateAll sends TERM to every job's group (and with sweep to every
