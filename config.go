@@ -13,6 +13,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -53,7 +54,7 @@ type config struct {
 	usage       bool            // terminal results carry usage
 	keepCwd     bool            // a call without cwd starts where the session's previous blocking execute's shell ended
 	jobEvents   bool            // legacy stdio sessions get notifications/job
-	memoryLimit int64           // bytes all output windows may hold together; 0: no bound
+	memoryLimit int64           // bytes all output windows may hold together; 0: no bound; memoryLimitAuto: see memoryBound
 
 	// HTTP; listen "" serves stdio only.
 	listen         string        // the address to serve HTTP on
@@ -703,10 +704,27 @@ func isLoopback(addr string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
+// memoryLimitAuto is the memoryLimit of MCP_EXEC_MEMORY_LIMIT=auto.
+const memoryLimitAuto = -1
+
+// memoryBound is the bytes all output windows may hold together (0: no
+// bound): MCP_EXEC_MEMORY_LIMIT, or with auto a quarter of the memory
+// available, read once, on the first call.
+func (c *config) memoryBound() int64 {
+	if c.memoryLimit == memoryLimitAuto {
+		return autoMemoryBound()
+	}
+	return c.memoryLimit
+}
+
+// autoMemoryBound is MCP_EXEC_MEMORY_LIMIT=auto's bound: a quarter of the
+// memory available (the cgroup's limit, else physical memory).
+var autoMemoryBound = sync.OnceValue(func() int64 { return availableMemory() / 4 })
+
 // parseMemoryLimit reads MCP_EXEC_MEMORY_LIMIT: auto, 0, or a size.
 func parseMemoryLimit(v string) (int64, error) {
 	if v == "auto" {
-		return availableMemory() / 4, nil
+		return memoryLimitAuto, nil // read when a job first needs it: a life with no job never does
 	}
 	units := []struct {
 		suffix string

@@ -39,8 +39,11 @@ type server struct {
 func startServer(cfg *config) *server {
 	s := newServer(cfg)
 	s.stop, s.ownsProcess = watchSignals(), true
-	setWindowMemoryLimit(cfg.memoryLimit)
-	limitRuntimeMemory(cfg.memoryLimit, os.Getenv("GOMEMLIMIT") != "")
+	setWindowMemoryBound(func() int64 {
+		bound := cfg.memoryBound()
+		limitRuntimeMemory(bound, os.Getenv("GOMEMLIMIT") != "")
+		return bound
+	})
 	prepareProcess(cfg.listen != "")
 	go trimWhenIdle(s.activity)
 	return s
@@ -120,13 +123,27 @@ func (s *server) shutdown() {
 
 // endSessions cancels sessions' requests, tears their jobs (and with sweep
 // every descendant) down and gives the requests shutdownKillDuration to reply.
+// A call read before the end may start its job after the first look at the
+// registries: once the requests have replied (or had their time), a second
+// look tears down the jobs that appeared meanwhile.
 func endSessions(sessions []*session, sweep bool) {
-	var jobs []*job
+	seen := map[*job]bool{}
+	newJobs := func() []*job {
+		var jobs []*job
+		for _, ss := range sessions {
+			for _, j := range ss.reg.list() {
+				if !seen[j] {
+					seen[j] = true
+					jobs = append(jobs, j)
+				}
+			}
+		}
+		return jobs
+	}
 	for _, ss := range sessions {
 		ss.cancelAll()
-		jobs = append(jobs, ss.reg.list()...)
 	}
-	terminateAll(jobs, sweep)
+	terminateAll(newJobs(), sweep)
 	replied := make(chan struct{})
 	go func() {
 		for _, ss := range sessions {
@@ -135,6 +152,7 @@ func endSessions(sessions []*session, sweep bool) {
 		close(replied)
 	}()
 	waitFor(replied, shutdownKillDuration)
+	terminateAll(newJobs(), sweep)
 }
 
 // watchSignals subscribes to the signals that end the server: always, as
@@ -167,7 +185,8 @@ func stoppingSignals(arrived <-chan os.Signal, ignored map[os.Signal]bool) <-cha
 }
 
 // prepareProcess readies the process to own children: inherited descriptors
-// stay out of jobs, orphans come back to us for reaping, and the reaper runs.
+// stay out of jobs, orphans come back to us for reaping, and the reaper runs
+// once a child or an orphan can exist.
 // Serving several clients (over HTTP), it becomes undumpable too, so one
 // client's jobs cannot read the other clients' connections from it.
 func prepareProcess(manyClients bool) {
@@ -180,12 +199,22 @@ func prepareProcess(manyClients bool) {
 			logf("cannot become a child subreaper (%v); orphans go to the system's init", err)
 		}
 	}
-	children.startReaper()
+	if os.Getpid() == 1 || hasChildren() {
+		// Orphans may come back to us before any job: as PID 1 from
+		// anywhere, else from children we had before our exec. Otherwise
+		// the first spawn starts the reaper (spawnNotify).
+		children.startReaper()
+	}
 }
 
 // terminateAll sends TERM to every job's group (and with sweep to every
 // descendant), waits up to the grace, then KILLs what is left and waits.
+// With no job and no child it returns at once, having read nothing.
 func terminateAll(jobs []*job, sweep bool) {
+	sweep = sweep && hasChildren()
+	if len(jobs) == 0 && !sweep {
+		return
+	}
 	steps := []struct {
 		sig  syscall.Signal
 		wait time.Duration // how long the processes get to go after sig
@@ -205,13 +234,14 @@ func terminateAll(jobs []*job, sweep bool) {
 	}
 }
 
-// awaitAllGone waits until no job group, and with sweep no descendant, is
-// left.
+// awaitAllGone waits until no job group, and with sweep no child (so no
+// descendant), is left. Children are reaped by our reaper, whose every
+// batch wakes the wait: no /proc is read for it.
 func awaitAllGone(jobs []*job, sweep bool, deadline time.Time) bool {
 	for _, j := range jobs {
 		if !awaitGroupGone(j.pid, deadline, nil) {
 			return false
 		}
 	}
-	return !sweep || awaitProcesses(func() bool { return len(descendants(os.Getpid())) == 0 }, deadline, nil)
+	return !sweep || awaitProcesses(func() bool { return !hasChildren() }, deadline, nil)
 }

@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 	"unicode/utf8"
@@ -478,13 +479,14 @@ type shellCursor struct {
 }
 
 // cursorKey signs cursors, so only a cursor this process handed out for a
-// job is taken back for it: process-wide, drawn once at start and never
-// written again.
-var cursorKey = func() []byte {
+// job is taken back for it: process-wide, drawn once, when the first cursor
+// is signed or checked (not at start: a life without the Shell toolkit
+// never asks the kernel for randomness), and never written again.
+var cursorKey = sync.OnceValue(func() []byte {
 	k := make([]byte, 32)
 	_, _ = rand.Read(k) // never fails: crypto/rand panics rather than return an error
 	return k
-}()
+})
 
 // encode is the opaque form of the cursor, bound to job id.
 func (c shellCursor) encode(id string) string {
@@ -494,7 +496,7 @@ func (c shellCursor) encode(id string) string {
 
 // cursorMAC signs payload for job id.
 func cursorMAC(id, payload string) string {
-	m := hmac.New(sha256.New, cursorKey)
+	m := hmac.New(sha256.New, cursorKey())
 	m.Write([]byte(id + "\x00" + payload))
 	return hex.EncodeToString(m.Sum(nil)[:12])
 }

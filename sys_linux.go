@@ -65,7 +65,7 @@ func readProcs() []procInfo {
 // readProc parses /proc/PID/stat; comm may hold spaces and parentheses, so
 // the fields after it are found from the last ')'.
 func readProc(pid int) (procInfo, bool) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	b, err := readProcFile("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
 		return procInfo{}, false
 	}
@@ -106,8 +106,63 @@ func procsWhere(keep func(procInfo) bool) []procInfo {
 	return found
 }
 
-// descendants lists every process below pid in the process tree.
+// descendants lists every process below pid in the process tree, read
+// from the children files of each thread (/proc/PID/task/TID/children)
+// down from pid: only what can be below it is opened, not every process.
+// A kernel without those files is read whole instead (readProcs).
 func descendants(pid int) []procInfo {
+	if !childrenFiles() {
+		return descendantsScanned(pid)
+	}
+	var found []procInfo
+	seen := map[int]bool{pid: true}
+	for below := childrenOf(pid); len(below) > 0 && len(found) < 1<<16; {
+		child := below[0]
+		below = below[1:]
+		if seen[child] {
+			continue
+		}
+		seen[child] = true
+		p, ok := readProc(child)
+		if !ok {
+			continue // it went meanwhile
+		}
+		found = append(found, p)
+		below = append(below, childrenOf(child)...)
+	}
+	return found
+}
+
+// childrenFiles reports whether the kernel lists a thread's children in
+// /proc/PID/task/TID/children (CONFIG_PROC_CHILDREN).
+var childrenFiles = sync.OnceValue(func() bool {
+	self := strconv.Itoa(os.Getpid())
+	return unix.Access("/proc/self/task/"+self+"/children", unix.R_OK) == nil
+})
+
+// childrenOf lists the children of every thread of pid; none when pid is
+// gone.
+func childrenOf(pid int) []int {
+	dir := "/proc/" + strconv.Itoa(pid) + "/task"
+	tids, err := readDirNames(dir)
+	if err != nil {
+		return nil
+	}
+	var kids []int
+	for _, tid := range tids {
+		b, _ := readProcFile(dir + "/" + tid + "/children") // a thread may end meanwhile
+		for _, f := range strings.Fields(string(b)) {
+			if child, err := strconv.Atoi(f); err == nil {
+				kids = append(kids, child)
+			}
+		}
+	}
+	return kids
+}
+
+// descendantsScanned is descendants from every process in /proc, by
+// parent.
+func descendantsScanned(pid int) []procInfo {
 	procs := readProcs()
 	below := map[int]bool{pid: true}
 	var found []procInfo
@@ -122,6 +177,78 @@ func descendants(pid int) []procInfo {
 		}
 	}
 	return found
+}
+
+// hasChildren reports whether this process has a child, running, stopped
+// or exited and not yet reaped. It only peeks (WNOWAIT): the reaper still
+// collects every status. With no child there is no descendant either, as
+// every descendant's parent is a descendant or, orphaned, us (as PID 1 or
+// subreaper) or an init outside the tree.
+func hasChildren() bool {
+	for {
+		var info unix.Siginfo
+		err := unix.Waitid(unix.P_ALL, 0, &info, unix.WEXITED|unix.WSTOPPED|unix.WCONTINUED|unix.WNOHANG|unix.WNOWAIT|unix.WALL, nil)
+		switch {
+		case errors.Is(err, unix.EINTR):
+			continue
+		case errors.Is(err, unix.ECHILD):
+			return false
+		}
+		return true // a child exists (or waitid failed: assume one does)
+	}
+}
+
+// readProcFile reads a file under /proc whole with plain system calls:
+// os.ReadFile would offer each descriptor to the runtime's poller, which
+// refuses it, and flip its flags to and fro (four fcntl calls a file).
+func readProcFile(path string) ([]byte, error) {
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer unix.Close(fd)
+	buf := make([]byte, 0, 512)
+	for {
+		if len(buf) == cap(buf) {
+			buf = slices.Grow(buf, cap(buf))
+		}
+		n, err := unix.Read(fd, buf[len(buf):cap(buf)])
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if n == 0 {
+			return buf, nil
+		}
+		buf = buf[:len(buf)+n]
+	}
+}
+
+// readDirNames lists the names in a directory under /proc with plain
+// system calls, for the reason readProcFile gives.
+func readDirNames(path string) ([]string, error) {
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer unix.Close(fd)
+	var names []string
+	buf := make([]byte, 4096)
+	for {
+		n, err := unix.Getdents(fd, buf)
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if n <= 0 {
+			return names, nil
+		}
+		_, _, names = unix.ParseDirent(buf[:n], -1, names)
+	}
 }
 
 // pipeCloseOnExec creates a pipe whose ends are close-on-exec from birth.
@@ -340,7 +467,13 @@ func hideFromJobs(secret string, undumpable bool) error {
 // /proc/self/environ reads it, without the variables named prefix*: the
 // others move up, and zero bytes fill the end.
 func wipeEnviron(prefix string) error {
-	shown, err := os.ReadFile("/proc/self/environ")
+	// The runtime's copy is the original block unless the process changed
+	// it, which the server never does: without such a variable there,
+	// there is nothing to read or wipe.
+	if !slices.ContainsFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, prefix) }) {
+		return nil
+	}
+	shown, err := readProcFile("/proc/self/environ")
 	if err != nil || !strings.Contains(string(shown), prefix) {
 		return err // nothing to wipe
 	}

@@ -45,6 +45,10 @@ func sessionMembers(id int) []procInfo { return nil }
 // descendants needs /proc; without it shutdown relies on group signals.
 func descendants(pid int) []procInfo { return nil }
 
+// hasChildren needs waitid's peek; without it shutdown relies on group
+// signals, as descendants knows none.
+func hasChildren() bool { return false }
+
 // countOpenFds counts open descriptors through /dev/fd.
 func countOpenFds() int {
 	entries, err := os.ReadDir("/dev/fd")

@@ -63,10 +63,20 @@ var windowMemory struct {
 	all    []weak.Pointer[window] // every window made, while it lives (dead ones until the next compaction)
 	live   int                    // len(all) after the last compaction
 	lastGC time.Time              // when boundWindows last collected garbage
+
+	arm atomic.Pointer[func()] // sets limit, once, before the first window (setWindowMemoryBound); nil: none to set
 }
 
 // setWindowMemoryLimit bounds the bytes all windows hold together (0: none).
 func setWindowMemoryLimit(bytes int64) { windowMemory.limit.Store(bytes) }
+
+// setWindowMemoryBound has bound called once, when the first window is
+// made, and its answer bound the bytes all windows hold together (0:
+// none): a process that runs no job never reads what the bound is made of.
+func setWindowMemoryBound(bound func() int64) {
+	arm := sync.OnceFunc(func() { setWindowMemoryLimit(bound()) })
+	windowMemory.arm.Store(&arm)
+}
 
 // windowBytesHeld is what all windows hold now.
 func windowBytesHeld() int64 { return windowMemory.used.Load() }
@@ -76,6 +86,9 @@ func windowBytesHeld() int64 { return windowMemory.used.Load() }
 func newWindow(limit, headLimit int) *window {
 	if limit < 1 {
 		limit = 1
+	}
+	if arm := windowMemory.arm.Load(); arm != nil {
+		(*arm)() // once; every caller waits until the bound is set
 	}
 	win := &window{limit: limit, headLimit: max(headLimit, 0), held: &windowHeld{}}
 	// Garbage holds nothing: when the window goes, so does its count.

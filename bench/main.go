@@ -42,10 +42,6 @@ type row struct {
 }
 
 func main() {
-	if os.Getenv(answerOnceEnv) == "1" {
-		answerOnce()
-		return
-	}
 	flag.Parse()
 	bin, err := filepath.Abs(*binPath)
 	check(err)
@@ -65,7 +61,7 @@ func main() {
 		{"memory bound", one(benchMemoryBound)},
 		{"capture throughput", one(benchThroughput)},
 		{"memory", one(benchMemory)},
-		{"startup", one(benchStartup)},
+		{"whole life", benchLife},
 		{"idle cost", one(benchIdle)},
 		{"delivery delay", one(benchDelivery)},
 		{"wait fan-in", one(benchFanIn)},
@@ -385,40 +381,6 @@ func benchMemory(bin string) row {
 	floor := idle + 100*1024
 	r := used / floor
 	return row{Value: used / 1024, Floor: floor / 1024, Unit: "MiB", Ratio: r, Target: "<= 1.15", Pass: r <= 1.15}
-}
-
-func benchStartup(bin string) row {
-	self, err := os.Executable()
-	check(err)
-	var ours, floor []time.Duration
-	for i := 0; i < 20; i++ {
-		t := time.Now()
-		s := startServer(bin)
-		ours = append(ours, time.Since(t))
-		s.stop()
-		t = time.Now()
-		s = startServer(self, answerOnceEnv+"=1")
-		floor = append(floor, time.Since(t))
-		s.stop()
-	}
-	v, f := median(ours), median(floor)
-	return row{Value: ms(v), Floor: ms(f), Unit: "ms", Ratio: float64(v) / float64(f), Target: "<= 5 ms", Pass: v <= 5*time.Millisecond}
-}
-
-// answerOnceEnv makes the bench binary the startup floor: a Go program that
-// answers one request line and does nothing else.
-const answerOnceEnv = "MCP_EXEC_BENCH_ANSWER_ONCE"
-
-// answerOnce replies to one request with an empty result, echoing its id.
-func answerOnce() {
-	line, _ := bufio.NewReader(os.Stdin).ReadString('\n')
-	id := "null"
-	if i := strings.Index(line, `"id":`); i >= 0 {
-		rest := line[i+5:]
-		id = rest[:strings.IndexAny(rest, ",}")]
-	}
-	os.Stdout.WriteString(`{"jsonrpc":"2.0","id":` + id + `,"result":{}}` + "\n")
-	_, _ = io.Copy(io.Discard, os.Stdin)
 }
 
 func benchIdle(bin string) row {
