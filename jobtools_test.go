@@ -74,3 +74,25 @@ func BenchmarkQuotedLenList(b *testing.B) {
 }
 
 var benchN int
+
+// chanSink hands each reply line to a channel.
+type chanSink chan []byte
+
+func (s chanSink) send(msg []byte) { s <- msg }
+
+// BenchmarkExecuteTrue is a blocking execute of true through a session,
+// from its line read to its reply line made: the server's part of the
+// execute round trip.
+func BenchmarkExecuteTrue(b *testing.B) {
+	onLinux(b)
+	replies := make(chanSink, 1)
+	s := newSession(testConfig(), replies, nil)
+	line := []byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"execute","arguments":{"command":"true"}}}`)
+	b.ReportAllocs()
+	for b.Loop() {
+		s.handleLine(line)
+		if reply := <-replies; !bytes.Contains(reply, []byte(`\"state\":\"success\"`)) {
+			b.Fatalf("reply %s", reply)
+		}
+	}
+}
