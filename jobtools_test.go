@@ -40,6 +40,8 @@ func BenchmarkListJobs(b *testing.B) {
 	}
 }
 
+// BenchmarkAppendQuotedList escapes list_jobs' text for 10,000 jobs into
+// its reply line: mostly quotes, a few bytes apart.
 func BenchmarkAppendQuotedList(b *testing.B) {
 	reg := finishedJobs(10000)
 	c := &toolCall{reg: reg, cfg: reg.cfg, waiter: plainWaiter()}
@@ -52,6 +54,7 @@ func BenchmarkAppendQuotedList(b *testing.B) {
 	}
 }
 
+// BenchmarkAppendQuotedPlain escapes as much plain text, for comparison.
 func BenchmarkAppendQuotedPlain(b *testing.B) {
 	text := bytes.Repeat([]byte("abcdefghijklmnopqrstuvwxyz0123456789 "), 10000)
 	text = append(text, '\n')
@@ -62,6 +65,8 @@ func BenchmarkAppendQuotedPlain(b *testing.B) {
 	}
 }
 
+// BenchmarkQuotedLenList measures what list_jobs' text for 10,000 jobs
+// takes escaped, as its reply budget is counted.
 func BenchmarkQuotedLenList(b *testing.B) {
 	reg := finishedJobs(10000)
 	c := &toolCall{reg: reg, cfg: reg.cfg, waiter: plainWaiter()}
@@ -73,6 +78,7 @@ func BenchmarkQuotedLenList(b *testing.B) {
 	}
 }
 
+// benchN keeps the measuring benchmarks' results from being optimised away.
 var benchN int
 
 // chanSink hands each reply line to a channel.
