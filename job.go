@@ -48,6 +48,13 @@ type job struct {
 	killSent atomic.Bool                // a kill was sent on a caller's behalf (the shell set's kill, or its time limit)
 	limit    atomic.Pointer[time.Timer] // the time limit's timer, stopped when the job ends
 
+	// endsLeft counts down the exit and the two pumps' ends; the one that
+	// brings it to zero calls atEnd, which exited sets (before its count)
+	// only when both pipes have hung up. See registry.exited.
+	endsLeft atomic.Int32
+	atEnd    func()
+	onPipes  bool // its output comes through pipes, not a terminal
+
 	tmpDir   string        // the private TMPDIR of a sandboxed job; "" for none
 	command  string        // what was asked to run, its first characters, for job events
 	program  string        // the program asked for (argv[0], or the shell), for the shell set's events
@@ -70,6 +77,14 @@ type job struct {
 	elem         *list.Element // place in registry.order; guarded by registry.mu
 	watchers     int           // waits, kills and executes under way on the job; guarded by registry.mu
 	finishedSeen bool          // the limits on finished jobs were applied to it; guarded by registry.mu
+}
+
+// endSeen counts one of the job's ends (see endsLeft); the last one runs
+// atEnd.
+func (j *job) endSeen() {
+	if j.endsLeft.Add(-1) == 0 {
+		j.atEnd()
+	}
 }
 
 // runtime is how long the job ran: until its shell exited, or until now.

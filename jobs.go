@@ -219,8 +219,11 @@ func (r *registry) runningLocked() []*job {
 
 // exited runs on the reaper's goroutine when the job's shell has exited. The
 // result must hold everything the shell wrote, so it is published once the
-// pumps have taken it: at once when both pipes already reached EOF (the
-// common case), otherwise from a goroutine that waits for them to settle.
+// pumps have taken it: at once when both pipes already reached EOF; by the
+// last pump to reach it when no process holds either pipe any more (the
+// common case: the exit and the pipes' EOF arrive together, and the pumps
+// have not run yet); otherwise from a goroutine that waits for them to
+// settle, bounded, since an orphan may hold a pipe for ever.
 func (r *registry) exited(j *job, st exitStatus) {
 	wall := time.Since(j.started) // now, not when the output has settled
 	// One kill(2) says whether anything survived the shell; only then is
@@ -228,6 +231,13 @@ func (r *registry) exited(j *job, st exitStatus) {
 	leftBehind := groupAlive(st.pid)
 	if !leftBehind && j.stdoutPump.settle.settled() && j.errPump.settle.settled() {
 		r.publish(j, st, wall, nil)
+		return
+	}
+	// A pump held back for a streaming reader may wait long for room, and
+	// a terminal's end is not a pipe's: those settle the bounded way.
+	if !leftBehind && j.onPipes && j.outGate == nil && j.stdoutPump.hungUp() && j.errPump.hungUp() {
+		j.atEnd = func() { r.publish(j, st, wall, nil) }
+		j.endSeen() // after atEnd is set: a pump that ends next sees it
 		return
 	}
 	go func() {

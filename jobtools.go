@@ -581,22 +581,31 @@ func runListJobs(c *toolCall, _ *noArgs) (any, error) {
 	b := make([]byte, 0, 16+len(jobs)*40)
 	b = append(b, `{"jobs":[`...)
 	omitted := 0
+	cost := c.cost()
 	for i, j := range jobs {
 		mark := len(b)
 		if i > 0 {
 			b = append(b, ',')
 		}
 		b = append(b, `{"job_id":`...)
-		b = strconv.AppendQuote(b, j.id)
+		b = appendJSONString(b, j.id)
 		b = append(b, `,"state":"`...)
-		b = append(b, j.outcome().state...)
+		// One look at done per job: a finished job reads its outcome as it
+		// is, with no copy and no look at input.
+		ended := j.terminal()
+		state, survivors, waiting := stateRunning, 0, false
+		if ended {
+			state, survivors = j.final.state, len(j.final.survivors)
+		} else {
+			waiting = j.waitingForInputAmong(groups[j.pid])
+		}
+		b = append(b, state...)
 		b = append(b, '"')
-		waiting := j.waitingForInputAmong(groups[j.pid])
 		if waiting {
 			b = append(b, `,"waiting_for_input":true`...)
 		}
-		if o := j.outcome(); len(o.survivors) > 0 {
-			b = append(append(b, `,"survivors":`...), strconv.Itoa(len(o.survivors))...)
+		if survivors > 0 {
+			b = append(append(b, `,"survivors":`...), strconv.Itoa(survivors)...)
 		}
 		recentAt := len(b)        // where the entry's recent starts, if it has one
 		if waiting && j.prompts { // as markWaiting says
@@ -606,10 +615,12 @@ func runListJobs(c *toolCall, _ *noArgs) (any, error) {
 			}
 		}
 		b = append(b, '}')
-		if cost := c.cost().of(b[mark:]); cost > room && recentAt < len(b)-1 {
+		spent := cost.of(b[mark:])
+		if spent > room && recentAt < len(b)-1 {
 			b = append(b[:recentAt], '}') // the newest lines go before a job does
+			spent = cost.of(b[mark:])
 		}
-		if room -= c.cost().of(b[mark:]); room < 0 {
+		if room -= spent; room < 0 {
 			b, omitted = b[:mark], len(jobs)-i
 			break
 		}
@@ -620,6 +631,19 @@ func runListJobs(c *toolCall, _ *noArgs) (any, error) {
 		b = strconv.AppendInt(b, int64(omitted), 10)
 	}
 	return json.RawMessage(append(b, '}')), nil
+}
+
+// appendJSONString appends s as a JSON string. A job id is a number or
+// plain letters, copied as it is between quotes; any other string is
+// quoted as it was before (strconv's quoting, which JSON reads alike for
+// printable ASCII).
+func appendJSONString(b []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if quotedASCII[s[i]] != 1 {
+			return strconv.AppendQuote(b, s)
+		}
+	}
+	return append(append(append(b, '"'), s...), '"')
 }
 
 // jobsContract is what the jobs set asks of its jobs: numbered ids, and

@@ -1,8 +1,10 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"math"
+	"math/rand/v2"
 	"testing"
 )
 
@@ -42,6 +44,54 @@ func TestIntegerIDAfterRegexpRemoval(t *testing.T) {
 	} {
 		if got := integerID([]byte(id)); got != want {
 			t.Errorf("integerID(%q) = %v, want %v", id, got, want)
+		}
+	}
+}
+
+// TestQuotedAsEncodingJSON: appendQuoted escapes as encoding/json does
+// (without HTML escaping), quotedLen counts exactly what it adds, and
+// plainRun stops at the first byte escaped, wherever in an eight-byte word
+// the escaped bytes, invalid UTF-8 and U+2028 fall.
+func TestQuotedAsEncodingJSON(t *testing.T) {
+	t.Parallel()
+	cases := []string{"", "a", "abcdefgh", "abcdefg\"", "\"abcdefgh", "ab\\cdefghij", "\x00\x1f\x7f ~",
+		"éèà日本\u2028\u2029x", "\xff\xfe\xc3", "{\"job_id\":\"1\",\"state\":\"success\"}",
+		"12345678\t12345678\n", "\xe2\x80", "tail\xe2\x80\xa8", "<>&", "\x1f\x20\x21\x22\x5b\x5c\x5d\x9f\xa0"}
+	rng := rand.New(rand.NewPCG(1, 2))
+	alphabet := []byte("ab\"\\\n\x00\x1f\x7f\x80\xc3\xa9\xe2\x80\xa8 ")
+	for range 2000 {
+		b := make([]byte, rng.IntN(40))
+		for i := range b {
+			if rng.IntN(2) == 0 {
+				b[i] = alphabet[rng.IntN(len(alphabet))]
+			} else {
+				b[i] = byte(rng.IntN(256))
+			}
+		}
+		cases = append(cases, string(b))
+	}
+	for _, in := range cases {
+		var want bytes.Buffer
+		enc := json.NewEncoder(&want)
+		enc.SetEscapeHTML(false)
+		if err := enc.Encode(in); err != nil {
+			t.Fatal(err)
+		}
+		inside := bytes.TrimSuffix(want.Bytes(), []byte("\n"))
+		inside = inside[1 : len(inside)-1]
+		got := appendQuoted([]byte("x"), []byte(in))
+		if !bytes.Equal(got[1:], inside) {
+			t.Errorf("appendQuoted(%q) = %q, want %q", in, got[1:], inside)
+		}
+		if n := quotedLen([]byte(in)); n != len(inside) {
+			t.Errorf("quotedLen(%q) = %d, want %d", in, n, len(inside))
+		}
+		plain := 0
+		for plain < len(in) && in[plain] < 0x80 && in[plain] >= 0x20 && in[plain] != '"' && in[plain] != '\\' {
+			plain++
+		}
+		if got := plainRun([]byte(in)); got != plain {
+			t.Errorf("plainRun(%q) = %d, want %d", in, got, plain)
 		}
 	}
 }

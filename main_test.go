@@ -166,7 +166,7 @@ func collect(t *testing.T, reg *registry, j *job) *job {
 }
 
 // onLinux skips a test that reads /proc.
-func onLinux(t *testing.T) {
+func onLinux(t testing.TB) {
 	t.Helper()
 	if runtime.GOOS != "linux" {
 		t.Skip("reads /proc: Linux only")

@@ -35,13 +35,15 @@ type pump struct {
 	settle   settle                 // how far the pump is toward holding all the shell wrote
 	gate     *readGate              // holds reads back for a streaming reader; nil: never
 	finished chan struct{}          // closed when the pump has stopped reading
+	ended    func()                 // called once it has, after finished is closed
 	lastData stamp                  // when a read last brought bytes: how long the job has been silent
 }
 
 // startPump starts copying f into w; gate, when not nil, holds it back
-// whenever w holds as much unread as it can keep.
-func startPump(f *os.File, w *window, gate *readGate) *pump {
-	p := &pump{f: f, settle: settle{changed: newBroadcast()}, gate: gate, finished: make(chan struct{})}
+// whenever w holds as much unread as it can keep. ended is called on the
+// pump's goroutine once it has stopped reading; it must not block.
+func startPump(f *os.File, w *window, gate *readGate, ended func()) *pump {
+	p := &pump{f: f, settle: settle{changed: newBroadcast()}, gate: gate, finished: make(chan struct{}), ended: ended}
 	p.sink.Store(w)
 	go p.run()
 	return p
@@ -49,6 +51,7 @@ func startPump(f *os.File, w *window, gate *readGate) *pump {
 
 // run reads until EOF or error, then closes the pipe.
 func (p *pump) run() {
+	defer p.ended() // last: after finished is closed
 	defer close(p.finished)
 	defer p.settle.moveTo(settleSettled) // EOF, a read error or a close
 	defer p.f.Close()
@@ -94,6 +97,21 @@ func (p *pump) pass(rc syscall.RawConn) bool {
 		nudge(p.gate.wrote)
 	}
 	return true
+}
+
+// hungUp reports whether no process holds the pump's pipe for writing any
+// more, so it reaches EOF by itself once it has read what the pipe holds.
+// A pump that has closed its pipe is at its end already.
+func (p *pump) hungUp() bool {
+	rc, err := p.f.SyscallConn()
+	if err != nil {
+		return true
+	}
+	hung := true
+	if rc.Control(func(fd uintptr) { hung = pipeHungUp(int(fd)) }) != nil {
+		return true // closed: the pump has stopped reading
+	}
+	return hung
 }
 
 // wake makes a pump parked on an empty pipe run a read at once.

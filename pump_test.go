@@ -45,26 +45,40 @@ func TestOrphanOutputCapturedAfterExit(t *testing.T) {
 // shell wrote. The full soak once got a 64 KiB job's result with part of its
 // output: the settle limit was counted from the exit, not from the pump's
 // first look at its pipe. Holding the window's lock stalls the pump here.
+// Both ways a result waits for its pumps are covered: the pipes hung up (the
+// last pump to reach EOF publishes) and an orphan holding stdout (the
+// bounded settle).
 func TestResultCompleteWhenPumpStarvedPastSettleLimit(t *testing.T) {
 	t.Parallel()
-	reg := newRegistry(testConfig())
-	j := startJob(t, reg, "sleep 0.2; head -c 60000 /dev/zero")
-	j.stdout.mu.Lock() // the pump stalls at its first read
-	// awaitSettled marks the pump once the shell has exited; from then on
-	// the old code published after settleMaxDuration.
-	eventually(t, jobDeadline, "the shell exits", j.stdoutPump.settle.readBegins)
-	if j.stdout.total != 0 { // read under the held lock
-		j.stdout.mu.Unlock()
-		t.Fatalf("the pump read %d bytes before it was stalled; the test proves nothing", j.stdout.total)
-	}
-	select {
-	case <-j.done:
-		t.Error("the result was published while the pump could not read its pipe")
-	case <-time.After(3 * settleMaxDuration): // nothing may happen: no event to await
-	}
-	j.stdout.mu.Unlock()
-	r := resultOf(collect(t, reg, j))
-	if r.Stdout == nil || r.Stdout.TotalBytes != 60000 || len(r.Stdout.Data) != 60000 {
-		t.Errorf("the delivered result holds %+v, want all 60000 bytes the shell wrote", r.Stdout)
+	for _, command := range []string{
+		"sleep 0.2; head -c 60000 /dev/zero",
+		"sleep 0.2; head -c 60000 /dev/zero; sleep 5 &",
+	} {
+		t.Run(command, func(t *testing.T) {
+			t.Parallel()
+			reg := newRegistry(testConfig())
+			j := startJob(t, reg, command)
+			j.stdout.mu.Lock() // the pump stalls at its first read
+			eventually(t, jobDeadline, "the shell is reaped", func() bool {
+				children.mu.Lock()
+				defer children.mu.Unlock()
+				_, running := children.byPid[j.pid]
+				return !running
+			})
+			if j.stdout.total != 0 { // read under the held lock
+				j.stdout.mu.Unlock()
+				t.Fatalf("the pump read %d bytes before it was stalled; the test proves nothing", j.stdout.total)
+			}
+			select {
+			case <-j.done:
+				t.Error("the result was published while the pump could not read its pipe")
+			case <-time.After(3 * settleMaxDuration): // nothing may happen: no event to await
+			}
+			j.stdout.mu.Unlock()
+			r := resultOf(collect(t, reg, j))
+			if r.Stdout == nil || r.Stdout.TotalBytes != 60000 || len(r.Stdout.Data) != 60000 {
+				t.Errorf("the delivered result holds %+v, want all 60000 bytes the shell wrote", r.Stdout)
+			}
+		})
 	}
 }

@@ -80,8 +80,10 @@ func (j *job) launch(cfg *config, req startRequest, onExit func(exitStatus)) err
 	if req.streamed {
 		j.outGate, j.errGate = newReadGate(), newReadGate()
 	}
-	j.stdoutPump = startPump(out.ours, j.stdout, j.outGate)
-	j.errPump = startPump(errp.ours, j.stderr, j.errGate)
+	j.onPipes = req.tty == nil
+	j.endsLeft.Store(3) // the exit and both pumps' ends; see registry.exited
+	j.stdoutPump = startPump(out.ours, j.stdout, j.outGate, j.endSeen)
+	j.errPump = startPump(errp.ours, j.stderr, j.errGate, j.endSeen)
 	dir, release, err := pinDir(cfg, req.dir)
 	if err != nil {
 		closeAll([]*os.File{in.ours, out.ours, errp.ours})
@@ -211,21 +213,12 @@ func makeJobPipes() (in, out, errp jobPipe, err error) {
 
 // makeJobPipe creates one pipe; childReads says which end the child gets.
 func makeJobPipe(childReads bool) (jobPipe, error) {
-	fds, err := pipeCloseOnExec()
-	if err != nil {
-		return jobPipe{}, err
-	}
-	child, ours := fds[1], fds[0]
 	// The pipes keep the system's default size. Enlarging them measured no
 	// faster, and for a user without CAP_SYS_RESOURCE every enlarged pipe
 	// counts against pipe-user-pages-soft: past it, every new pipe of that
 	// user, the jobs' own pipelines included, is cut to two pages.
-	if childReads {
-		child, ours = fds[0], fds[1]
-	}
-	if err := syscall.SetNonblock(ours, true); err != nil {
-		_ = syscall.Close(fds[0]) // best effort: cleaning up
-		_ = syscall.Close(fds[1])
+	child, ours, err := jobPipeEnds(childReads)
+	if err != nil {
 		return jobPipe{}, err
 	}
 	return jobPipe{child: child, ours: os.NewFile(uintptr(ours), "job pipe")}, nil

@@ -251,11 +251,41 @@ func readDirNames(path string) ([]string, error) {
 	}
 }
 
-// pipeCloseOnExec creates a pipe whose ends are close-on-exec from birth.
-func pipeCloseOnExec() ([2]int, error) {
+// jobPipeEnds creates a job's pipe, both ends close-on-exec from birth:
+// ours non-blocking, for the runtime poller, and the child's blocking, as
+// programs expect; childReads says which end is the child's. Both ends are
+// made non-blocking together and the child's is set back with one
+// F_SETFL, which sets every flag it can change: none but O_NONBLOCK is on
+// a new pipe, so 0 clears just that. One call fewer than making ours
+// non-blocking afterwards, which reads the flags first.
+func jobPipeEnds(childReads bool) (child, ours int, err error) {
 	var fds [2]int
-	err := unix.Pipe2(fds[:], unix.O_CLOEXEC)
-	return fds, err
+	if err := unix.Pipe2(fds[:], unix.O_CLOEXEC|unix.O_NONBLOCK); err != nil {
+		return -1, -1, err
+	}
+	child, ours = fds[1], fds[0]
+	if childReads {
+		child, ours = fds[0], fds[1]
+	}
+	if _, err := unix.FcntlInt(uintptr(child), unix.F_SETFL, 0); err != nil {
+		_ = unix.Close(fds[0]) // best effort: cleaning up
+		_ = unix.Close(fds[1])
+		return -1, -1, err
+	}
+	return child, ours, nil
+}
+
+// pipeHungUp reports whether the pipe read at fd has no writer left: what
+// it still holds is all it will ever hold. poll(2) says so without reading.
+func pipeHungUp(fd int) bool {
+	fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+	for {
+		n, err := unix.Poll(fds, 0)
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		return err == nil && n == 1 && fds[0].Revents&unix.POLLHUP != 0
+	}
 }
 
 // countOpenFds counts this process's open descriptors (not counting the

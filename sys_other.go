@@ -15,6 +15,30 @@ const (
 	realtimeMax   syscall.Signal = 0
 )
 
+// pipeHungUp is never sure here: a finished job's pipes are settled the
+// slower way (awaitSettled), which holds everywhere.
+func pipeHungUp(int) bool { return false }
+
+// jobPipeEnds creates a job's pipe, both ends close-on-exec: ours
+// non-blocking, for the runtime poller, and the child's blocking;
+// childReads says which end is the child's.
+func jobPipeEnds(childReads bool) (child, ours int, err error) {
+	fds, err := pipeCloseOnExec()
+	if err != nil {
+		return -1, -1, err
+	}
+	child, ours = fds[1], fds[0]
+	if childReads {
+		child, ours = fds[0], fds[1]
+	}
+	if err := syscall.SetNonblock(ours, true); err != nil {
+		_ = syscall.Close(fds[0]) // best effort: cleaning up
+		_ = syscall.Close(fds[1])
+		return -1, -1, err
+	}
+	return child, ours, nil
+}
+
 // pipeCloseOnExec creates a pipe whose ends are close-on-exec. Without
 // pipe2, ForkLock keeps a concurrent fork from inheriting them in between.
 func pipeCloseOnExec() ([2]int, error) {

@@ -38,7 +38,7 @@ type row struct {
 	Ratio  float64 `json:"ratio"`
 	Target string  `json:"target"`
 	Pass   bool    `json:"pass"`
-	Note   string  `json:"note,omitempty"` // why a row missed when it is not the figure
+	Note   string  `json:"note,omitempty"` // why a row missed when it is not the figure, or what it adds to the ratio
 }
 
 func main() {
@@ -269,7 +269,10 @@ func benchRoundTrip(bin string) row {
 	}
 	v, f := median(ours), median(bare)
 	r := float64(v) / float64(f)
-	return row{Value: ms(v), Floor: ms(f), Unit: "ms", Ratio: r, Target: "<= 1.3", Pass: r <= 1.3}
+	// What the server adds to the spawn, in time: the ratio moves with the
+	// machine's spawn cost, the overhead is what the server can cut.
+	return row{Value: ms(v), Floor: ms(f), Unit: "ms", Ratio: r, Target: "<= 1.3", Pass: r <= 1.3,
+		Note: fmt.Sprintf("overhead %.2f ms over the floor", ms(v-f))}
 }
 
 // executeTrue times one blocking execute {"command":"true"} as a lean
