@@ -336,6 +336,8 @@ func TestCancelledWaitForRoomLeavesTheJobCollectable(t *testing.T) {
 	if _, err := fmt.Fprintf(in, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"wait","arguments":{"job_ids":[%q],"timeout":60}}}`+"\n", j.id); err != nil {
 		t.Fatal(err)
 	}
+	// Read is not yet run: a request read as a pause begins waits for it.
+	awaitWatchers(t, ss.reg, j, 1)
 	out.send([]byte(strings.Repeat(" ", bound) + "\n")) // the client reads none of it: no room
 	if n := awaitNotice(t, notices, jobDeadline); !strings.Contains(n, "no request is read") {
 		t.Fatalf("notice %q: want the intake paused", n)
