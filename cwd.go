@@ -4,10 +4,14 @@
 package main
 
 import (
-	"os"
+	"errors"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
+
+	"golang.org/x/sys/unix"
 )
 
 // How a shell tells where it ended. The kernel drops a process's working
@@ -47,13 +51,52 @@ var posixShells = []string{"sh", "dash", "bash", "ash", "ksh", "ksh93", "mksh", 
 
 // cwdReport is where one job's shell writes the directory it ended in.
 // launch creates the file (wrap); finalDir reads it once the job has ended
-// and release closes and removes it; both are safe to call more than once
-// and from any goroutine.
+// and removes it; both are safe to call more than once and from any
+// goroutine. The file is made, read and removed with plain system calls:
+// os.File would offer each descriptor to the runtime's poller, which
+// refuses a regular file, and flip its flags to and fro on every job.
 type cwdReport struct {
-	once   sync.Once
-	file   *os.File // the file the shell writes, held open: a sandboxed job's TMPDIR goes at its end
-	ownDir string   // the directory made for the file outside a TMPDIR; "" for none
-	dir    string   // what the shell wrote, trimmed; "" when nothing
+	once sync.Once
+	fd   int    // the file the shell writes, held open; -1: none
+	path string // its name
+	dir  string // what the shell wrote, trimmed; "" when nothing
+}
+
+// cwdReportSeq numbers the report files of this process: each name is
+// new in a directory only this process writes (or a job's own TMPDIR).
+var cwdReportSeq atomic.Uint64
+
+// cwdReports is process-wide state: the directory the report files of
+// unsandboxed jobs go in, made at the first and removed with the jobs'
+// temporary directories at shutdown. Its lock guards dir.
+var cwdReports struct {
+	mu  sync.Mutex
+	dir string
+}
+
+// sharedReportDir is the directory for report files of jobs without a
+// TMPDIR of their own, made on first use (again after a failure).
+func sharedReportDir() (string, error) {
+	cwdReports.mu.Lock()
+	defer cwdReports.mu.Unlock()
+	if cwdReports.dir == "" {
+		dir, err := makeJobTemp()
+		if err != nil {
+			return "", err
+		}
+		cwdReports.dir = dir
+	}
+	return cwdReports.dir, nil
+}
+
+// forgetSharedReportDir forgets dir as the report directory, if it still
+// is, so the next report makes a new one.
+func forgetSharedReportDir(dir string) {
+	cwdReports.mu.Lock()
+	defer cwdReports.mu.Unlock()
+	if cwdReports.dir == dir {
+		cwdReports.dir = ""
+	}
 }
 
 // newCwdReport returns a report for a blocking execute's job, or nil when
@@ -65,52 +108,60 @@ func newCwdReport(cfg *config) *cwdReport {
 	name := filepath.Base(cfg.shell)
 	for _, sh := range posixShells {
 		if name == sh {
-			return &cwdReport{}
+			return &cwdReport{fd: -1}
 		}
 	}
 	return nil
 }
 
 // wrap creates the report file in tmpDir, the job's private TMPDIR, or
-// when it has none in a directory of its own, and returns command with the trap in front. When the file
-// cannot be made, or its path would need quoting, command comes back as
-// it was: the job runs and the directory does not move.
+// when it has none in the process's report directory, and returns command
+// with the trap in front. When the file cannot be made, or its path would
+// need quoting, command comes back as it was: the job runs and the
+// directory does not move. A shell that writes after finalDir removed the
+// file (bash running its trap when torn down) leaves a small file in that
+// directory until shutdown removes it.
 func (r *cwdReport) wrap(tmpDir, command string) string {
 	if r == nil {
 		return command
 	}
-	if tmpDir == "" {
-		// A directory of its own, removed with the file: a shell that
-		// writes after release (torn down, bash running its trap) finds
-		// no directory, and leaves no file behind. It is made where the
-		// sandboxed jobs' TMPDIRs are, which shutdown sweeps.
-		own, err := makeJobTemp()
+	for attempt := 0; ; attempt++ {
+		dir := tmpDir
+		if dir == "" {
+			shared, err := sharedReportDir()
+			if err != nil {
+				return command
+			}
+			dir = shared
+		}
+		path := filepath.Join(dir, ".cwd-"+strconv.FormatUint(cwdReportSeq.Add(1), 10))
+		if !plainPath(path) {
+			return command
+		}
+		fd, err := openNew(path)
+		if tmpDir == "" && errors.Is(err, unix.ENOENT) && attempt == 0 {
+			// The jobs' temporary directories were removed (a shutdown
+			// of an earlier server in this process): make it again.
+			forgetSharedReportDir(dir)
+			continue
+		}
 		if err != nil {
 			return command
 		}
-		r.ownDir, tmpDir = own, own
+		r.fd, r.path = fd, path
+		return cwdTrapOpen + path + cwdTrapClose + command
 	}
-	f, err := os.CreateTemp(tmpDir, ".cwd-") // named by digits: plain when tmpDir is
-	if err != nil || !plainPath(f.Name()) {
-		if err == nil {
-			_ = f.Close()
-			r.removeFiles(f.Name())
-		} else if r.ownDir != "" {
-			_ = os.RemoveAll(r.ownDir) // best effort: an empty directory
-		}
-		return command
-	}
-	r.file = f
-	return cwdTrapOpen + f.Name() + cwdTrapClose + command
 }
 
-// removeFiles removes what wrap made: the file, and its own directory.
-func (r *cwdReport) removeFiles(name string) {
-	if r.ownDir != "" {
-		_ = os.RemoveAll(r.ownDir) // best effort: an empty directory in the temporary directory
-		return
+// openNew creates path, which must not exist, for reading and writing by
+// this process alone, close-on-exec.
+func openNew(path string) (int, error) {
+	for {
+		fd, err := unix.Open(path, unix.O_RDWR|unix.O_CREAT|unix.O_EXCL|unix.O_CLOEXEC, 0o600)
+		if !errors.Is(err, unix.EINTR) {
+			return fd, err
+		}
 	}
-	_ = os.Remove(name) // best effort: the job's TMPDIR goes anyway
 }
 
 // plainPath reports whether p needs no quoting inside the single-quoted trap.
@@ -130,18 +181,21 @@ func (r *cwdReport) finalDir() string {
 		return ""
 	}
 	r.once.Do(func() {
-		if r.file == nil {
+		if r.fd < 0 {
 			return
 		}
 		// Read by the descriptor: the path may be gone with the TMPDIR.
 		b := make([]byte, 4097)
-		n, _ := r.file.ReadAt(b, 0) // short or failed: judged by what came
-		if n < len(b) && n > 1 && b[n-1] == '\n' {
+		n, err := unix.Pread(r.fd, b, 0)
+		for errors.Is(err, unix.EINTR) {
+			n, err = unix.Pread(r.fd, b, 0)
+		}
+		if err == nil && n < len(b) && n > 1 && b[n-1] == '\n' {
 			r.dir = string(b[:n-1])
 		}
-		r.removeFiles(r.file.Name())
-		_ = r.file.Close()
-		r.file = nil
+		_ = unix.Unlink(r.path) // best effort: the directory goes at shutdown (or with the job's TMPDIR)
+		_ = unix.Close(r.fd)    // no EINTR retry: Linux closes the descriptor whatever close returns
+		r.fd = -1
 	})
 	return r.dir
 }

@@ -36,7 +36,7 @@ func runTracked(t *testing.T, shell, dir, command string) (code int, stdout, std
 	}
 	j := startReq(t, newRegistry(cfg), startRequest{command: command, dir: dir, policy: defaultCapture, cwdReport: report})
 	awaitDone(t, j)
-	if report.file == nil && report.dir == "" {
+	if report.fd < 0 && report.dir == "" {
 		t.Fatal("the command was not wrapped")
 	}
 	o := j.outcome()
@@ -109,8 +109,8 @@ func TestCwdTrapKeepsLineNumbersAndArguments(t *testing.T) {
 func TestCwdReportInTheJobsTemporaryDirectory(t *testing.T) {
 	tmp := t.TempDir()
 	report := reportIn(t, tmp, "/usr")
-	if report.ownDir != "" || filepath.Dir(report.file.Name()) != tmp {
-		t.Fatalf("report file %s, own directory %q; want it in %s", report.file.Name(), report.ownDir, tmp)
+	if filepath.Dir(report.path) != tmp {
+		t.Fatalf("report file %s; want it in %s", report.path, tmp)
 	}
 	if dir := report.finalDir(); dir != "/usr" {
 		t.Errorf("reported %q, want /usr", dir)
@@ -121,20 +121,36 @@ func TestCwdReportInTheJobsTemporaryDirectory(t *testing.T) {
 }
 
 func TestCwdReportLeavesNothingBehind(t *testing.T) {
-	t.Setenv("TMPDIR", t.TempDir())
 	report := newCwdReport(&config{keepCwd: true, shell: "/bin/sh"})
 	report.wrap("", "true")
-	own := report.ownDir
-	if own == "" {
-		t.Fatal("no directory of its own")
+	if report.fd < 0 {
+		t.Fatal("no report file")
 	}
+	path := report.path
 	report.release()
-	if _, err := os.Stat(own); !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("%s stays after release (%v)", own, err)
+	if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("%s stays after release (%v)", path, err)
 	}
 	if report.finalDir() != "" { // a second call reads nothing again
 		t.Error("a released report has a directory")
 	}
+}
+
+// TestCwdReportAfterTheTemporaryDirectoriesWent: a report made after the
+// jobs' temporary directories were removed (an earlier server's shutdown
+// in this process) makes its directory again instead of not tracking.
+func TestCwdReportAfterTheTemporaryDirectoriesWent(t *testing.T) {
+	first := newCwdReport(&config{keepCwd: true, shell: "/bin/sh"})
+	first.wrap("", "true")
+	first.release()
+	if err := os.RemoveAll(filepath.Dir(first.path)); err != nil {
+		t.Fatal(err)
+	}
+	again := newCwdReport(&config{keepCwd: true, shell: "/bin/sh"})
+	if wrapped := again.wrap("", "true"); wrapped == "true" || again.fd < 0 {
+		t.Fatalf("not tracked after the directory went: %q", wrapped)
+	}
+	again.release()
 }
 
 func TestCwdReportOnlyForPOSIXShells(t *testing.T) {
@@ -158,9 +174,9 @@ func reportOf(t *testing.T, dir string) *cwdReport {
 // reportIn is reportOf with its file in tmp.
 func reportIn(t *testing.T, tmp, dir string) *cwdReport {
 	t.Helper()
-	r := &cwdReport{}
+	r := &cwdReport{fd: -1}
 	r.wrap(tmp, "true")
-	if _, err := r.file.WriteString(dir + "\n"); err != nil {
+	if err := os.WriteFile(r.path, []byte(dir+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	return r

@@ -52,6 +52,7 @@ func main() {
 	benches := []bench{
 		{"execute round trip", one(benchRoundTrip)},
 		{"agent round trip", one(benchAgentRoundTrip)},
+		{"kept cwd", one(benchKeptCwd)},
 		{"sandboxed job", one(benchSandbox)},
 		{"http round trip", one(benchHTTPRoundTrip)},
 		{"http 100x50", benchHTTPSessions},
@@ -294,8 +295,9 @@ func (s *server) executeTrue(id int) time.Duration {
 func benchAgentRoundTrip(bin string) row {
 	// The agent profile's defaults (reply budget, yield_after, capture,
 	// head retention) must cost a short call nothing: the same round trip
-	// on a server with default settings is the floor, interleaved.
-	agent := launch(bin, "MCP_EXEC_PROFILE=agent")
+	// on a server with default settings is the floor, interleaved. The
+	// directory kept between calls has a cost of its own (its row).
+	agent := launch(bin, "MCP_EXEC_PROFILE=agent", "MCP_EXEC_KEEP_CWD=0")
 	defer agent.stop()
 	compat := launch(bin)
 	defer compat.stop()
@@ -318,6 +320,22 @@ func interleaved(ours, base *server) (time.Duration, time.Duration) {
 		}
 	}
 	return median(a), median(b)
+}
+
+func benchKeptCwd(bin string) row {
+	// A blocking execute whose shell reports where it ended
+	// (MCP_EXEC_KEEP_CWD, on under the agent profile: an EXIT trap that
+	// writes a file, read and removed by the server, and the kept
+	// directory checked before the next call) against the same call
+	// without, interleaved: the difference is what a cd carried over costs.
+	kept := launch(bin, "MCP_EXEC_KEEP_CWD=1")
+	defer kept.stop()
+	plain := launch(bin)
+	defer plain.stop()
+	v, f := interleaved(kept, plain)
+	extra := v - f
+	return row{Value: ms(v), Floor: ms(f), Unit: "ms", Ratio: float64(v) / float64(f), Target: "+<= 0.5 ms",
+		Pass: extra <= 500*time.Microsecond, Note: fmt.Sprintf("%.3f ms more", ms(extra))}
 }
 
 func benchSandbox(bin string) row {
