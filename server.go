@@ -122,7 +122,9 @@ func (s *server) shutdown() {
 }
 
 // endSessions cancels sessions' requests, tears their jobs (and with sweep
-// every descendant) down and gives the requests shutdownKillDuration to reply.
+// every descendant) down and gives the requests time to reply: each may be
+// tearing its own job down, which takes up to two grace periods from the
+// cancel.
 // A call read before the end may start its job after the first look at the
 // registries: once the requests have replied (or had their time), a second
 // look tears down the jobs that appeared meanwhile.
@@ -140,6 +142,7 @@ func endSessions(sessions []*session, sweep bool) {
 		}
 		return jobs
 	}
+	cancelled := time.Now()
 	for _, ss := range sessions {
 		ss.cancelAll()
 	}
@@ -151,7 +154,13 @@ func endSessions(sessions []*session, sweep bool) {
 		}
 		close(replied)
 	}()
-	waitFor(replied, shutdownKillDuration)
+	// A cancelled execute tears its own job down before it answers (TERM,
+	// a grace, KILL, a grace, from when it was cancelled), and sees the job
+	// end only once its result settles, which can come a while after the
+	// group is gone on a slow machine: its time counts from the cancel, not
+	// from the end of terminateAll.
+	answered := cancelled.Add(2*teardownGraceDuration + shutdownKillDuration)
+	waitFor(replied, max(shutdownKillDuration, time.Until(answered)))
 	terminateAll(newJobs(), sweep)
 }
 
