@@ -26,11 +26,11 @@ func TestEndingOneSessionLeavesTheOther(t *testing.T) {
 	onLinux(t)
 	t.Parallel()
 	srv := newServer(testConfig())
-	first, err := srv.open(srv.cfg, &collectingSink{})
+	first, err := srv.open(srv.cfg, "test", &collectingSink{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	second, err := srv.open(srv.cfg, &collectingSink{})
+	second, err := srv.open(srv.cfg, "test", &collectingSink{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,7 +55,7 @@ func TestEndingOneSessionLeavesTheOther(t *testing.T) {
 	if groupAlive(kept.pid) {
 		t.Errorf("shutdown left job %d's group alive", kept.pid)
 	}
-	if _, err := srv.open(srv.cfg, &collectingSink{}); !errors.Is(err, errServerClosing) {
+	if _, err := srv.open(srv.cfg, "test", &collectingSink{}); !errors.Is(err, errServerClosing) {
 		t.Errorf("open after shutdown: %v, want errServerClosing", err)
 	}
 }
