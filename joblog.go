@@ -60,10 +60,15 @@ func openJobLog(setting string) (*jobLog, error) {
 		}
 		out = f
 	}
+	return newJobLog(out), nil
+}
+
+// newJobLog starts a job log that writes to out.
+func newJobLog(out io.Writer) *jobLog {
 	cwd, _ := os.Getwd() // "" if it cannot be named: a line then leaves cwd out
 	l := &jobLog{out: out, serverCwd: cwd, queue: make(chan []byte, jobLogQueueLines), wrote: make(chan struct{}, 1)}
 	go l.write()
-	return l, nil
+	return l
 }
 
 // unwrapPathError is err without the *os.PathError's repeat of the path the
