@@ -38,6 +38,7 @@ func (e tooManyJobs) Error() string { return e.text }
 
 func (e tooManyJobs) Is(target error) bool { return target == errRefused || target == errTooManyJobs }
 
+// refusingSetting names the setting behind the refusal, for the job log.
 func (e tooManyJobs) refusingSetting() string { return "MCP_EXEC_MAX_JOBS" }
 
 // refusal is a refusal by one setting: its text is err's, which wraps
