@@ -55,6 +55,7 @@ type config struct {
 	keepCwd     bool            // a call without cwd starts where the session's previous blocking execute's shell ended
 	jobEvents   bool            // legacy stdio sessions get notifications/job
 	memoryLimit int64           // bytes all output windows may hold together; 0: no bound; memoryLimitAuto: see memoryBound
+	jobLog      string          // where the job log goes: "" off, jobLogStderr, or a file's path (see openJobLog)
 
 	// HTTP; listen "" serves stdio only.
 	listen         string        // the address to serve HTTP on
@@ -184,6 +185,8 @@ var configVars = []configVar{
 		func(c *config, v string) (err error) { c.memoryLimit, err = parseMemoryLimit(v); return }},
 	{"MCP_EXEC_JOB_EVENTS", "0", "1", "1 sends notifications/job when a job starts and finishes (stdio, after initialize), so a client learns of a nowait job's end without polling",
 		func(c *config, v string) (err error) { c.jobEvents, err = parseSwitch(v); return }},
+	{"MCP_EXEC_JOB_LOG", "", "", "stderr, or the path of a file opened for appending: one JSON line when a job starts, ends or is refused by policy (who ran what, where, how it ended; never its output); unset: no job log",
+		func(c *config, v string) (err error) { c.jobLog, err = parseJobLog(v); return }},
 	{"MCP_EXEC_LISTEN", "", "", "HOST:PORT to serve MCP over Streamable HTTP (/mcp) and /healthz, /metrics, /exec instead of stdio (also --listen); a non-loopback address needs a token",
 		func(c *config, v string) error {
 			if v == "" {
@@ -492,6 +495,24 @@ func parseLauncher(v string) ([]string, error) {
 		return nil, errors.New("must not contain NUL bytes")
 	}
 	return slices.Clip(argv), nil
+}
+
+// jobLogStderr is MCP_EXEC_JOB_LOG's value that sends the job log to stderr.
+const jobLogStderr = "stderr"
+
+// parseJobLog reads MCP_EXEC_JOB_LOG: stderr, or a file's path. stdout is
+// refused by name, as it carries JSON-RPC only; the file is opened at
+// startup (openJobLog), where a path that cannot be opened stops the server.
+func parseJobLog(v string) (string, error) {
+	switch {
+	case v == "" || v == jobLogStderr:
+		return v, nil
+	case v == "stdout" || v == "/dev/stdout" || v == "/dev/fd/1" || v == "/proc/self/fd/1":
+		return "", errors.New("stdout carries JSON-RPC only; use stderr or a file's path")
+	case strings.ContainsRune(v, 0):
+		return "", errors.New("must not contain NUL bytes")
+	}
+	return v, nil
 }
 
 // parseBytes reads a whole number of bytes of at least least.

@@ -55,6 +55,8 @@ func TestBadSettingsRefused(t *testing.T) {
 		{"MCP_EXEC_RLIMITS=as=99999999999T", "whole number"},
 		{"MCP_EXEC_USAGE=yes", "0 or 1"},
 		{"MCP_EXEC_SANDBOX=roots", "MCP_EXEC_ROOTS is not set"},
+		{"MCP_EXEC_JOB_LOG=stdout", "JSON-RPC only"},
+		{"MCP_EXEC_JOB_LOG=/dev/stdout", "JSON-RPC only"},
 	} {
 		_, err := loadConfig([]string{tc.kv})
 		name, _, _ := strings.Cut(tc.kv, "=")

@@ -37,3 +37,30 @@ type tooManyJobs struct {
 func (e tooManyJobs) Error() string { return e.text }
 
 func (e tooManyJobs) Is(target error) bool { return target == errRefused || target == errTooManyJobs }
+
+// refusingSetting names the setting behind the refusal, for the job log.
+func (e tooManyJobs) refusingSetting() string { return "MCP_EXEC_MAX_JOBS" }
+
+// refusal is a refusal by one setting: its text is err's, which wraps
+// errRefused, and setting names the setting that refused (for the job log).
+type refusal struct {
+	setting string
+	err     error
+}
+
+// refusedBy marks err, a refusal, as setting's.
+func refusedBy(setting string, err error) error { return refusal{setting, err} }
+
+func (e refusal) Error() string           { return e.err.Error() }
+func (e refusal) Unwrap() error           { return e.err }
+func (e refusal) refusingSetting() string { return e.setting }
+
+// refusingSetting is the setting that refused err, or "" when err is no
+// refusal by a setting.
+func refusingSetting(err error) string {
+	var r interface{ refusingSetting() string }
+	if errors.As(err, &r) {
+		return r.refusingSetting()
+	}
+	return ""
+}

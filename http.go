@@ -337,7 +337,7 @@ func (t *httpTransport) newSession() (*httpSession, string, *rpcError) {
 	if t.cfg.maxSessions > 0 && len(t.sessions) >= t.cfg.maxSessions {
 		return nil, "", newError(codeInternal, "too many sessions: MCP_EXEC_MAX_SESSIONS is %d; end one (DELETE /mcp) or wait for an idle one to expire", t.cfg.maxSessions)
 	}
-	hs, err := t.open()
+	hs, err := t.open("http")
 	if err != nil {
 		return nil, "", newError(codeInternal, "%v", err)
 	}
@@ -352,7 +352,7 @@ func (t *httpTransport) modernSession() (*httpSession, *rpcError) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.modern == nil {
-		hs, err := t.open()
+		hs, err := t.open("http-modern")
 		if err != nil {
 			return nil, newError(codeInternal, "%v", err)
 		}
@@ -361,10 +361,11 @@ func (t *httpTransport) modernSession() (*httpSession, *rpcError) {
 	return t.modern.acquire(), nil
 }
 
-// open opens a server session whose jobs have unguessable ids and count
-// toward MCP_EXEC_MAX_JOBS with every other session's.
-func (t *httpTransport) open() (*httpSession, error) {
-	ss, err := t.srv.openShared(t.cfg, discard{})
+// open opens a server session, of the kind named, whose jobs have
+// unguessable ids and count toward MCP_EXEC_MAX_JOBS with every other
+// session's.
+func (t *httpTransport) open(kind string) (*httpSession, error) {
+	ss, err := t.srv.openShared(t.cfg, kind, discard{})
 	if err != nil {
 		return nil, err
 	}
@@ -577,7 +578,7 @@ func (t *httpTransport) serveExec(w http.ResponseWriter, r *http.Request) {
 		httpFail(w, http.StatusBadRequest, "invalid body: %v", err)
 		return
 	}
-	ss, err := t.srv.openShared(t.execCfg, discard{})
+	ss, err := t.srv.openShared(t.execCfg, "http-exec", discard{})
 	if err != nil {
 		httpFail(w, http.StatusServiceUnavailable, "%v", err)
 		return

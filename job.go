@@ -74,6 +74,11 @@ type job struct {
 	announced bool // its start was told
 	endHeld   bool // its end came before its start was told
 
+	// logOrder orders the job's two lines in the job log without a lock
+	// (see registry.logEnd); logHeld is the end line when it came first.
+	logOrder atomic.Int32
+	logHeld  []byte
+
 	elem         *list.Element // place in registry.order; guarded by registry.mu
 	watchers     int           // waits, kills and executes under way on the job; guarded by registry.mu
 	finishedSeen bool          // the limits on finished jobs were applied to it; guarded by registry.mu
@@ -105,6 +110,10 @@ func (j *job) outcome() outcome {
 	}
 	return outcome{state: stateRunning}
 }
+
+// commandEventRunes is how much of a command a job event, or the job log,
+// tells.
+const commandEventRunes = 120
 
 // startRequest is what execute asks for.
 type startRequest struct {

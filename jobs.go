@@ -9,7 +9,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-	"unicode/utf8"
 )
 
 // registry holds the jobs of one client session. Jobs of different sessions
@@ -38,9 +37,14 @@ type registry struct {
 	// delivered holds the ids of the jobs delivered last, for their errors
 	// to say so.
 	delivered expiredJobs
-	nextID    uint64
-	changed   broadcast // announced whenever a job finishes
-	cwd       cwdKeeper // the working directory kept between calls (MCP_EXEC_KEEP_CWD)
+	// log, when set, hears each job's start and end, and each refusal;
+	// session names this session in it. Both are set before the first job
+	// starts.
+	log     *jobLog
+	session string
+	nextID  uint64
+	changed broadcast // announced whenever a job finishes
+	cwd     cwdKeeper // the working directory kept between calls (MCP_EXEC_KEEP_CWD)
 }
 
 // newRegistry returns an empty registry for one session.
@@ -54,6 +58,7 @@ func newRegistry(cfg *config) *registry {
 func (r *registry) start(req startRequest) (*job, bool, error) {
 	dir, err := admit(r.cfg, req.argv, req.env, req.dir)
 	if err != nil {
+		r.logRefused(req, err)
 		return nil, false, err
 	}
 	req.dir = dir
@@ -63,13 +68,17 @@ func (r *registry) start(req startRequest) (*job, bool, error) {
 		// yet reaped: the count the limit holds, named as it was.
 		active, ids := int(r.running.Load()), r.runningIDsLocked()
 		r.mu.Unlock()
-		return nil, false, tooManyJobs{fmt.Sprintf("%v: %d jobs are running and MCP_EXEC_MAX_JOBS is %d (running: %s); wait for one or kill one first",
+		err := tooManyJobs{fmt.Sprintf("%v: %d jobs are running and MCP_EXEC_MAX_JOBS is %d (running: %s); wait for one or kill one first",
 			errRefused, active, r.cfg.maxJobs, strings.Join(ids, ", ")), active}
+		r.logRefused(req, err)
+		return nil, false, err
 	}
 	if ok, active := r.everywhere.take(r.cfg.maxJobs); !ok {
 		r.mu.Unlock()
-		return nil, false, tooManyJobs{fmt.Sprintf("%v: %d jobs are running across all sessions and MCP_EXEC_MAX_JOBS is %d; wait for one or kill one first",
+		err := tooManyJobs{fmt.Sprintf("%v: %d jobs are running across all sessions and MCP_EXEC_MAX_JOBS is %d; wait for one or kill one first",
 			errRefused, active, r.cfg.maxJobs), int(active)}
+		r.logRefused(req, err)
+		return nil, false, err
 	}
 	r.running.Add(1) // the slot is taken before the fork, so no two starts can both take the last
 	id := r.newID(req)
@@ -86,11 +95,13 @@ func (r *registry) start(req startRequest) (*job, bool, error) {
 		r.everywhere.give()
 		jobsFailedToStart.Add(1)
 		if errors.Is(err, errExhausted) { // refused before any fork: a tool error, not a start failure
+			r.logRefused(req, err)
 			return nil, false, err
 		}
 		j.final = outcome{state: stateError, exitCode: -1, startError: err.Error()}
 		errors.As(err, &j.final.startErrno)
 		close(j.done)
+		r.logStart(j, req)
 		// A job that never ran still starts and ends, once each; the
 		// shell set's contract tells only its end.
 		r.announceStart(j, !req.keepFailed)
@@ -102,6 +113,7 @@ func (r *registry) start(req startRequest) (*job, bool, error) {
 		}
 		return j, false, nil
 	}
+	r.logStart(j, req)
 	r.announceStart(j, true)
 	r.mu.Lock()
 	r.listLocked(j)
@@ -136,8 +148,9 @@ func (r *registry) announceStart(j *job, tell bool) {
 }
 
 // announceEnd tells onEvent, if set, that j finished, once its start has
-// been told.
+// been told; and the job log, in the same order.
 func (r *registry) announceEnd(j *job) {
+	r.logEnd(j)
 	j.eventMu.Lock()
 	defer j.eventMu.Unlock()
 	if !j.announced {
@@ -151,6 +164,50 @@ func (r *registry) announceEnd(j *job) {
 func (r *registry) event(j *job, event string) {
 	if r.onEvent != nil && !j.silent {
 		r.onEvent(j, event)
+	}
+}
+
+// The job log's order: a job's end may be published on the reaper's
+// goroutine before start has logged its start. Whichever of the two comes
+// second queues both lines, start first, decided by one compare-and-swap
+// on job.logOrder: no lock is held and nothing is written meanwhile.
+const (
+	logOrderNone     = iota // neither line queued yet
+	logOrderStarted         // the start line is queued: the end queues itself
+	logOrderEndFirst        // the end came first and waits in job.logHeld
+)
+
+// logStart queues j's start line in the job log, if there is one, and its
+// end line if that came first. req is what j was started with, its cwd
+// admitted.
+func (r *registry) logStart(j *job, req startRequest) {
+	if r.log == nil {
+		return
+	}
+	r.log.started(r.session, j.id, req, j.pid, j.started)
+	if !j.logOrder.CompareAndSwap(logOrderNone, logOrderStarted) {
+		r.log.ended(j.logHeld) // written before the swap that said it was there
+	}
+}
+
+// logEnd queues j's end line in the job log, if there is one, once its
+// start line is queued: else logStart queues it.
+func (r *registry) logEnd(j *job) {
+	if r.log == nil {
+		return
+	}
+	line := r.log.endLine(r.session, j)
+	j.logHeld = line
+	if !j.logOrder.CompareAndSwap(logOrderNone, logOrderEndFirst) {
+		r.log.ended(line)
+	}
+}
+
+// logRefused queues the job log's line for req, refused before a job
+// existed.
+func (r *registry) logRefused(req startRequest, err error) {
+	if r.log != nil {
+		r.log.refused(r.session, req, err)
 	}
 }
 
@@ -170,17 +227,6 @@ func commandWords(req startRequest) string {
 		s = strings.Join(req.argv, " ")
 	}
 	return firstRunes(s, commandEventRunes)
-}
-
-// commandEventRunes is how much of a command a job event tells.
-const commandEventRunes = 120
-
-// firstRunes is s cut to its first most characters.
-func firstRunes(s string, most int) string {
-	if utf8.RuneCountInString(s) <= most {
-		return s
-	}
-	return string([]rune(s)[:most])
 }
 
 // newID names a new job: as req's contract names them, else the next

@@ -304,6 +304,14 @@ var quotedASCII = func() (t [256]uint8) {
 	return t
 }()
 
+// firstRunes is s cut to its first most characters.
+func firstRunes(s string, most int) string {
+	if utf8.RuneCountInString(s) <= most {
+		return s
+	}
+	return string([]rune(s)[:most])
+}
+
 // clipText shortens a caller's string for an error message, which must not
 // grow with what the caller sent.
 func clipText(s string) string {

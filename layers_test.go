@@ -54,6 +54,7 @@ var layers = [][]string{
 	{"args.go"},             // typed tool arguments and their schemas
 	{"kill.go", "until.go"}, // kill and teardown of a job's process group; a wait ending early
 	{"jobs.go"},             // the registry: starting, waiting, delivery, expiry
+	{"joblog.go"},           // the job log: a line per start, end and refusal
 	{"spawn.go", "inputwait.go", "expiry.go"}, // a job's launch: pipes, terminal, env, cwd; input wanted; forgotten ids
 	{"job.go"},                  // one job: its group, windows, pumps and outcome
 	{"room.go"},                 // room for another job: slots, descriptors, processes

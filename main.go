@@ -21,7 +21,11 @@ func main() {
 	}
 	settings := handleFlags(os.Args[1:])
 	cfg := mustLoadConfig(append(os.Environ(), settings...))
-	srv := startServer(cfg)
+	jobLog, err := openJobLog(cfg.jobLog)
+	if err != nil {
+		exit(2, "configuration error: %v", err)
+	}
+	srv := startServer(cfg, jobLog)
 	if cfg.listen != "" {
 		serveHTTP(srv)
 	} else {

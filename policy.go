@@ -33,12 +33,12 @@ func admitProgram(cfg *config, argv []string) error {
 	allowed := strings.Join(cfg.allow, ", ")
 	if argv != nil {
 		if !slices.Contains(cfg.allow, argv[0]) {
-			return fmt.Errorf("%w: program %q is not in MCP_EXEC_ALLOW (allowed, spelled exactly: %s)", errRefused, argv[0], allowed)
+			return refusedBy("MCP_EXEC_ALLOW", fmt.Errorf("%w: program %q is not in MCP_EXEC_ALLOW (allowed, spelled exactly: %s)", errRefused, argv[0], allowed))
 		}
 		return nil
 	}
 	if !slices.ContainsFunc(cfg.allow, func(entry string) bool { return namesShell(cfg, entry) }) {
-		return fmt.Errorf("%w: a command runs in the shell %s (%s), which MCP_EXEC_ALLOW does not list; use argv with one of: %s", errRefused, cfg.shellSpelled, cfg.shell, allowed)
+		return refusedBy("MCP_EXEC_ALLOW", fmt.Errorf("%w: a command runs in the shell %s (%s), which MCP_EXEC_ALLOW does not list; use argv with one of: %s", errRefused, cfg.shellSpelled, cfg.shell, allowed))
 	}
 	return nil
 }
@@ -72,7 +72,7 @@ func admitEnv(cfg *config, env map[string]string) error {
 		return nil
 	}
 	sort.Strings(denied)
-	return fmt.Errorf("%w: env may not set %s (MCP_EXEC_ENV_DENY: %s)", errRefused, strings.Join(denied, ", "), strings.Join(sortedKeys(cfg.envDeny), ", "))
+	return refusedBy("MCP_EXEC_ENV_DENY", fmt.Errorf("%w: env may not set %s (MCP_EXEC_ENV_DENY: %s)", errRefused, strings.Join(denied, ", "), strings.Join(sortedKeys(cfg.envDeny), ", ")))
 }
 
 // admitDir resolves the cwd, symlinks followed, and with MCP_EXEC_ROOTS
@@ -88,14 +88,14 @@ func admitDir(cfg *config, dir string) (string, error) {
 	roots := strings.Join(cfg.roots, ", ")
 	resolved, err := resolveDir(dir)
 	if err != nil {
-		return "", fmt.Errorf("%w: cwd %v; MCP_EXEC_ROOTS allows: %s", errRefused, err, roots)
+		return "", refusedBy("MCP_EXEC_ROOTS", fmt.Errorf("%w: cwd %v; MCP_EXEC_ROOTS allows: %s", errRefused, err, roots))
 	}
 	for _, root := range cfg.roots {
 		if within(resolved, root) {
 			return resolved, nil
 		}
 	}
-	return "", fmt.Errorf("%w: cwd %q resolves to %s, outside MCP_EXEC_ROOTS (allowed: %s)", errRefused, dir, resolved, roots)
+	return "", refusedBy("MCP_EXEC_ROOTS", fmt.Errorf("%w: cwd %q resolves to %s, outside MCP_EXEC_ROOTS (allowed: %s)", errRefused, dir, resolved, roots))
 }
 
 // sortedKeys lists a set's members in order.
@@ -114,7 +114,7 @@ func pinDir(cfg *config, dir string) (string, func(), error) {
 	}
 	fd, err := syscall.Open(dir, syscall.O_RDONLY|syscall.O_DIRECTORY|syscall.O_CLOEXEC, 0)
 	if err != nil {
-		return "", none, fmt.Errorf("%w: cwd %q: %v", errRefused, dir, err)
+		return "", none, refusedBy("MCP_EXEC_ROOTS", fmt.Errorf("%w: cwd %q: %v", errRefused, dir, err))
 	}
 	release := func() { _ = syscall.Close(fd) } // best effort: the child has chdir'ed
 	real, named := openPath(fd)
@@ -128,5 +128,5 @@ func pinDir(cfg *config, dir string) (string, func(), error) {
 		}
 	}
 	release()
-	return "", none, fmt.Errorf("%w: cwd %q is now %s, outside MCP_EXEC_ROOTS (allowed: %s)", errRefused, dir, real, strings.Join(cfg.roots, ", "))
+	return "", none, refusedBy("MCP_EXEC_ROOTS", fmt.Errorf("%w: cwd %q is now %s, outside MCP_EXEC_ROOTS (allowed: %s)", errRefused, dir, real, strings.Join(cfg.roots, ", ")))
 }

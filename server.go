@@ -6,7 +6,9 @@ import (
 	"os"
 	"os/signal"
 	"slices"
+	"strconv"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -26,8 +28,10 @@ type server struct {
 	stop     <-chan os.Signal // carries the signal that ends the process
 	activity chan struct{}    // 1-buffered: a request finished in some session
 
-	ownsProcess bool     // started by startServer: shutdown also ends every other descendant
-	shared      jobSlots // the running jobs of every shared session (openShared), against MCP_EXEC_MAX_JOBS
+	ownsProcess bool         // started by startServer: shutdown also ends every other descendant
+	shared      jobSlots     // the running jobs of every shared session (openShared), against MCP_EXEC_MAX_JOBS
+	jobLog      *jobLog      // MCP_EXEC_JOB_LOG; nil: off
+	opened      atomic.Int64 // sessions opened so far: numbers each in the job log
 
 	mu       sync.Mutex            // guards sessions and closing
 	sessions map[*session]struct{} // the open sessions
@@ -35,10 +39,11 @@ type server struct {
 }
 
 // startServer readies the process to own children and starts the
-// process-wide work. Call it once, before any session.
-func startServer(cfg *config) *server {
+// process-wide work; every session's jobs go to jobLog (nil: none). Call it
+// once, before any session.
+func startServer(cfg *config, jobLog *jobLog) *server {
 	s := newServer(cfg)
-	s.stop, s.ownsProcess = watchSignals(), true
+	s.stop, s.ownsProcess, s.jobLog = watchSignals(), true, jobLog
 	setWindowMemoryBound(func() int64 {
 		bound := cfg.memoryBound()
 		limitRuntimeMemory(bound, os.Getenv("GOMEMLIMIT") != "")
@@ -65,8 +70,8 @@ func (s *server) isClosing() bool {
 // openShared opens a session, with settings cfg, for a transport whose
 // clients could try each other's job ids: its ids are unguessable, and
 // MCP_EXEC_MAX_JOBS counts every shared session's running jobs together.
-func (s *server) openShared(cfg *config, out replySink) (*session, error) {
-	ss, err := s.open(cfg, out)
+func (s *server) openShared(cfg *config, kind string, out replySink) (*session, error) {
+	ss, err := s.open(cfg, kind, out)
 	if err == nil {
 		ss.reg.randomIDs, ss.reg.everywhere = true, &s.shared
 	}
@@ -74,9 +79,13 @@ func (s *server) openShared(cfg *config, out replySink) (*session, error) {
 }
 
 // open starts a session with the settings cfg that writes to out. After
-// shutdown began it fails with errServerClosing.
-func (s *server) open(cfg *config, out replySink) (*session, error) {
+// shutdown began it fails with errServerClosing. kind says what opened it
+// (stdio, http, ...): the job log names the session by it and a number,
+// never by anything a client could use to reach it (a token or an
+// Mcp-Session-Id).
+func (s *server) open(cfg *config, kind string, out replySink) (*session, error) {
 	ss := newSession(cfg, out, s.activity)
+	ss.reg.log, ss.reg.session = s.jobLog, kind+"-"+strconv.FormatInt(s.opened.Add(1), 10)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closing {
@@ -119,6 +128,7 @@ func (s *server) shutdown() {
 	s.mu.Unlock()
 	endSessions(sessions, s.ownsProcess)
 	removeJobTemps()
+	s.jobLog.flush(shutdownKillDuration) // the ends of the jobs just torn down, before the process exits
 }
 
 // endSessions cancels sessions' requests, tears their jobs (and with sweep

@@ -2,6 +2,8 @@ package main
 
 import (
 	"errors"
+	"fmt"
+	"io"
 	"sync"
 	"testing"
 )
@@ -26,11 +28,11 @@ func TestEndingOneSessionLeavesTheOther(t *testing.T) {
 	onLinux(t)
 	t.Parallel()
 	srv := newServer(testConfig())
-	first, err := srv.open(srv.cfg, &collectingSink{})
+	first, err := srv.open(srv.cfg, "test", &collectingSink{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	second, err := srv.open(srv.cfg, &collectingSink{})
+	second, err := srv.open(srv.cfg, "test", &collectingSink{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,7 +57,25 @@ func TestEndingOneSessionLeavesTheOther(t *testing.T) {
 	if groupAlive(kept.pid) {
 		t.Errorf("shutdown left job %d's group alive", kept.pid)
 	}
-	if _, err := srv.open(srv.cfg, &collectingSink{}); !errors.Is(err, errServerClosing) {
+	if _, err := srv.open(srv.cfg, "test", &collectingSink{}); !errors.Is(err, errServerClosing) {
 		t.Errorf("open after shutdown: %v, want errServerClosing", err)
 	}
+}
+
+// TestServerNamesSessionsInTheJobLog: each session the server opens is
+// named in the job log by its kind and a number of its own, never by an id
+// a client holds.
+func TestServerNamesSessionsInTheJobLog(t *testing.T) {
+	srv := newServer(testConfig())
+	srv.jobLog = newJobLog(io.Discard)
+	for i, kind := range []string{"stdio", "http", "http-exec"} {
+		ss, err := srv.open(srv.cfg, kind, &collectingSink{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := fmt.Sprintf("%s-%d", kind, i+1); ss.reg.session != want || ss.reg.log != srv.jobLog {
+			t.Errorf("session %q (log %v), want %q with the server's log", ss.reg.session, ss.reg.log, want)
+		}
+	}
+	srv.shutdown()
 }

@@ -22,7 +22,7 @@ type stdio struct {
 // openStdio opens the session of the process's own stdin and stdout.
 func openStdio(srv *server) (*stdio, error) {
 	out := newBoundedWriter(os.Stdout, intakeBoundBytes(srv.cfg))
-	ss, err := srv.open(srv.cfg, out)
+	ss, err := srv.open(srv.cfg, "stdio", out)
 	if err != nil {
 		return nil, err
 	}
