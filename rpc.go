@@ -40,7 +40,7 @@ var methods = map[string]methodSpec{
 	"tools/list": {inline: true, call: func(s *session, _ context.Context, m message) (any, error) {
 		return toolListWith(s.cfg, m.shape.structured, m.shape.modern, s.taskFormFor(m)), nil
 	}},
-	"tools/call":                {prepare: (*session).prepareToolCall},
+	"tools/call": {prepare: (*session).prepareToolCall},
 	"tasks/get": {call: func(s *session, _ context.Context, m message) (any, error) {
 		form, rerr := s.taskFormOf(m)
 		if rerr != nil {
