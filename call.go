@@ -58,7 +58,21 @@ type toolCall struct {
 	// reply, for its client to have room for the reply; nil when the
 	// transport bounds nothing (see roomForReply).
 	room replyRoom
+	// asTask, when set (a 2026-07-28 client with the tasks extension),
+	// makes the running job of a call that would yield a task the client
+	// polls: it takes the job and how its finished result renders, and
+	// returns the call's answer (a becameTask).
+	asTask func(j *job, render func() (any, error)) any
+	// toEnd says the call runs as a task (2025-11-25): it blocks until its
+	// job ends, whatever yield_after says. onStart, when set, hears the
+	// start of the call's job.
+	toEnd   bool
+	onStart func(j *job)
 }
+
+// becameTask is a handler's answer when its call became a task: reply
+// passes it on untouched, for the tasks layer to answer the call.
+type becameTask struct{ task any }
 
 // replyRoom is room for one reply among those waiting for the client to
 // read them. take waits until there is room and holds it until the reply
@@ -154,6 +168,9 @@ func (c *toolCall) reply(res any, err error) (any, error) {
 	if plain, ok := res.(toolResult); ok { // plain text, sized by its handler
 		return plain, nil
 	}
+	if task, ok := res.(becameTask); ok {
+		return task, nil
+	}
 	for _, r := range resultsIn(res) {
 		if c.cfg.profile == profileAgent && r.delivered != nil {
 			r.leaveOutEmptyStreams()
@@ -243,6 +260,8 @@ type toolSpec struct {
 	idempotent  bool                  // annotations: calling it again with the same arguments changes nothing more
 	runsJobs    bool                  // annotations follow what jobs may do: the sandbox and the network
 	readsKept   bool                  // finds jobs kept after a cut result
+	taskSupport bool                  // may run as a 2025-11-25 task (execution.taskSupport "optional")
+	yieldsTask  bool                  // a call that would yield becomes a 2026-07-28 task, for a client with the extension
 	// hints, when set, are the tool's annotations as they are (none when
 	// empty): a contract of another system states its own.
 	hints    map[string]any

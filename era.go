@@ -102,14 +102,28 @@ func serverInfo() map[string]any {
 
 // modernResultHead is what a modern result object starts with, before its
 // own members.
-func modernResultHead() []byte {
+func modernResultHead() []byte { return modernResultHeadAs("complete") }
+
+// modernResultHeadAs is modernResultHead for a result of another
+// resultType ("task").
+func modernResultHeadAs(resultType string) []byte {
 	info, _ := marshal(serverInfo()) // cannot fail: two strings
-	return concat(`{"resultType":"complete","_meta":{"`+metaServerInfo+`":`, info, "}")
+	return concat(`{"resultType":"`+resultType+`","_meta":{"`+metaServerInfo+`":`, info, "}")
+}
+
+// typedResult is a modern result whose resultType is not "complete": body
+// is dressed with resultType (a tools/call answered with a task).
+type typedResult struct {
+	resultType string
+	body       any
 }
 
 // dressResult gives an encoded result object the modern era's members.
-func dressResult(res []byte) []byte {
-	head := modernResultHead()
+func dressResult(res []byte) []byte { return dressResultAs(res, "complete") }
+
+// dressResultAs is dressResult with another resultType.
+func dressResultAs(res []byte, resultType string) []byte {
+	head := modernResultHeadAs(resultType)
 	body := bytes.TrimSpace(res[1:]) // after the object's "{"
 	if len(body) > 0 && body[0] != '}' {
 		head = append(head, ',')

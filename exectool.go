@@ -56,6 +56,7 @@ var execTools = []toolSpec{
 		},
 		destructive: true,
 		runsJobs:    true,
+		taskSupport: true,
 	}, runExec),
 }
 

@@ -91,6 +91,8 @@ var jobTools = withAgentTexts([]toolSpec{
 		},
 		destructive: true,
 		runsJobs:    true,
+		taskSupport: true,
+		yieldsTask:  true,
 	}, runExecute),
 	newTool(toolSpec{
 		name:   "wait",
@@ -258,6 +260,9 @@ func runExecute(c *toolCall, a *executeArgs) (any, error) {
 	if err != nil {
 		return nil, err
 	}
+	if c.toEnd {
+		run.await = awaitOptions{} // a task's call ends with its job
+	}
 	run.dir = c.reg.cwd.startDir(c.cfg, run.dir, !a.Nowait)
 	if !a.Nowait {
 		run.cwdReport = newCwdReport(c.cfg)
@@ -273,6 +278,13 @@ func runExecute(c *toolCall, a *executeArgs) (any, error) {
 		return &resultJSON{JobID: ran.job.id, State: stateRunning}, nil
 	case ran.hit != nil: // the job runs on, to be collected by wait
 		return runningEntry(ran.job, ran.hit, ran.job.waitingForInputSeen()), nil
+	}
+	if c.asTask != nil {
+		j := ran.job
+		return c.asTask(j, func() (any, error) { // as wait delivers it
+			c.reg.cwd.delivered(c.cfg, j.id)
+			return c.reply(resultWithin(j, c.replyBudget()), nil)
+		}), nil
 	}
 	// Yielded: the job runs on, to be collected by wait; its newest lines
 	// say why it has not ended (a prompt, progress) without another call.

@@ -29,6 +29,7 @@ const (
 	codeInternal           = -32603
 	codeCancelled          = -32800
 	codeHeaderMismatch     = -32020 // a modern request's HTTP headers disagree with its body
+	codeMissingCapability  = -32021 // a modern request needs a capability its client did not declare
 	codeUnsupportedVersion = -32022 // a modern request's revision is not served; its data lists those that are
 )
 

@@ -40,6 +40,7 @@ var layers = [][]string{
 	transports,      // one session on stdin/stdout; sessions over HTTP
 	{"server.go"},   // what is process-wide: sessions, signals, shutdown
 	{"rpc.go"},      // a session: dispatch, replies, notifications
+	{"tasks.go"},    // MCP tasks: a long call the client polls, in both revisions' forms
 	{"era.go"},      // the protocol revisions and the shapes of their replies
 	{"jsonrpc.go"},  // JSON-RPC framing: lines, messages, error codes
 	{"toolsets.go"}, // the tool sets a configuration offers, and their tools/list

@@ -51,6 +51,9 @@ func (c *toolCall) runJob(run jobRun) (ranJob, error) {
 	if run.timeLimit > 0 {
 		j.limitTime(run.timeLimit, run.killGrace)
 	}
+	if c.onStart != nil {
+		c.onStart(j)
+	}
 	if run.nowait {
 		return ranJob{job: j, started: true}, nil
 	}

@@ -38,9 +38,41 @@ var methods = map[string]methodSpec{
 	"ping":            {inline: true, legacyOnly: true, call: func(*session, context.Context, message) (any, error) { return struct{}{}, nil }},
 	"server/discover": {inline: true, modernOnly: true, call: (*session).discover},
 	"tools/list": {inline: true, call: func(s *session, _ context.Context, m message) (any, error) {
-		return toolListFor(s.cfg, m.shape.structured, m.shape.modern), nil
+		return toolListWith(s.cfg, m.shape.structured, m.shape.modern, s.taskFormFor(m)), nil
 	}},
-	"tools/call":                {prepare: (*session).prepareToolCall},
+	"tools/call": {prepare: (*session).prepareToolCall},
+	"tasks/get": {call: func(s *session, _ context.Context, m message) (any, error) {
+		form, rerr := s.taskFormOf(m)
+		if rerr != nil {
+			return nil, rerr
+		}
+		return s.tasks.get(m.params, form == tasksModern)
+	}},
+	"tasks/cancel": {call: func(s *session, ctx context.Context, m message) (any, error) {
+		form, rerr := s.taskFormOf(m)
+		if rerr != nil {
+			return nil, rerr
+		}
+		return s.tasks.cancel(ctx, m.params, form == tasksModern)
+	}},
+	"tasks/result": {legacyOnly: true, call: func(s *session, ctx context.Context, m message) (any, error) {
+		if _, rerr := s.taskFormOf(m); rerr != nil {
+			return nil, rerr
+		}
+		return s.tasks.result(ctx, m.params, m.shape.structured)
+	}},
+	"tasks/list": {legacyOnly: true, call: func(s *session, _ context.Context, m message) (any, error) {
+		if _, rerr := s.taskFormOf(m); rerr != nil || !s.tasksListable() {
+			return nil, newError(codeNoMethod, "method not found: tasks/list (offered to a 2025-11-25 client that declared capabilities.tasks, on stdio or with a token)")
+		}
+		return s.tasks.list(m.params)
+	}},
+	"tasks/update": {modernOnly: true, call: func(s *session, _ context.Context, m message) (any, error) {
+		if _, rerr := s.taskFormOf(m); rerr != nil {
+			return nil, rerr
+		}
+		return s.tasks.update(m.params)
+	}},
 	"notifications/initialized": {notification: true, notify: func(*session, message) {}},
 	"notifications/cancelled":   {notification: true, notify: (*session).cancelRequest},
 	"debug/stats":               {inline: true, call: (*session).stats},
@@ -126,6 +158,8 @@ type session struct {
 
 	negotiated string      // the legacy revision initialize agreed; only the reading goroutine uses it
 	eventsOn   atomic.Bool // job events may go out: a legacy client initialized
+	tasksOn    atomic.Bool // a 2025-11-25 client declared capabilities.tasks at initialize
+	tasks      *taskBoard  // the session's MCP tasks
 	// quietCancel: a cancelled request gets no reply in any era, as MCP
 	// says; stdio keeps 1.0's -32800 for legacy requests. Set before use.
 	quietCancel bool
@@ -140,6 +174,7 @@ type session struct {
 func newSession(cfg *config, out replySink, activity chan<- struct{}) *session {
 	s := &session{cfg: cfg, reg: newRegistry(cfg), out: out, inflight: map[string]*inflight{},
 		activity: activity}
+	s.tasks = newTaskBoard(s.reg, &s.handlers)
 	if cfg.jobEvents || cfg.offers(toolSetShell) {
 		s.reg.onEvent = s.jobEvent
 	}
@@ -446,6 +481,40 @@ func (s *session) cancelAll() {
 	for _, cancel := range cancels {
 		cancel()
 	}
+	s.tasks.end() // the calls of tasks end as cancelled calls do
+}
+
+// taskFormOf is the form of tasks request m may use, or the error for a
+// client that declared none: -32601 in the legacy era, -32021 naming the
+// extension in the modern one.
+func (s *session) taskFormOf(m message) (taskForm, *rpcError) {
+	if form := s.taskFormFor(m); form != tasksOff {
+		return form, nil
+	}
+	if m.shape.modern {
+		e := newError(codeMissingCapability, "missing client capability: %s needs the %s extension in _meta[%q].extensions", clipText(m.method), extTasks, metaClientCaps)
+		e.Data = map[string]any{"requiredCapabilities": map[string]any{"extensions": map[string]any{extTasks: map[string]any{}}}}
+		return tasksOff, e
+	}
+	return tasksOff, newError(codeNoMethod, "method not found: %s (tasks are offered to %s clients that declare capabilities.tasks at initialize)", clipText(m.method), tasksVersion)
+}
+
+// taskFormFor is the form of tasks request m may use; tasksOff when its
+// client declared none.
+func (s *session) taskFormFor(m message) taskForm {
+	switch {
+	case m.shape.modern && declaresTaskExtension(m.params):
+		return tasksModern
+	case !m.shape.modern && s.tasksOn.Load():
+		return tasksLegacy
+	}
+	return tasksOff
+}
+
+// tasksListable says whether tasks/list is offered: on stdio, or where a
+// token says who the client is (task ids are unguessable either way).
+func (s *session) tasksListable() bool {
+	return !s.reg.randomIDs || s.cfg.token != nil
 }
 
 // refuse answers err to a request whose id could not be read.
@@ -481,10 +550,14 @@ func encodeReply(id json.RawMessage, shape replyShape, result any, err error) []
 		if text, ok := result.(toolText); ok {
 			return textReply(id, shape, text)
 		}
+		resultType := "complete"
+		if typed, ok := result.(typedResult); ok {
+			result, resultType = typed.body, typed.resultType
+		}
 		res, merr := marshal(result)
 		if merr == nil {
 			if shape.modern {
-				res = dressResult(res)
+				res = dressResultAs(res, resultType)
 			}
 			return concat(replyHead, id, `,"result":`, res, "}\n")
 		}
@@ -511,17 +584,54 @@ func (s *session) prepareToolCall(ctx context.Context, m message) func() (any, e
 		return fail(newError(codeInvalidParams, "invalid params: tools/call needs a tool name string in params.name"))
 	}
 	meta, _ := decodeObject(params["_meta"]) // absent or not an object: no progress, no messages
+	form := s.taskFormFor(m)
+	if task, augmented := params["task"]; augmented && form == tasksLegacy && !isNull(task) {
+		return s.prepareTaskCall(m, name, params)
+	}
 	call := &toolCall{reg: s.reg, cfg: s.cfg, waiter: s.waiterFor(ctx, meta, m.replyTo),
 		structured: m.shape.structured, replyOverhead: len(textReply(m.id, m.shape, nil)) + len(waitWrapOpen) + 1,
 		log: loggerFor(ctx, meta, m)}
 	if m.room != nil { // a nil *replyHold would make a non-nil replyRoom
 		call.room = m.room
 	}
+	if form == tasksModern {
+		call.asTask = func(j *job, render func() (any, error)) any {
+			return becameTask{task: s.tasks.adopt(call, j, render)}
+		}
+	}
 	run, err := prepareTool(call, name, params["arguments"])
 	if err != nil {
 		return fail(err)
 	}
+	if form == tasksModern {
+		return answerModern(run)
+	}
 	return run
+}
+
+// prepareTaskCall handles a task-augmented tools/call (2025-11-25): the
+// tool must support tasks (-32601 otherwise, as the revision says); its
+// call runs under the task and answers the task at once.
+func (s *session) prepareTaskCall(m message, name string, params map[string]json.RawMessage) func() (any, error) {
+	fail := func(err error) func() (any, error) { return func() (any, error) { return nil, err } }
+	if t, ok := toolsFor(s.cfg).byName[name]; ok && !t.taskSupport {
+		return fail(newError(codeNoMethod, "method not found: tool %s does not run as a task (those that do: %s)", clipText(name), taskToolsOf(s.cfg)))
+	}
+	ttl, rerr := taskTTLOf(params["task"])
+	if rerr != nil {
+		return fail(rerr)
+	}
+	t := s.tasks.open(ttl)
+	// No progress, messages or room for a reply: the call answers later,
+	// through tasks/result.
+	call := &toolCall{reg: s.reg, cfg: s.cfg, waiter: &waiter{ctx: t.ctx}, structured: m.shape.structured,
+		replyOverhead: len(textReply(m.id, m.shape, nil)) + len(waitWrapOpen) + len(metaRelatedTask) + len(t.id) + 32}
+	run, err := prepareTool(call, name, params["arguments"])
+	if err != nil {
+		s.tasks.drop(t)
+		return fail(err)
+	}
+	return s.tasks.runLegacy(t, call, run)
 }
 
 // waiterFor builds the waiter of one call: progress notifications go out
@@ -604,11 +714,19 @@ func (s *session) initialize(_ context.Context, m message) (any, error) {
 	}
 	s.negotiated = negotiated
 	s.eventsOn.Store(true)
+	tasks := negotiated == tasksVersion && declaresLegacyTasks(p)
+	s.tasksOn.Store(tasks)
+	capabilities := map[string]any{"tools": map[string]any{}} // exactly the wire shape
+	instructions := instructionsFor(s.cfg)
+	if tasks {
+		capabilities["tasks"] = legacyTaskCapability(s.tasksListable())
+		instructions += taskInstructions(s.cfg, tasksLegacy)
+	}
 	return map[string]any{
 		"protocolVersion": negotiated,
-		"capabilities":    map[string]any{"tools": map[string]any{}}, // exactly the wire shape
+		"capabilities":    capabilities,
 		"serverInfo":      serverInfo(),
-		"instructions":    instructionsFor(s.cfg),
+		"instructions":    instructions,
 	}, nil
 }
 
@@ -683,11 +801,17 @@ const (
 
 // discover answers server/discover, the modern era's way to learn what the
 // server is (a legacy probe gets -32601 and falls back to initialize).
-func (s *session) discover(context.Context, message) (any, error) {
+func (s *session) discover(_ context.Context, m message) (any, error) {
+	capabilities := map[string]any{"tools": map[string]any{}}
+	instructions := instructionsFor(s.cfg)
+	if s.taskFormFor(m) == tasksModern { // listed to a client that declared it: the others see what they always did
+		capabilities["extensions"] = map[string]any{extTasks: map[string]any{}}
+		instructions += taskInstructions(s.cfg, tasksModern)
+	}
 	return map[string]any{
 		"supportedVersions": modernVersions,
-		"capabilities":      map[string]any{"tools": map[string]any{}},
-		"instructions":      instructionsFor(s.cfg),
+		"capabilities":      capabilities,
+		"instructions":      instructions,
 		"ttlMs":             toolListTTLMs,
 		"cacheScope":        "public",
 	}, nil

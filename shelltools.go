@@ -74,7 +74,7 @@ func shellTools(cfg *config) []toolSpec {
 			description: "Run a program (argv, no shell) and wait for it. Returns JSON {exit, stdout, stderr, timed-out}: exit is its status, 128+signal, or -1 if it could not be spawned (reason on stderr). " +
 				"Each stream keeps {shell_bytes} and {shell_lines} lines: past that, the first quarter, a [... N bytes / M lines dropped ...] line and the last three quarters, with truncated {stream: {bytes, lines}}. " +
 				"For longer work use " + p + "start.{shell_allow}",
-			docs: runDocs, hints: map[string]any{}}, runShellRun),
+			docs: runDocs, hints: map[string]any{}, taskSupport: true}, runShellRun),
 		newTool(toolSpec{name: p + "start", title: "Start a background job",
 			description: "Start a program (same arguments as " + p + "run) as a background job and return {job, state} at once; follow it with " + p + "poll and " + p + "output, stop it with " + p + "kill. " +
 				"Finished jobs stay readable for {ttl} (the {finished} most recent).{max_jobs}",

@@ -99,6 +99,26 @@ func prepareTool(c *toolCall, name string, args json.RawMessage) (run func() (an
 	}, nil
 }
 
+// taskForm is which revision's tasks a request may use.
+type taskForm int
+
+const (
+	tasksOff    taskForm = iota // the client declared no tasks: today's behaviour, byte for byte
+	tasksLegacy                 // 2025-11-25, declared at initialize
+	tasksModern                 // 2026-07-28, the extension declared in the request's _meta
+)
+
+// taskDescription is what a tool's description adds where tasks apply.
+func taskDescription(t *toolSpec, form taskForm) string {
+	switch {
+	case form == tasksLegacy && t.taskSupport:
+		return " Run as an MCP task (params.task), it answers at once and runs to the end; tasks/result returns this result."
+	case form == tasksModern && t.yieldsTask:
+		return " With the MCP tasks extension a call that would yield answers as a task; tasks/get polls it and carries this result."
+	}
+	return ""
+}
+
 // toolLists caches the tools/list result of each configuration and shape.
 var toolLists sync.Map // toolListKey → map[string]any
 
@@ -106,6 +126,7 @@ var toolLists sync.Map // toolListKey → map[string]any
 type toolListKey struct {
 	cfg                *config
 	structured, modern bool
+	tasks              taskForm
 }
 
 // toolListTTLMs is how long a modern client may cache tools/list: the list
@@ -117,7 +138,14 @@ const toolListTTLMs = 3600000
 // on) with titles and output schemas, modern (2026-07-28) with caching
 // advice.
 func toolListFor(cfg *config, structured, modern bool) map[string]any {
-	key := toolListKey{cfg, structured, modern}
+	return toolListWith(cfg, structured, modern, tasksOff)
+}
+
+// toolListWith is toolListFor for a client of the tasks form given: the
+// tools that run as tasks say so (in 2025-11-25 also with
+// execution.taskSupport).
+func toolListWith(cfg *config, structured, modern bool, tasks taskForm) map[string]any {
+	key := toolListKey{cfg, structured, modern, tasks}
 	if l, ok := toolLists.Load(key); ok {
 		return l.(map[string]any)
 	}
@@ -132,7 +160,10 @@ func toolListFor(cfg *config, structured, modern bool) map[string]any {
 		for k, v := range text.docs {
 			docs[k] = fill.Replace(v)
 		}
-		tool := map[string]any{"name": t.name, "description": fill.Replace(text.description)}
+		tool := map[string]any{"name": t.name, "description": fill.Replace(text.description) + taskDescription(t, tasks)}
+		if tasks == tasksLegacy && t.taskSupport {
+			tool["execution"] = map[string]any{"taskSupport": "optional"}
+		}
 		if agent {
 			tool["inputSchema"] = plainSchemaOf(t.params, docs)
 		} else {

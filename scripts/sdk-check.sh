@@ -6,7 +6,8 @@
 # checking their structured results from 2025-06-18 on (one line per step).
 # Needs node and npm (the npm registry); says so and fails when missing.
 # After the per-revision checks it checks the reply budget (default settings),
-# job events, the exec and shell tool sets (MCP_EXEC_TOOLS) and the agent profile (~90 s; SDK_CHECK_SKIP_SLOW=1 skips it).
+# job events, the exec and shell tool sets (MCP_EXEC_TOOLS), 2025-11-25 tasks through
+# client.experimental.tasks and the agent profile (~90 s; SDK_CHECK_SKIP_SLOW=1 skips it).
 # Usage: MCP_EXEC_BIN=/path/to/mcp-exec scripts/sdk-check.sh
 set -euo pipefail
 bin=$(realpath "${MCP_EXEC_BIN:-$(dirname "$0")/../mcp-exec}")

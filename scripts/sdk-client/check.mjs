@@ -355,6 +355,53 @@ async function checkToolSets() {
   }
 }
 
+// checkTasks: the 2025-11-25 form of MCP tasks through the SDK's
+// client.experimental.tasks: a client that declares capabilities.tasks
+// sees execute's execution.taskSupport; callToolStream creates the task at
+// once, polls tasks/get and fetches tasks/result, whose result is the
+// call's own (its job then delivered: wait finds it gone); tasks/list
+// lists it; cancelTask kills a running one's tree and the stream ends cancelled.
+async function checkTasks() {
+  const transport = new StdioClientTransport({ command: bin, args: [], stderr: "inherit", env: testEnv() });
+  const client = new Client({ name: "sdk-check", version: "1.0.0" }, { capabilities: { tasks: {} } });
+  await client.connect(transport);
+  try {
+    assert.ok(client.getServerCapabilities().tasks?.requests?.tools?.call, "capabilities.tasks.requests.tools.call");
+    const execute = (await client.listTools()).tools.find((t) => t.name === "execute");
+    assert.equal(execute.execution?.taskSupport, "optional");
+    const seen = [];
+    let result;
+    for await (const m of client.experimental.tasks.callToolStream({ name: "execute", arguments: { command: "sleep 0.5; echo task" } }, undefined, { task: { ttl: 60000 } })) {
+      seen.push(m.type === "taskStatus" ? m.task.status : m.type);
+      if (m.type === "error") throw m.error;
+      if (m.type === "result") result = m.result;
+    }
+    assert.equal(seen[0], "taskCreated");
+    assert.equal(seen.at(-1), "result");
+    const out = parse(result);
+    assert.equal(out.stdout.data, "task\n");
+    assert.deepEqual(result.structuredContent, out);
+    const taskId = result._meta["io.modelcontextprotocol/related-task"].taskId;
+    assert.equal((await client.experimental.tasks.getTask(taskId)).status, "completed");
+    assert.ok((await client.experimental.tasks.listTasks()).tasks.some((t) => t.taskId === taskId));
+    const again = await client.callTool({ name: "wait", arguments: { job_ids: [out.job_id], timeout: 0 } });
+    assert.equal(again.isError, true, "the task collected the job: wait must find it delivered");
+
+    const stream = client.experimental.tasks.callToolStream({ name: "execute", arguments: { command: "sleep 300" } }, undefined, { task: {} });
+    const created = (await stream.next()).value;
+    assert.equal(created.type, "taskCreated");
+    const cancelled = await client.experimental.tasks.cancelTask(created.task.taskId);
+    assert.equal(cancelled.status, "cancelled");
+    let last;
+    for await (const m of stream) last = m;
+    assert.equal(last.type, "error");
+    assert.match(last.error.message, /cancelled/);
+    console.log(`ok tasks 2025-11-25: callToolStream ${seen.join(" -> ")}, getTask, listTasks, result delivered once, cancelTask -> cancelled`);
+  } finally {
+    await client.close();
+  }
+}
+
 let failed = 0;
 for (const version of ["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"]) {
   try {
@@ -369,6 +416,7 @@ for (const [name, run, skip] of [
   ["job events", checkJobEvents, false],
   ["tool sets", checkToolSets, false],
   ["until and grep", checkUntilGrep, false],
+  ["tasks", checkTasks, false],
   ["agent profile", checkAgentProfile, process.env.SDK_CHECK_SKIP_SLOW === "1"],
 ]) {
   if (skip) {

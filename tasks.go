@@ -1,0 +1,481 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// MCP tasks: a long call the client polls instead of holding it open, in
+// the two forms the revisions define. In 2025-11-25 (an experimental core
+// utility) a client that declared capabilities.tasks at initialize may send
+// a tools/call with params.task: the call runs on in the background and is
+// answered at once with the task; tasks/get polls it, tasks/result blocks
+// for the call's own result, tasks/list lists and tasks/cancel kills. In
+// 2026-07-28 (the io.modelcontextprotocol/tasks extension) the server
+// decides: an execute that would yield, from a client that declared the
+// extension, answers with resultType "task" instead; tasks/get carries the
+// result and tasks/cancel acknowledges. Nobody else ever sees a task.
+//
+// A task is an edge over one call and its job, not a second lifecycle: the
+// call runs its job as every call does (runJob) and the task keeps what it
+// answers. The task collects its job when the job ends, like a wait
+// blocked on it; so the job's result goes once, to the task and to any
+// wait already blocked on the job then, and a later wait finds the job
+// delivered.
+
+// Task constants of both revisions.
+const (
+	extTasks        = "io.modelcontextprotocol/tasks"        // the 2026-07-28 extension's name
+	metaRelatedTask = "io.modelcontextprotocol/related-task" // tasks/result's _meta naming its task (2025-11-25)
+	tasksVersion    = "2025-11-25"                           // the legacy revision with tasks
+
+	taskTTLDefault       = 10 * time.Minute // how long a finished task is kept when the client asks nothing
+	taskTTLMost          = time.Hour        // the longest kept, whatever the client asks
+	taskTTLLeast         = time.Second      // the shortest kept
+	taskPollIntervalMs   = 1000             // the polling interval suggested to clients
+	taskCancelWaitPerSig = 5 * time.Second  // tasks/cancel: TERM, then KILL after this, as kill's ASSURED
+)
+
+// declaresTaskExtension reports whether a modern request's _meta declares
+// the tasks extension among the client's capabilities.
+func declaresTaskExtension(params json.RawMessage) bool {
+	p, _ := decodeObject(params)
+	meta, _ := decodeObject(p["_meta"])
+	caps, _ := decodeObject(meta[metaClientCaps])
+	exts, _ := decodeObject(caps["extensions"])
+	ext, ok := exts[extTasks]
+	return ok && len(ext) > 0 && ext[0] == '{'
+}
+
+// declaresLegacyTasks reports whether initialize's params declare
+// capabilities.tasks (an object).
+func declaresLegacyTasks(p map[string]json.RawMessage) bool {
+	caps, _ := decodeObject(p["capabilities"])
+	t, ok := caps["tasks"]
+	return ok && len(t) > 0 && t[0] == '{'
+}
+
+// legacyTaskCapability is capabilities.tasks in initialize's answer:
+// tasks/list only where nobody else can reach the session's tasks (local
+// stdio) or the transport knows its client (a token).
+func legacyTaskCapability(listable bool) map[string]any {
+	c := map[string]any{"cancel": map[string]any{}, "requests": map[string]any{"tools": map[string]any{"call": map[string]any{}}}}
+	if listable {
+		c["list"] = map[string]any{}
+	}
+	return c
+}
+
+// taskInstructions is what cfg's instructions add where tasks apply.
+func taskInstructions(cfg *config, form taskForm) string {
+	switch form {
+	case tasksLegacy:
+		return " A host may run " + taskToolsOf(cfg) + " as MCP tasks: the call answers at once and the host polls for its result."
+	case tasksModern:
+		if _, ok := toolsFor(cfg).byName["execute"]; ok {
+			return " With the MCP tasks extension, an execute that would yield answers as a task instead, which the host polls."
+		}
+	}
+	return ""
+}
+
+// task is one call the client polls.
+type task struct {
+	id      string
+	created time.Time
+	ttl     time.Duration
+	ctx     context.Context // the call's: ended by tasks/cancel or the session's end
+	stop    context.CancelFunc
+	done    chan struct{} // closed once res and err hold the call's answer
+
+	mu        sync.Mutex // guards the fields below
+	job       *job       // nil until the call's job started
+	updated   time.Time
+	cancelled bool
+	settled   bool
+	res       any   // the call's result: toolText or toolResult
+	err       error // or the error the call failed with
+}
+
+// taskBoard holds one session's tasks.
+type taskBoard struct {
+	reg     *registry
+	running *sync.WaitGroup // the session's requests: a task's call is one of them
+	ctx     context.Context // ended with the session
+	end     context.CancelFunc
+
+	mu    sync.Mutex
+	tasks map[string]*task
+}
+
+// newTaskBoard returns an empty board for the session of reg, whose calls
+// running wait for.
+func newTaskBoard(reg *registry, running *sync.WaitGroup) *taskBoard {
+	ctx, end := context.WithCancel(context.Background())
+	return &taskBoard{reg: reg, running: running, ctx: ctx, end: end, tasks: map[string]*task{}}
+}
+
+// open makes a task under a fresh unguessable id, found from now on.
+func (b *taskBoard) open(ttl time.Duration) *task {
+	ctx, stop := context.WithCancel(b.ctx)
+	now := time.Now()
+	t := &task{id: randomID(), created: now, updated: now, ttl: ttl, ctx: ctx, stop: stop, done: make(chan struct{})}
+	b.mu.Lock()
+	b.tasks[t.id] = t
+	b.mu.Unlock()
+	return t
+}
+
+// drop forgets t and ends its call if it still runs.
+func (b *taskBoard) drop(t *task) {
+	b.mu.Lock()
+	if b.tasks[t.id] == t {
+		delete(b.tasks, t.id)
+	}
+	b.mu.Unlock()
+	t.stop()
+}
+
+// settle keeps the call's answer for t's ttl.
+func (b *taskBoard) settle(t *task, res any, err error) {
+	t.mu.Lock()
+	t.res, t.err, t.settled = res, err, true
+	if !t.cancelled {
+		t.updated = time.Now()
+	}
+	t.mu.Unlock()
+	close(t.done)
+	time.AfterFunc(t.ttl, func() { b.drop(t) })
+}
+
+// runLegacy is the run of a task-augmented call (2025-11-25): run goes on
+// in the background under t, blocking until its job ends, and the call is
+// answered with the task (CreateTaskResult) once the job has started or
+// the call has answered. c is the call run works with, its waiter on t's
+// context.
+func (b *taskBoard) runLegacy(t *task, c *toolCall, run func() (any, error)) func() (any, error) {
+	started := make(chan struct{})
+	var once sync.Once
+	c.toEnd = true
+	c.onStart = func(j *job) {
+		t.mu.Lock()
+		t.job = j
+		t.mu.Unlock()
+		once.Do(func() { close(started) })
+	}
+	return func() (any, error) {
+		b.running.Add(1) // counted from here on: this request is one already
+		go func() {
+			defer b.running.Done()
+			res, err := run()
+			b.settle(t, res, err)
+		}()
+		select {
+		case <-started:
+		case <-t.done:
+		}
+		return map[string]any{"task": t.view(false)}, nil
+	}
+}
+
+// answerModern is the run of a call from a client with the extension
+// (2026-07-28): a call whose job became a task (adopt) is answered with
+// resultType "task", any other as always.
+func answerModern(run func() (any, error)) func() (any, error) {
+	return func() (any, error) {
+		res, err := run()
+		if made, ok := res.(becameTask); ok && err == nil {
+			return typedResult{resultType: "task", body: made.task.(*task).view(true)}, nil
+		}
+		return res, err
+	}
+}
+
+// adopt makes j, the running job of c's call that would yield, a task
+// (2026-07-28), found before the call answers. A background wait collects
+// the job when it ends and keeps render's result for the task.
+func (b *taskBoard) adopt(c *toolCall, j *job, render func() (any, error)) *task {
+	t := b.open(taskTTLDefault)
+	t.mu.Lock()
+	t.job = j
+	t.mu.Unlock()
+	b.running.Add(1) // counted from here on: the call adopting it is one already
+	go func() {
+		defer b.running.Done()
+		_, _, err := c.reg.await(&waiter{ctx: t.ctx}, []*job{j}, awaitOptions{})
+		var res any
+		if err == nil {
+			res, err = render()
+		}
+		b.settle(t, res, err)
+	}()
+	return t
+}
+
+// find is the task params.taskId names; -32602 for none.
+func (b *taskBoard) find(params json.RawMessage) (*task, *rpcError) {
+	p, _ := decodeObject(params)
+	var id string
+	if json.Unmarshal(p["taskId"], &id) != nil || id == "" {
+		return nil, newError(codeInvalidParams, "invalid params: taskId must be the id string of a task")
+	}
+	b.mu.Lock()
+	t := b.tasks[id]
+	b.mu.Unlock()
+	if t == nil {
+		return nil, newError(codeInvalidParams, "invalid params: unknown task %q (a finished task is kept for its ttl, then forgotten)", clipText(id))
+	}
+	return t, nil
+}
+
+// taskState is a task as read at one moment.
+type taskState struct {
+	status, message string
+	res             any
+	err             error
+}
+
+// state reads t: its status as the revision maps it (2025-11-25: an
+// isError result is failed; 2026-07-28: completed, failed being for
+// errors) and what to tell of it.
+func (t *task) state(modern bool) taskState {
+	t.mu.Lock()
+	j, cancelled, settled, res, err := t.job, t.cancelled, t.settled, t.res, t.err
+	t.mu.Unlock()
+	var s taskState
+	switch {
+	case cancelled:
+		s.status, s.message = "cancelled", "cancelled: its processes were killed"
+	case !settled && j == nil:
+		s.status, s.message = "working", "starting"
+	case !settled && j.waitingForInput():
+		s.status, s.message = "working", fmt.Sprintf("job %s waits for input on stdin (input writes to it)", j.id)
+	case !settled:
+		s.status, s.message = "working", fmt.Sprintf("job %s is running", j.id)
+	case err != nil:
+		s.status, s.message, s.err = "failed", err.Error(), err
+	default:
+		s.status, s.res = "completed", res
+		if r, ok := res.(toolResult); ok && r.IsError {
+			s.message = clipText(r.Content[0].Text)
+			if !modern {
+				s.status = "failed"
+			}
+		} else if j != nil {
+			s.message = fmt.Sprintf("job %s ended: %s", j.id, j.outcome().state)
+		}
+	}
+	return s
+}
+
+// view is t's Task object as the revision shapes it, and its state.
+func (t *task) view(modern bool) map[string]any {
+	v, _ := t.viewState(modern)
+	return v
+}
+
+// viewState is view and the state it shows.
+func (t *task) viewState(modern bool) (map[string]any, taskState) {
+	s := t.state(modern)
+	t.mu.Lock()
+	updated := t.updated
+	t.mu.Unlock()
+	v := map[string]any{"taskId": t.id, "status": s.status,
+		"createdAt": t.created.UTC().Format(time.RFC3339Nano), "lastUpdatedAt": updated.UTC().Format(time.RFC3339Nano)}
+	if s.message != "" {
+		v["statusMessage"] = s.message
+	}
+	ttl := t.ttl.Milliseconds()
+	if modern {
+		v["ttlMs"], v["pollIntervalMs"] = ttl, taskPollIntervalMs
+	} else {
+		v["ttl"], v["pollInterval"] = ttl, taskPollIntervalMs
+	}
+	return v, s
+}
+
+// taskTTLOf is the ttl a task-augmented call's params.task asks for, within
+// what the server keeps: absent or null keeps the default.
+func taskTTLOf(raw json.RawMessage) (time.Duration, *rpcError) {
+	p, err := decodeObject(raw)
+	if err != nil {
+		return 0, newError(codeInvalidParams, "invalid params: params.task must be an object such as {\"ttl\": 60000}")
+	}
+	asked, ok := p["ttl"]
+	if !ok || isNull(asked) {
+		return taskTTLDefault, nil
+	}
+	var ms float64
+	if json.Unmarshal(asked, &ms) != nil || math.IsNaN(ms) || ms < 0 {
+		return 0, newError(codeInvalidParams, "invalid params: params.task.ttl must be milliseconds, 0 or more, or null")
+	}
+	return min(max(time.Duration(ms)*time.Millisecond, taskTTLLeast), taskTTLMost), nil
+}
+
+// get answers tasks/get: the flat Task; in 2026-07-28 with the call's
+// result once completed, or its error once failed.
+func (b *taskBoard) get(params json.RawMessage, modern bool) (any, error) {
+	t, rerr := b.find(params)
+	if rerr != nil {
+		return nil, rerr
+	}
+	v, s := t.viewState(modern)
+	if modern {
+		switch s.status {
+		case "completed":
+			v["result"] = callToolResult(s.res, true)
+		case "failed":
+			v["error"] = asRPCError(s.err)
+		}
+	}
+	return v, nil
+}
+
+// result answers tasks/result (2025-11-25): it blocks until the call has
+// answered and returns exactly that, with the related-task _meta.
+func (b *taskBoard) result(ctx context.Context, params json.RawMessage, structured bool) (any, error) {
+	t, rerr := b.find(params)
+	if rerr != nil {
+		return nil, rerr
+	}
+	select {
+	case <-t.done:
+	case <-ctx.Done():
+		return nil, errCancelled
+	}
+	t.mu.Lock()
+	res, err := t.res, t.err
+	t.mu.Unlock()
+	if err != nil {
+		return nil, asRPCError(err)
+	}
+	obj := callToolResult(res, structured)
+	obj["_meta"] = map[string]any{metaRelatedTask: map[string]any{"taskId": t.id}}
+	return obj, nil
+}
+
+// cancel answers tasks/cancel: the task is cancelled, then its job's whole
+// tree killed as kill's ASSURED does (TERM, KILL if it outlives the wait)
+// and its death awaited; a call with no job yet, or a tree that survived,
+// is ended as a cancelled call is. 2025-11-25 answers the Task (an ended
+// task is -32602); 2026-07-28 acknowledges, cancelling being cooperative.
+func (b *taskBoard) cancel(ctx context.Context, params json.RawMessage, modern bool) (any, error) {
+	t, rerr := b.find(params)
+	if rerr != nil {
+		return nil, rerr
+	}
+	t.mu.Lock()
+	ended, j := t.settled || t.cancelled, t.job
+	if !ended {
+		t.cancelled, t.updated = true, time.Now()
+	}
+	t.mu.Unlock()
+	switch {
+	case ended && modern:
+		return struct{}{}, nil
+	case ended:
+		return nil, newError(codeInvalidParams, "invalid params: task %s has already ended (%s); there is nothing to cancel", t.id, t.state(false).status)
+	}
+	killed := false
+	if j != nil {
+		plan := killPlan{signals: []syscall.Signal{syscall.SIGTERM, syscall.SIGKILL}, wait: taskCancelWaitPerSig}
+		out, err := b.reg.kill(&waiter{ctx: ctx}, j, plan)
+		if err != nil {
+			return nil, err
+		}
+		killed = out.terminated
+	}
+	if !killed {
+		t.stop() // its call ends as a cancelled one does: the job is torn down
+	}
+	if modern {
+		return struct{}{}, nil
+	}
+	return t.view(false), nil
+}
+
+// list answers tasks/list (2025-11-25): every task, oldest first, in one
+// page.
+func (b *taskBoard) list(params json.RawMessage) (any, error) {
+	p, _ := decodeObject(params)
+	if c, ok := p["cursor"]; ok && !isNull(c) {
+		return nil, newError(codeInvalidParams, "invalid params: tasks/list answers in one page and issued no cursor")
+	}
+	b.mu.Lock()
+	tasks := make([]*task, 0, len(b.tasks))
+	for _, t := range b.tasks {
+		tasks = append(tasks, t)
+	}
+	b.mu.Unlock()
+	slices.SortFunc(tasks, func(a, b *task) int { return a.created.Compare(b.created) })
+	views := make([]map[string]any, len(tasks))
+	for i, t := range tasks {
+		views[i] = t.view(false)
+	}
+	return map[string]any{"tasks": views}, nil
+}
+
+// update answers tasks/update (2026-07-28). No task of this server asks
+// for input (a job that reads stdin gets it from the input tool), so any
+// update is refused.
+func (b *taskBoard) update(params json.RawMessage) (any, error) {
+	t, rerr := b.find(params)
+	if rerr != nil {
+		return nil, rerr
+	}
+	return nil, newError(codeInvalidParams, "invalid params: task %s asks for no input; a job reading stdin gets it from the input tool (%s)", t.id, t.state(true).message)
+}
+
+// callToolResult is a call's result as a CallToolResult object, as its
+// reply would carry it (structured: with structuredContent).
+func callToolResult(res any, structured bool) map[string]any {
+	switch r := res.(type) {
+	case toolText:
+		obj := map[string]any{"content": []textContent{{Type: "text", Text: string(r)}}}
+		if structured {
+			obj["structuredContent"] = json.RawMessage(r)
+			if len(r) > 0 && r[0] == '[' { // as textReply wraps wait's array
+				obj["structuredContent"] = map[string]any{"results": json.RawMessage(r)}
+			}
+		}
+		return obj
+	case toolResult:
+		obj := map[string]any{"content": r.Content}
+		if r.IsError {
+			obj["isError"] = true
+		}
+		return obj
+	}
+	return map[string]any{"content": []textContent{{Type: "text", Text: fmt.Sprint(res)}}}
+}
+
+// asRPCError is err as the JSON-RPC error a call answers with.
+func asRPCError(err error) *rpcError {
+	var rerr *rpcError
+	switch {
+	case errors.As(err, &rerr):
+		return rerr
+	case errors.Is(err, errCancelled):
+		return newError(codeCancelled, "%v", err)
+	}
+	return newError(codeInternal, "internal error: %v", err)
+}
+
+// taskToolsOf names the tools of cfg that may run as tasks.
+func taskToolsOf(cfg *config) string {
+	var names []string
+	for _, t := range toolsFor(cfg).list {
+		if t.taskSupport {
+			names = append(names, t.name)
+		}
+	}
+	return strings.Join(names, ", ")
+}
