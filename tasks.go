@@ -42,6 +42,12 @@ const (
 	taskTTLLeast         = time.Second      // the shortest kept
 	taskPollIntervalMs   = 1000             // the polling interval suggested to clients
 	taskCancelWaitPerSig = 5 * time.Second  // tasks/cancel: TERM, then KILL after this, as kill's ASSURED
+
+	// maxKeptTasks bounds a session's tasks: past it, opening one forgets
+	// the oldest finished task before its ttl. Running tasks are bounded by
+	// the job limit; finished ones (a call that failed at once takes no
+	// job) would otherwise grow with the client's rate for up to an hour.
+	maxKeptTasks = 1024
 )
 
 // declaresTaskExtension reports whether a modern request's _meta declares
@@ -129,9 +135,30 @@ func (b *taskBoard) open(ttl time.Duration) *task {
 	now := time.Now()
 	t := &task{id: randomID(), created: now, updated: now, ttl: ttl, ctx: ctx, stop: stop, done: make(chan struct{})}
 	b.mu.Lock()
+	if len(b.tasks) >= maxKeptTasks {
+		b.forgetOldestFinishedLocked()
+	}
 	b.tasks[t.id] = t
 	b.mu.Unlock()
 	return t
+}
+
+// forgetOldestFinishedLocked forgets the finished task created first, if
+// any task has finished. b.mu must be held; it takes each task's own lock
+// briefly (the order is always board, then task).
+func (b *taskBoard) forgetOldestFinishedLocked() {
+	var oldest *task
+	for _, t := range b.tasks {
+		t.mu.Lock()
+		settled := t.settled
+		t.mu.Unlock()
+		if settled && (oldest == nil || t.created.Before(oldest.created)) {
+			oldest = t
+		}
+	}
+	if oldest != nil {
+		delete(b.tasks, oldest.id)
+	}
 }
 
 // drop forgets t and ends its call if it still runs.

@@ -264,3 +264,23 @@ func TestCallToolResultIsWhatTheReplyCarries(t *testing.T) {
 		}
 	}
 }
+
+func TestFinishedTasksPastTheBoundForgetTheOldest(t *testing.T) {
+	b := newTaskBoard(nil, &sync.WaitGroup{})
+	first := b.open(time.Hour)
+	b.settle(first, toolText(json.RawMessage(`"x"`)), nil)
+	running := b.open(time.Hour) // never settled: kept whatever the count
+	for len(b.tasks) < maxKeptTasks {
+		b.settle(b.open(time.Hour), toolText(json.RawMessage(`"x"`)), nil)
+	}
+	b.open(time.Hour)
+	if len(b.tasks) != maxKeptTasks {
+		t.Fatalf("%d tasks kept, want at most %d", len(b.tasks), maxKeptTasks)
+	}
+	if b.tasks[first.id] != nil {
+		t.Errorf("the oldest finished task is still kept")
+	}
+	if b.tasks[running.id] == nil {
+		t.Errorf("a running task was forgotten")
+	}
+}
