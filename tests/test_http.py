@@ -1444,6 +1444,51 @@ def test_exec_client_disconnect_kills_the_job(srv):
     assert_no_token_processes(tok, timeout=5 + SLACK)
 
 
+class TaskSession(Session):
+    """A 2025-11-25 session over HTTP whose client declared capabilities.tasks."""
+
+    def __init__(self, srv):
+        self.srv, self.version, self.token = srv, "2025-11-25", True
+        r = srv.post_mcp({"jsonrpc": "2.0", "id": next_id(), "method": "initialize", "params": {
+            "protocolVersion": self.version, "capabilities": {"tasks": {}},
+            "clientInfo": {"name": "http-e2e", "version": "0"}}})
+        assert r.status == 200, r
+        self.sid = r.headers.get("mcp-session-id")
+        assert self.post({"jsonrpc": "2.0", "method": "notifications/initialized"}).status == 202
+
+
+TASKS_EXT = "io.modelcontextprotocol/tasks"
+
+
+def modern_tasks(method, params):
+    p = dict(params)
+    p["_meta"] = {"io.modelcontextprotocol/clientCapabilities": {"extensions": {TASKS_EXT: {}}}}
+    return p
+
+
+def test_tasks_belong_to_their_session_or_token(srv):
+    a, b = TaskSession(srv), TaskSession(srv)
+    made = a.call("tools/call", {"name": "execute", "arguments": {"command": "echo legacy"}, "task": {}})
+    tid = made["result"]["task"]["taskId"]
+    assert b.call("tasks/get", {"taskId": tid})["error"]["code"] == -32602, "another session sees the task"
+    res = a.call("tasks/result", {"taskId": tid})["result"]
+    assert json.loads(res["content"][0]["text"])["stdout"]["data"] == "legacy\n"
+    # 2026-07-28: a yielding execute becomes the token's task, which no
+    # legacy session reaches.
+    r = srv.modern("tools/call", modern_tasks("tools/call", {
+        "name": "execute", "arguments": {"command": "sleep 1; echo modern", "yield_after": 0.3}}))
+    task = r.json()["result"]
+    assert task["resultType"] == "task", task
+    assert a.call("tasks/get", {"taskId": task["taskId"]})["error"]["code"] == -32602
+
+    def ended():
+        got = srv.modern("tasks/get", modern_tasks("tasks/get", {"taskId": task["taskId"]})).json()["result"]
+        return got if got["status"] != "working" else None
+    got = wait_until(ended, timeout=20 + SLACK, what="the modern task to end", interval=0.1)
+    assert got["status"] == "completed", got
+    assert json.loads(got["result"]["content"][0]["text"])["stdout"]["data"] == "modern\n"
+
+
 def test_exec_client_vanishing_mid_flood(srv):
     tok = uuid.uuid4().hex
     c = srv.conn(30)
