@@ -2,8 +2,8 @@
 # Runs every test suite: formatting, vet, Go unit tests under the race
 # detector, the fuzz targets briefly, the pytest e2e and fault suites against
 # the binary and as bare PID 1, the official MCP client checks (TypeScript
-# SDK v1 and client v2, Go SDK, Inspector CLI), a reduced soak, and the e2e and fault suites in a
-# container. Installs what it can (Debian packages as root); says exactly
+# SDK v1 and client v2, Go SDK, Inspector CLI), a reduced soak, the e2e and fault suites in a
+# container, and the Kubernetes manifests played with podman (scripts/kube-check.sh). Installs what it can (Debian packages as root); says exactly
 # what is missing otherwise.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -87,6 +87,8 @@ step "pytest: container target (offline images: default and toolbox)"
 if image=$(scripts/offline-image.sh) && toolbox=$(scripts/offline-image.sh toolbox); then
   make -s image-sizes
   MCP_EXEC_TARGET=container MCP_EXEC_IMAGE="$image" MCP_EXEC_TOOLBOX_IMAGE="$toolbox" /usr/bin/python3 -m pytest -q -p no:cacheprovider -m "not slow" "${every_target[@]}" tests/test_image.py
+  step "kube-check: deploy/kubernetes/ played with podman kube play (the image above)"
+  MCP_EXEC_IMAGE="$image" ./scripts/kube-check.sh
 elif [ "${CI:-}" = true ]; then
   echo "the container images could not be built" >&2; exit 1
 else
