@@ -10,7 +10,9 @@
 #     Secret document but stores it in a form its own secretKeyRef cannot
 #     read, so the Secret's data is given to `podman secret create` instead,
 #     in the form secretKeyRef reads ({"key": base64});
-#   - scripts/kube-client.py waits for /healthz, checks 401 without the token,
+#   - scripts/kube-client.py waits for /healthz, asks the probes' paths (podman
+#     runs no readiness probe, and a liveness probe only with systemd and curl
+#     in the image), checks 401 without the token,
 #     runs initialize, execute (as the manifest's user, writing to $TMPDIR)
 #     and wait, and leaves a `sleep` job running;
 #   - stopping the pod (SIGTERM, the manifest's grace period) must end it in
@@ -70,6 +72,7 @@ json.dump(d, open(path, "w"))
 PY
 done
 grace=$($PY -c 'import json, sys; print(json.load(open(sys.argv[1]))["spec"]["template"]["spec"]["terminationGracePeriodSeconds"])' "$work/play.json")
+probes=$($PY -c 'import json, sys; c = json.load(open(sys.argv[1]))["spec"]["template"]["spec"]["containers"][0]; print(" ".join(c[p]["httpGet"]["path"] for p in ("readinessProbe", "livenessProbe")))' "$work/play.json")
 uid=$($PY -c 'import json, sys; print(json.load(open(sys.argv[1]))["spec"]["template"]["spec"]["securityContext"]["runAsUser"])' "$work/play.json")
 
 secret=$secret_name
@@ -84,9 +87,9 @@ name=$deployment
 container="$deployment-pod-0-mcp-exec"
 
 sleep_seconds="1000.$((16#${run:0:4}))"  # a sleep no other process runs: findable on the host
-if ! $PY scripts/kube-client.py "http://127.0.0.1:$port" "$token" "$sleep_seconds" "$uid"; then
-  echo "kube-check: the server's log:" >&2
-  $PODMAN logs "$container" >&2 || true
+if ! $PY scripts/kube-client.py "http://127.0.0.1:$port" "$token" "$sleep_seconds" "$uid" $probes; then
+  echo "kube-check: the end of the server's log:" >&2
+  $PODMAN logs --tail 5 "$container" >&2 || true
   exit 1
 fi
 pgrep -f "sleep $sleep_seconds" >/dev/null || { echo "kube-check: the sleep job is not on the host's process table" >&2; exit 1; }

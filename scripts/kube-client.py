@@ -2,9 +2,11 @@
 """The MCP session scripts/kube-check.sh runs against the played pod, over
 HTTP with the standard library only.
 
-  kube-client.py URL TOKEN SLEEP_SECONDS UID
+  kube-client.py URL TOKEN SLEEP_SECONDS UID PROBE_PATH...
 
-Waits (60 s at most) for URL/healthz to answer 200, then: a request without
+Waits (60 s at most) for URL/healthz to answer 200, then: each PROBE_PATH
+(the manifest's readiness and liveness probes, which podman does not run)
+must answer 200 without a token; a request without
 the token must get 401 and one with a wrong token too; initialize opens a
 session; a blocking execute must run as UID and write to $TMPDIR; a
 `sleep SLEEP_SECONDS` job is started with nowait and a wait of one second
@@ -38,7 +40,7 @@ def fail(why):
     sys.exit(1)
 
 
-def main(url, token, sleep_seconds, uid):
+def main(url, token, sleep_seconds, uid, *probe_paths):
     deadline = time.monotonic() + DEADLINE_SECONDS
     last = None
     while True:
@@ -53,6 +55,11 @@ def main(url, token, sleep_seconds, uid):
             fail("/healthz did not answer 200 within %d s (last: %s)" % (DEADLINE_SECONDS, last))
         time.sleep(0.25)  # polling: nothing to await from outside the pod
     print("healthz: " + text.strip())
+    for path in probe_paths:
+        status, _, text = request(url + path, timeout=5)
+        if status != 200:
+            fail("the probe's path %s answered %d: %s" % (path, status, text.strip()))
+    print("probes: %s answer 200" % " ".join(probe_paths))
 
     ping = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
     mcp_headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
@@ -111,7 +118,7 @@ def main(url, token, sleep_seconds, uid):
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 5:
+    if len(sys.argv) < 6:
         print(__doc__.strip().split("\n\n")[1], file=sys.stderr)
         sys.exit(2)
     main(*sys.argv[1:])
