@@ -270,6 +270,8 @@ def check_pod(spec, where, problems):
         if spec.get(flag):
             problems.append("%s: %s is not allowed" % (where, flag))
     pod_sc = spec.get("securityContext") or {}
+    if pod_sc.get("runAsUser") == 0:
+        problems.append("%s: securityContext.runAsUser must not be 0" % where)
     volumes = {}
     for v in spec.get("volumes") or []:
         kinds = set(v) - {"name"}
