@@ -59,21 +59,10 @@ trap cleanup EXIT
 
 port=$($PY -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 run=$(od -An -N4 -tx4 /dev/urandom | tr -d ' \n')
-{ read -r deployment; read -r secret_name; read -r token; } < <(
-  $PY scripts/kube-lint.py play-copy $DIR/mcp-exec.yaml $DIR/secret-example.yaml "$image" "$port" "-kc$run" "$work")
-for drop in ${KUBE_CHECK_DROP_ENV:-}; do
-  $PY - "$work/play.json" "$drop" <<'PY'
-import json, sys
-path, name = sys.argv[1:]
-d = json.load(open(path))
-for c in d["spec"]["template"]["spec"]["containers"]:
-    c["env"] = [e for e in c.get("env", []) if e["name"] != name]
-json.dump(d, open(path, "w"))
-PY
-done
-grace=$($PY -c 'import json, sys; print(json.load(open(sys.argv[1]))["spec"]["template"]["spec"]["terminationGracePeriodSeconds"])' "$work/play.json")
-probes=$($PY -c 'import json, sys; c = json.load(open(sys.argv[1]))["spec"]["template"]["spec"]["containers"][0]; print(" ".join(c[p]["httpGet"]["path"] for p in ("readinessProbe", "livenessProbe")))' "$work/play.json")
-uid=$($PY -c 'import json, sys; print(json.load(open(sys.argv[1]))["spec"]["template"]["spec"]["securityContext"]["runAsUser"])' "$work/play.json")
+{ read -r deployment; read -r secret_name; read -r token; read -r grace; read -r uid; read -r probes; } < <(
+  $PY scripts/kube-lint.py play-copy $DIR/mcp-exec.yaml $DIR/secret-example.yaml "$image" "$port" "-kc$run" "$work" \
+    ${KUBE_CHECK_DROP_ENV:-})
+[ -n "$probes" ] || { echo "kube-check: could not make the copy to play" >&2; exit 1; }
 
 secret=$secret_name
 $PODMAN secret create "$secret" "$work/secret.json" >/dev/null

@@ -13,13 +13,14 @@ play` runs in scripts/kube-check.sh.
       memory limit; Services, NetworkPolicies, claims and warm pools select or
       name what the files define; and every agent-sandbox pod template is the
       Deployment's pod spec (runtimeClassName aside).
-  kube-lint.py play-copy MANIFEST SECRET IMAGE HOSTPORT SUFFIX OUTDIR
+  kube-lint.py play-copy MANIFEST SECRET IMAGE HOSTPORT SUFFIX OUTDIR [DROP_ENV...]
       writes OUTDIR/play.json (MANIFEST's Deployment with IMAGE, a hostPort on
-      127.0.0.1 and SUFFIX appended to the names it uses, Service dropped: podman
-      does not play it) and OUTDIR/secret.json (SECRET's data as
-      `podman secret create` wants it for secretKeyRef: {"key": base64}), and
-      prints the Deployment's name, the secret's name and the token on
-      three lines.
+      127.0.0.1, SUFFIX appended to the names it uses and the DROP_ENV
+      variables left out; the Service is not played by podman) and
+      OUTDIR/secret.json (SECRET's data as `podman secret create` wants it for
+      secretKeyRef: {"key": base64}), and prints on six lines the Deployment's
+      name, the secret's name, the token, the grace period in seconds, the
+      runAsUser, and the probes' paths.
 
 The YAML read here is the subset the manifests use: block mappings and
 sequences, flow {…} and […], plain and quoted scalars, comments, `---`.
@@ -470,7 +471,7 @@ def load(paths):
 # The copy podman plays
 # --------------------------------------------------------------------------
 
-def play_copy(manifest, secret_file, image, host_port, suffix, outdir):
+def play_copy(manifest, secret_file, image, host_port, suffix, outdir, *drop_env):
     deployments = [d for _, d in load([manifest]) if d.get("kind") == "Deployment"]
     secrets = [d for _, d in load([secret_file]) if d.get("kind") == "Secret"]
     if len(deployments) != 1 or len(secrets) != 1:
@@ -481,6 +482,7 @@ def play_copy(manifest, secret_file, image, host_port, suffix, outdir):
     secret_name = s["metadata"]["name"] + suffix
     for c in spec["containers"]:
         c["image"] = image
+        c["env"] = [e for e in c.get("env") or [] if e.get("name") not in drop_env]
         for p in c.get("ports") or []:
             p["hostPort"], p["hostIP"] = int(host_port), "127.0.0.1"
             break
@@ -494,10 +496,14 @@ def play_copy(manifest, secret_file, image, host_port, suffix, outdir):
         json.dump(d, f, indent=1)
     with open(outdir + "/secret.json", "w") as f:
         json.dump({k: base64.b64encode(v.encode()).decode() for k, v in data.items()}, f)
-    token = data.get("token", "")
+    c = spec["containers"][0]
+    uid = get(c, "securityContext.runAsUser", get(spec, "securityContext.runAsUser"))
     print(d["metadata"]["name"])
     print(secret_name)
-    print(token)
+    print(data.get("token", ""))
+    print(spec.get("terminationGracePeriodSeconds", 30))
+    print(uid)
+    print(" ".join(get(c, probe + ".httpGet.path") for probe in ("readinessProbe", "livenessProbe")))
 
 
 def main(argv):
@@ -512,7 +518,7 @@ def main(argv):
             return 1
         print("kube-lint: %s: structure ok" % ", ".join(argv[1:]))
         return 0
-    if len(argv) == 7 and argv[0] == "play-copy":
+    if len(argv) >= 7 and argv[0] == "play-copy":
         play_copy(*argv[1:])
         return 0
     print(__doc__.strip().split("\n\n")[1], file=sys.stderr)

@@ -160,9 +160,10 @@ def test_an_unknown_kind_or_api_version_is_refused(broken):
 
 def test_play_copy_writes_what_podman_plays(tmp_path):
     r = subprocess.run([sys.executable, LINT, "play-copy", os.path.join(DEPLOY, "mcp-exec.yaml"),
-                        os.path.join(DEPLOY, "secret-example.yaml"), "localhost/x:1", "45678", "-kc1", str(tmp_path)],
+                        os.path.join(DEPLOY, "secret-example.yaml"), "localhost/x:1", "45678", "-kc1", str(tmp_path), "MCP_EXEC_PROFILE"],
                        stdout=subprocess.PIPE, universal_newlines=True, timeout=60, check=True)
-    deployment, secret, token = r.stdout.split("\n")[:3]
+    deployment, secret, token, grace, uid, probes = r.stdout.split("\n")[:6]
+    assert (grace, uid, probes) == ("30", "10001", "/healthz /healthz")
     assert (deployment, secret) == ("mcp-exec-agent1-kc1", "mcp-exec-agent1-token-kc1")
     d = json.loads((tmp_path / "play.json").read_text())
     assert d["kind"] == "Deployment" and d["metadata"]["name"] == deployment
@@ -170,6 +171,7 @@ def test_play_copy_writes_what_podman_plays(tmp_path):
     assert c["image"] == "localhost/x:1"
     assert c["ports"][0]["hostPort"] == 45678 and c["ports"][0]["hostIP"] == "127.0.0.1"
     ref = next(e for e in c["env"] if e["name"] == "MCP_EXEC_TOKEN")["valueFrom"]["secretKeyRef"]
+    assert not [e for e in c["env"] if e["name"] == "MCP_EXEC_PROFILE"], "the variable to drop is still there"
     assert ref == {"name": secret, "key": "token"}
     data = json.loads((tmp_path / "secret.json").read_text())
     assert base64.b64decode(data["token"]).decode() == token and token
