@@ -6,7 +6,7 @@ GO      ?= go
 COMMIT  ?= $(shell ./scripts/commit.sh)
 LDFLAGS := -s -w -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 
-.PHONY: build test bench image image-toolbox image-sizes dist npm clean
+.PHONY: build test bench image image-toolbox image-sizes kube-check dist npm clean
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o mcp-exec .
@@ -45,3 +45,8 @@ npm: dist
 
 clean:
 	rm -rf mcp-exec dist
+
+# kube-check: deploy/kubernetes/ checked for structure and its Deployment
+# played with podman (scripts/kube-check.sh); see docs/running-many-agents.md.
+kube-check: build
+	./scripts/kube-check.sh

@@ -2,8 +2,8 @@
 # Runs every test suite: formatting, vet, Go unit tests under the race
 # detector, the fuzz targets briefly, the pytest e2e and fault suites against
 # the binary and as bare PID 1, the official MCP client checks (TypeScript
-# SDK v1 and client v2, Go SDK, Inspector CLI), a reduced soak, and the e2e and fault suites in a
-# container. Installs what it can (Debian packages as root); says exactly
+# SDK v1 and client v2, Go SDK, Inspector CLI), a reduced soak, the e2e and fault suites in a
+# container, and the Kubernetes manifests played with podman (scripts/kube-check.sh). Installs what it can (Debian packages as root); says exactly
 # what is missing otherwise.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -43,7 +43,7 @@ export MCP_EXEC_BIN="$PWD/mcp-exec"
 # The suites every target runs: the 1.0 contract (test_mcp_exec.py) and the
 # suites by feature in tests/. The tool sets' suite needs host files and
 # runs on the binary and PID 1 targets, HTTP and the documents' checks on
-# the binary only, the images'
+# the binary only (the Kubernetes manifests' structure too), the images'
 # suite in the container only.
 every_target=(test_mcp_exec.py tests/test_protocol.py tests/test_jobs.py tests/test_output.py
   tests/test_waiting_for_input.py tests/test_terminal.py tests/test_delivery.py tests/test_kill.py
@@ -51,7 +51,7 @@ every_target=(test_mcp_exec.py tests/test_protocol.py tests/test_jobs.py tests/t
   tests/test_attacks.py tests/test_until_grep.py tests/test_cwd.py tests/test_wire12.py tests/test_life.py
   tests/test_joblog.py tests/test_tasks.py)
 step "pytest: binary target"
-MCP_EXEC_TARGET=binary /usr/bin/python3 -m pytest -q -p no:cacheprovider "${every_target[@]}" tests/test_toolsets.py tests/test_http.py tests/test_docs.py
+MCP_EXEC_TARGET=binary /usr/bin/python3 -m pytest -q -p no:cacheprovider "${every_target[@]}" tests/test_toolsets.py tests/test_http.py tests/test_docs.py tests/test_kube.py
 if [ "$(id -u)" = 0 ] && command -v unshare >/dev/null; then
   step "pytest: bare PID 1 target (unshare --pid)"
   MCP_EXEC_TARGET=pid1 /usr/bin/python3 -m pytest -q -p no:cacheprovider -m "not slow" "${every_target[@]}" tests/test_toolsets.py
@@ -88,6 +88,8 @@ step "pytest: container target (offline images: default and toolbox)"
 if image=$(scripts/offline-image.sh) && toolbox=$(scripts/offline-image.sh toolbox); then
   make -s image-sizes
   MCP_EXEC_TARGET=container MCP_EXEC_IMAGE="$image" MCP_EXEC_TOOLBOX_IMAGE="$toolbox" /usr/bin/python3 -m pytest -q -p no:cacheprovider -m "not slow" "${every_target[@]}" tests/test_image.py
+  step "kube-check: deploy/kubernetes/ played with podman kube play (the image above)"
+  MCP_EXEC_IMAGE="$image" ./scripts/kube-check.sh
 elif [ "${CI:-}" = true ]; then
   echo "the container images could not be built" >&2; exit 1
 else

@@ -14,10 +14,14 @@ stage (`scripts/offline-image.sh toolbox`, `make image-toolbox`).
   - the toolbox image has each audit tool, and git accepts a repository that
     belongs to another user (a mounted checkout);
   - the image runs with the server's own path as the command, and with the
-    server as the entrypoint (then it is PID 1).
+    server as the entrypoint (then it is PID 1);
+  - it runs as deploy/kubernetes/mcp-exec.yaml runs it: a numeric non-root
+    user with no passwd entry, a read-only root, the emptyDirs as tmpfs,
+    sandboxed or not.
 """
 
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -258,4 +262,67 @@ def test_image_with_server_as_entrypoint_runs_it_as_pid1(make_server):
     r = s.collect(jid, timeout=REPLY)
     assert r.get("state") == "success", r
     assert r["stdout"]["data"] == "mcp-exec\n", "PID 1 is not the server: %r" % r
+    assert s.close(timeout=10 + SLACK) == 0, "graceful shutdown must exit with status 0"
+
+
+# --------------------------------------------------------------------------
+# As the Kubernetes manifest runs it
+# --------------------------------------------------------------------------
+
+KUBE_MANIFEST = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                             "deploy", "kubernetes", "mcp-exec.yaml")
+
+
+def manifest_user():
+    """The runAsUser and runAsGroup of deploy/kubernetes/mcp-exec.yaml."""
+    with open(KUBE_MANIFEST) as f:
+        text = f.read()
+    ids = [re.search(r"^ *%s: ([0-9]+)$" % key, text, re.M) for key in ("runAsUser", "runAsGroup")]
+    assert all(ids), "no numeric runAsUser/runAsGroup in %s" % KUBE_MANIFEST
+    return tuple(int(m.group(1)) for m in ids)
+
+
+def kube_flags(sandbox):
+    """podman flags for the manifest's pod: its user, a read-only root, every
+    capability dropped, no privilege escalation, and tmpfs mounts where the
+    manifest mounts emptyDirs (mode 0777 and exec, as an emptyDir is)."""
+    uid, gid = manifest_user()
+    return ["--user", "%d:%d" % (uid, gid), "--read-only", "--cap-drop=all",
+            "--security-opt=no-new-privileges", "--memory=1g",
+            "--tmpfs", "/tmp:rw,exec,nosuid,nodev,mode=0777,size=512m",
+            "--tmpfs", "/work:rw,exec,nosuid,nodev,mode=0777,size=512m", "-w", "/work",
+            "-e", "TMPDIR=/tmp", "-e", "HOME=/work", "-e", "MCP_EXEC_PROFILE=agent",
+            "-e", "MCP_EXEC_ROOTS=/work", "-e", "MCP_EXEC_SANDBOX=" + sandbox,
+            "-e", "MCP_EXEC_MEMORY_LIMIT=256MiB"]
+
+
+@pytest.mark.parametrize("sandbox", ["off", "roots"])
+@pytest.mark.parametrize("which", images())
+def test_runs_as_the_manifests_non_root_user(make_server, which, sandbox):
+    """The image keeps root as its default user and must also work as the
+    manifest's numeric user, which has no passwd entry and no writable
+    place but the emptyDirs: jobs run, write to the work directory, $TMPDIR
+    and $HOME, keep their directory between calls, and the server's own
+    files (kept-directory reports, private TMPDIRs) go to /tmp."""
+    uid, gid = manifest_user()
+    s = make_server(argv=run_argv(image_of(which), kube_flags(sandbox)))
+    assert_bash(s)
+    assert ok(s, "id -u; id -g") == "%d\n%d\n" % (uid, gid)
+    ok(s, 'echo a > made.txt && echo b > "$TMPDIR/t" && cat "$TMPDIR/t" && mkdir -p "$HOME/.cache/x"')
+    ok(s, "mkdir sub && cd sub")
+    assert ok(s, "pwd; cat ../made.txt") == "/work/sub\na\n"  # the agent profile keeps the cwd
+    jid = s.job("sleep 0.2; echo late")
+    r = s.collect(jid, timeout=REPLY)
+    assert r.get("state") == "success" and r["stdout"]["data"] == "late\n", r
+    r = s.tool("execute", {"command": "echo x > /etc/evil", "capture": "all"})
+    assert r["exit_code"] != 0, r
+    if sandbox != "off":
+        r = s.tool("execute", {"command": "echo x > /tmp/outside-the-jobs-tmpdir", "capture": "all"})
+        assert r["exit_code"] != 0, "a sandboxed job wrote outside its roots and TMPDIR: %r" % r
+    if which == "toolbox" and sandbox == "off":
+        # Under the sandbox in a pod without mount namespaces every chmod is
+        # refused, and git init and clone chmod their config
+        # (docs/running-many-agents.md): the manifest leaves the sandbox off.
+        ok(s, "git init -q repo && cd repo && git config --global user.email a@b && git config --global user.name a"
+              " && echo x > f && git add f && git commit -qm one && git log --format=%s")
     assert s.close(timeout=10 + SLACK) == 0, "graceful shutdown must exit with status 0"

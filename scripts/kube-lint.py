@@ -1,0 +1,529 @@
+#!/usr/bin/env python3
+"""Checks the structure of deploy/kubernetes/*.yaml with no cluster and no
+third-party package, and makes the copy of a manifest that `podman kube
+play` runs in scripts/kube-check.sh.
+
+  kube-lint.py check FILE...
+      every document has apiVersion, kind and metadata.name, and the fields its
+      kind needs; every pod spec meets the restricted Pod Security level
+      (non-root numeric user, no privilege escalation, ALL capabilities
+      dropped, RuntimeDefault seccomp, a read-only root with an emptyDir at
+      TMPDIR, only restricted volume types), probes /healthz on a declared
+      port, has requests and limits, sets MCP_EXEC_MEMORY_LIMIT below the
+      memory limit; Services, NetworkPolicies, claims and warm pools select or
+      name what the files define; and every agent-sandbox pod template is the
+      Deployment's pod spec (runtimeClassName aside).
+  kube-lint.py play-copy MANIFEST SECRET IMAGE HOSTPORT SUFFIX OUTDIR [DROP_ENV...]
+      writes OUTDIR/play.json (MANIFEST's Deployment with IMAGE, a hostPort on
+      127.0.0.1, SUFFIX appended to the names it uses and the DROP_ENV
+      variables left out; the Service is not played by podman) and
+      OUTDIR/secret.json (SECRET's data as `podman secret create` wants it for
+      secretKeyRef: {"key": base64}), and prints on six lines the Deployment's
+      name, the secret's name, the token, the grace period in seconds, the
+      runAsUser, and the probes' paths.
+
+The YAML read here is the subset the manifests use: block mappings and
+sequences, flow {…} and […], plain and quoted scalars, comments, `---`.
+Anything else (anchors, block scalars, tags) is refused with its line.
+"""
+
+import base64
+import json
+import re
+import sys
+
+# --------------------------------------------------------------------------
+# The YAML subset
+# --------------------------------------------------------------------------
+
+
+class YAMLError(Exception):
+    pass
+
+
+def strip_comment(line):
+    """line without a # comment (a # at the start or after a space, outside quotes)."""
+    quote = None
+    for i, c in enumerate(line):
+        if quote:
+            if c == quote:
+                quote = None
+        elif c in "'\"":
+            quote = c
+        elif c == "#" and (i == 0 or line[i - 1] in " \t"):
+            return line[:i].rstrip()
+    return line.rstrip()
+
+
+def scalar(text, where):
+    text = text.strip()
+    if text[:1] in ("&", "*", "!", "|", ">"):
+        raise YAMLError("%s: unsupported YAML (%r): anchors, aliases, tags and block scalars are not read" % (where, text))
+    if len(text) >= 2 and text[0] == text[-1] == '"':
+        return json.loads(text)
+    if len(text) >= 2 and text[0] == text[-1] == "'":
+        return text[1:-1].replace("''", "'")
+    if text in ("true", "True"):
+        return True
+    if text in ("false", "False"):
+        return False
+    if text in ("null", "~", ""):
+        return None
+    if re.fullmatch(r"-?(0|[1-9][0-9]*)", text):
+        return int(text)
+    if re.fullmatch(r"0[0-7]+", text):
+        raise YAMLError("%s: %r is octal in YAML 1.1 and decimal in 1.2: write it in decimal" % (where, text))
+    return text
+
+
+def flow(text, where):
+    """The value of a flow collection or scalar: {a: 1, b: [x, y]}."""
+    pos = 0
+
+    def skip():
+        nonlocal pos
+        while pos < len(text) and text[pos] in " \t":
+            pos += 1
+
+    def value(stop):
+        nonlocal pos
+        skip()
+        if pos < len(text) and text[pos] in "{[":
+            close = "}" if text[pos] == "{" else "]"
+            mapping = close == "}"
+            pos += 1
+            out = {} if mapping else []
+            skip()
+            if pos < len(text) and text[pos] == close:
+                pos += 1
+                return out
+            while True:
+                if mapping:
+                    key = value(":")
+                    skip()
+                    if pos >= len(text) or text[pos] != ":":
+                        raise YAMLError("%s: expected ':' in %r" % (where, text))
+                    pos += 1
+                    out[key] = value(",}")
+                else:
+                    out.append(value(",]"))
+                skip()
+                if pos < len(text) and text[pos] == ",":
+                    pos += 1
+                    continue
+                if pos < len(text) and text[pos] == close:
+                    pos += 1
+                    return out
+                raise YAMLError("%s: unbalanced flow collection %r" % (where, text))
+        start = pos
+        quote = None
+        while pos < len(text):
+            c = text[pos]
+            if quote:
+                if c == quote:
+                    quote = None
+            elif c in "'\"" and pos == start:
+                quote = c
+            elif c in stop and (c != ":" or pos + 1 >= len(text) or text[pos + 1] in " \t"):
+                break
+            pos += 1
+        return scalar(text[start:pos], where)
+
+    out = value("")
+    skip()
+    if pos != len(text):
+        raise YAMLError("%s: trailing text in %r" % (where, text))
+    return out
+
+
+def parse_yaml(source, name="<yaml>"):
+    """The documents of source (a list; empty documents left out)."""
+    docs, current = [], []
+    for number, raw in enumerate(source.splitlines(), 1):
+        if raw.rstrip() == "---":
+            docs.append(current)
+            current = []
+            continue
+        if "\t" in raw[:len(raw) - len(raw.lstrip())]:
+            raise YAMLError("%s:%d: a tab in the indentation" % (name, number))
+        line = strip_comment(raw)
+        if line.strip():
+            current.append((len(line) - len(line.lstrip()), line.strip(), "%s:%d" % (name, number)))
+    docs.append(current)
+    out = []
+    for lines in docs:
+        if not lines:
+            continue
+        value, end = block(lines, 0, lines[0][0])
+        if end != len(lines):
+            raise YAMLError("%s: unexpected indentation" % lines[end][2])
+        out.append(value)
+    return out
+
+
+KEY = re.compile(r"""^("[^"]*"|'[^']*'|[^'"{\[][^:]*?):(?:\s+(.*))?$""")
+
+
+def block(lines, i, indent):
+    """The block node whose lines start at i with this indent; returns (value, next i)."""
+    if lines[i][1].startswith("- ") or lines[i][1] == "-":
+        return sequence(lines, i, indent)
+    if KEY.match(lines[i][1]):
+        return mapping(lines, i, indent)
+    value = flow(lines[i][1], lines[i][2])
+    return value, i + 1
+
+
+def nested(lines, i, indent, where):
+    """The value of a key with nothing after its colon: a deeper block, or a
+    sequence at the same indent."""
+    if i < len(lines) and (lines[i][0] > indent or (lines[i][0] == indent and lines[i][1].startswith("-"))):
+        return block(lines, i, lines[i][0])
+    return None, i
+
+
+def mapping(lines, i, indent):
+    out = {}
+    while i < len(lines) and lines[i][0] == indent:
+        _, text, where = lines[i]
+        m = KEY.match(text)
+        if not m:
+            break
+        key = scalar(m.group(1), where)
+        if key in out:
+            raise YAMLError("%s: duplicate key %r" % (where, key))
+        if m.group(2):
+            out[key] = flow(m.group(2), where)
+            i += 1
+        else:
+            out[key], i = nested(lines, i + 1, indent, where)
+    if i < len(lines) and lines[i][0] > indent:
+        raise YAMLError("%s: unexpected indentation" % lines[i][2])
+    return out, i
+
+
+def sequence(lines, i, indent):
+    out = []
+    while i < len(lines) and lines[i][0] == indent and (lines[i][1].startswith("- ") or lines[i][1] == "-"):
+        _, text, where = lines[i]
+        rest = text[1:].lstrip()
+        if not rest:
+            item, i = nested(lines, i + 1, indent, where)
+            out.append(item)
+            continue
+        # "- key: v" starts a mapping whose keys sit where "key" does.
+        column = indent + len(text) - len(rest)
+        if KEY.match(rest) and not rest.startswith(("{", "[")):
+            sub = [(column, rest, where)] + lines[i + 1:]
+            item, used = mapping(sub, 0, column)
+            i = i + used
+        else:
+            item, i = flow(rest, where), i + 1
+        out.append(item)
+    return out, i
+
+
+# --------------------------------------------------------------------------
+# The checks
+# --------------------------------------------------------------------------
+
+# Volume types the restricted Pod Security level allows.
+RESTRICTED_VOLUMES = {"configMap", "csi", "downwardAPI", "emptyDir", "ephemeral",
+                      "persistentVolumeClaim", "projected", "secret"}
+NAME = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+UNITS = {"": 1, "k": 1000, "M": 1000 ** 2, "G": 1000 ** 3, "Ki": 1024, "Mi": 1024 ** 2, "Gi": 1024 ** 3,
+         "K": 1024, "KiB": 1024, "MiB": 1024 ** 2, "GiB": 1024 ** 3}
+
+# apiVersion of every kind checked.
+KINDS = {
+    "Deployment": "apps/v1", "Service": "v1", "Secret": "v1",
+    "NetworkPolicy": "networking.k8s.io/v1",
+    "Sandbox": "agents.x-k8s.io/v1alpha1",
+    "SandboxTemplate": "extensions.agents.x-k8s.io/v1alpha1",
+    "SandboxClaim": "extensions.agents.x-k8s.io/v1alpha1",
+    "SandboxWarmPool": "extensions.agents.x-k8s.io/v1alpha1",
+}
+
+
+def quantity(text, where, problems):
+    """Bytes of a Kubernetes quantity (256Mi) or an MCP_EXEC size (256MiB)."""
+    m = re.fullmatch(r"([0-9]+)([a-zA-Z]*)", str(text))
+    if not m or m.group(2) not in UNITS:
+        problems.append("%s: %r is not a size" % (where, text))
+        return None
+    return int(m.group(1)) * UNITS[m.group(2)]
+
+
+def get(obj, path, default=None):
+    for part in path.split("."):
+        if not isinstance(obj, dict) or part not in obj:
+            return default
+        obj = obj[part]
+    return obj
+
+
+def check_pod(spec, where, problems):
+    """The restricted Pod Security level and what mcp-exec needs of its pod."""
+    if not isinstance(spec, dict):
+        problems.append("%s: no pod spec" % where)
+        return
+    for flag in ("hostNetwork", "hostPID", "hostIPC"):
+        if spec.get(flag):
+            problems.append("%s: %s is not allowed" % (where, flag))
+    pod_sc = spec.get("securityContext") or {}
+    if pod_sc.get("runAsUser") == 0:
+        problems.append("%s: securityContext.runAsUser must not be 0" % where)
+    volumes = {}
+    for v in spec.get("volumes") or []:
+        kinds = set(v) - {"name"}
+        if not kinds <= RESTRICTED_VOLUMES:
+            problems.append("%s: volume %s is of a type the restricted level refuses: %s" % (where, v.get("name"), sorted(kinds)))
+        volumes[v.get("name")] = v
+    containers = spec.get("containers") or []
+    if not containers:
+        problems.append("%s: no containers" % where)
+    for c in containers:
+        at = "%s: container %s" % (where, c.get("name"))
+        for field in ("name", "image"):
+            if not c.get(field):
+                problems.append("%s: no %s" % (at, field))
+        sc = c.get("securityContext") or {}
+
+        def effective(key):
+            return sc.get(key, pod_sc.get(key))
+
+        if effective("runAsNonRoot") is not True:
+            problems.append("%s: runAsNonRoot must be true" % at)
+        for key in ("runAsUser", "runAsGroup"):
+            value = effective(key)
+            if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+                problems.append("%s: %s must be a numeric id above 0, not %r" % (at, key, value))
+        if sc.get("allowPrivilegeEscalation") is not False:
+            problems.append("%s: allowPrivilegeEscalation must be false" % at)
+        if sc.get("privileged"):
+            problems.append("%s: privileged is not allowed" % at)
+        if "ALL" not in (get(sc, "capabilities.drop") or []):
+            problems.append("%s: capabilities.drop must hold ALL" % at)
+        if get(sc, "capabilities.add"):
+            problems.append("%s: capabilities.add is not allowed" % at)
+        seccomp = (sc.get("seccompProfile") or pod_sc.get("seccompProfile") or {}).get("type")
+        if seccomp not in ("RuntimeDefault", "Localhost"):
+            problems.append("%s: seccompProfile.type must be RuntimeDefault (or Localhost), not %r" % (at, seccomp))
+        if sc.get("readOnlyRootFilesystem") is not True:
+            problems.append("%s: readOnlyRootFilesystem must be true" % at)
+
+        env = {}
+        for e in c.get("env") or []:
+            if "name" not in e or ("value" in e) == ("valueFrom" in e):
+                problems.append("%s: env entry %r needs a name and one of value or valueFrom" % (at, e))
+                continue
+            env[e["name"]] = e
+        mounts = {}
+        for m in c.get("volumeMounts") or []:
+            if m.get("name") not in volumes:
+                problems.append("%s: volumeMount %s names no volume" % (at, m.get("name")))
+            mounts[m.get("mountPath")] = volumes.get(m.get("name"), {})
+        tmpdir = get(env, "TMPDIR.value")
+        if not tmpdir or "emptyDir" not in mounts.get(tmpdir, {}):
+            problems.append("%s: TMPDIR must be set to the mount path of an emptyDir (the root is read-only), not %r" % (at, tmpdir))
+        if "MCP_EXEC_TOKEN" not in env and "MCP_EXEC_TOKEN_FILE" not in env:
+            problems.append("%s: no token (MCP_EXEC_TOKEN from a Secret, or MCP_EXEC_TOKEN_FILE)" % at)
+        args = c.get("args") or []
+        if "--listen" not in args and "MCP_EXEC_LISTEN" not in env:
+            problems.append("%s: not listening (--listen or MCP_EXEC_LISTEN)" % at)
+
+        ports = {p.get("name"): p.get("containerPort") for p in c.get("ports") or []}
+        for probe in ("readinessProbe", "livenessProbe"):
+            http = get(c, probe + ".httpGet")
+            if not http:
+                problems.append("%s: no %s.httpGet" % (at, probe))
+                continue
+            if http.get("path") != "/healthz":
+                problems.append("%s: %s must probe /healthz, not %r" % (at, probe, http.get("path")))
+            if http.get("port") not in ports and http.get("port") not in ports.values():
+                problems.append("%s: %s probes port %r, which the container does not declare" % (at, probe, http.get("port")))
+
+        for part in ("requests", "limits"):
+            for res in ("cpu", "memory"):
+                if get(c, "resources.%s.%s" % (part, res)) is None:
+                    problems.append("%s: no resources.%s.%s" % (at, part, res))
+        limit = get(c, "resources.limits.memory")
+        bound = get(env, "MCP_EXEC_MEMORY_LIMIT.value")
+        if bound is None:
+            problems.append("%s: MCP_EXEC_MEMORY_LIMIT must be set (below the memory limit)" % at)
+        elif limit is not None:
+            lb, bb = quantity(limit, at, problems), quantity(bound, at, problems)
+            if lb and bb and not 0 < bb < lb:
+                problems.append("%s: MCP_EXEC_MEMORY_LIMIT %s is not below the memory limit %s" % (at, bound, limit))
+
+
+def check_documents(docs):
+    """Problems found in docs, a list of (where, document)."""
+    problems = []
+    by_kind = {}
+    for where, d in docs:
+        if not isinstance(d, dict):
+            problems.append("%s: not a mapping" % where)
+            continue
+        kind, name = d.get("kind"), get(d, "metadata.name")
+        at = "%s: %s %s" % (where, kind, name)
+        if kind not in KINDS:
+            problems.append("%s: kind %r is not one of %s" % (where, kind, ", ".join(sorted(KINDS))))
+            continue
+        if d.get("apiVersion") != KINDS[kind]:
+            problems.append("%s: apiVersion must be %s, not %r" % (at, KINDS[kind], d.get("apiVersion")))
+        if not isinstance(name, str) or not NAME.fullmatch(name) or len(name) > 63:
+            problems.append("%s: metadata.name must be a DNS name, not %r" % (at, name))
+        by_kind.setdefault(kind, []).append((at, d))
+
+    pods = {}  # the pod labels and spec of every workload, by its description
+    for at, d in by_kind.get("Deployment", []):
+        spec = d.get("spec") or {}
+        if spec.get("replicas") != 1:
+            problems.append("%s: replicas must be 1 (a session's jobs live in one process)" % at)
+        if get(spec, "strategy.type") != "Recreate":
+            problems.append("%s: strategy.type must be Recreate (never two servers for one agent)" % at)
+        selector = get(spec, "selector.matchLabels") or {}
+        labels = get(spec, "template.metadata.labels") or {}
+        if not selector or any(labels.get(k) != v for k, v in selector.items()):
+            problems.append("%s: selector.matchLabels must match the template's labels" % at)
+        annotations = get(spec, "template.metadata.annotations") or {}
+        if annotations.get("prometheus.io/scrape") != "true" or annotations.get("prometheus.io/path") != "/metrics":
+            problems.append("%s: the template needs prometheus.io/scrape \"true\" and prometheus.io/path /metrics" % at)
+        check_pod(get(spec, "template.spec"), at, problems)
+        pods[at] = (labels, get(spec, "template.spec"))
+    for kind in ("Sandbox", "SandboxTemplate"):
+        for at, d in by_kind.get(kind, []):
+            template = get(d, "spec.podTemplate")
+            if not isinstance(template, dict):
+                problems.append("%s: no spec.podTemplate" % at)
+                continue
+            check_pod(template.get("spec"), at, problems)
+            pods[at] = (get(template, "metadata.labels") or {}, template.get("spec"))
+
+    secrets = {get(d, "metadata.name"): d for _, d in by_kind.get("Secret", [])}
+    for at, d in by_kind.get("Secret", []):
+        if not (d.get("data") or d.get("stringData")):
+            problems.append("%s: no data or stringData" % at)
+    if secrets:
+        for at, (_, spec) in pods.items():
+            for c in (spec or {}).get("containers") or []:
+                for e in c.get("env") or []:
+                    ref = get(e, "valueFrom.secretKeyRef")
+                    if ref and ref.get("name") not in secrets:
+                        problems.append("%s: env %s reads secret %s, which the files do not define" % (at, e.get("name"), ref.get("name")))
+                    elif ref:
+                        s = secrets[ref["name"]]
+                        if ref.get("key") not in (s.get("data") or {}) and ref.get("key") not in (s.get("stringData") or {}):
+                            problems.append("%s: env %s reads key %s, which secret %s lacks" % (at, e.get("name"), ref.get("key"), ref["name"]))
+
+    def selects(selector):
+        return [at for at, (labels, _) in pods.items()
+                if selector and all(labels.get(k) == v for k, v in selector.items())]
+
+    for at, d in by_kind.get("Service", []):
+        ports = get(d, "spec.ports") or []
+        if not ports or any(not isinstance(p.get("port"), int) for p in ports):
+            problems.append("%s: spec.ports must list numeric ports" % at)
+        selector = get(d, "spec.selector") or {}
+        if pods and not selects(selector):
+            problems.append("%s: selector %r selects no pod the files define" % (at, selector))
+    for at, d in by_kind.get("NetworkPolicy", []):
+        spec = d.get("spec") or {}
+        if "Egress" not in (spec.get("policyTypes") or []) or spec.get("egress") not in ([], None):
+            problems.append("%s: must deny all egress (policyTypes holds Egress, egress is empty)" % at)
+        selector = get(spec, "podSelector.matchLabels") or {}
+        if pods and not selects(selector):
+            problems.append("%s: podSelector %r selects no pod the files define" % (at, selector))
+    templates = {get(d, "metadata.name") for _, d in by_kind.get("SandboxTemplate", [])}
+    for kind in ("SandboxClaim", "SandboxWarmPool"):
+        for at, d in by_kind.get(kind, []):
+            ref = get(d, "spec.sandboxTemplateRef.name")
+            if ref not in templates:
+                problems.append("%s: spec.sandboxTemplateRef.name %r names no SandboxTemplate the files define" % (at, ref))
+            if kind == "SandboxWarmPool" and not isinstance(get(d, "spec.replicas"), int):
+                problems.append("%s: spec.replicas must be a number" % at)
+
+    # The agent-sandbox pod templates run the Deployment's pod, on whatever runtime.
+    deployments = [(at, spec) for at, (_, spec) in pods.items() if ": Deployment " in at]
+    for at, (_, spec) in pods.items():
+        if ": Deployment " in at or not deployments or not isinstance(spec, dict):
+            continue
+        ref_at, ref = deployments[0]
+        mine = {k: v for k, v in spec.items() if k != "runtimeClassName"}
+        theirs = {k: v for k, v in ref.items() if k != "runtimeClassName"}
+        if json.dumps(mine, sort_keys=True) != json.dumps(theirs, sort_keys=True):
+            keys = sorted(k for k in set(mine) | set(theirs) if mine.get(k) != theirs.get(k))
+            problems.append("%s: the pod spec differs from %s's in %s" % (at, ref_at, ", ".join(keys)))
+    return problems
+
+
+def load(paths):
+    docs = []
+    for path in paths:
+        with open(path) as f:
+            for i, d in enumerate(parse_yaml(f.read(), path), 1):
+                docs.append(("%s#%d" % (path, i), d))
+    return docs
+
+
+# --------------------------------------------------------------------------
+# The copy podman plays
+# --------------------------------------------------------------------------
+
+def play_copy(manifest, secret_file, image, host_port, suffix, outdir, *drop_env):
+    deployments = [d for _, d in load([manifest]) if d.get("kind") == "Deployment"]
+    secrets = [d for _, d in load([secret_file]) if d.get("kind") == "Secret"]
+    if len(deployments) != 1 or len(secrets) != 1:
+        raise SystemExit("play-copy: needs one Deployment in %s and one Secret in %s" % (manifest, secret_file))
+    d, s = deployments[0], secrets[0]
+    d["metadata"]["name"] += suffix
+    spec = d["spec"]["template"]["spec"]
+    secret_name = s["metadata"]["name"] + suffix
+    for c in spec["containers"]:
+        c["image"] = image
+        c["env"] = [e for e in c.get("env") or [] if e.get("name") not in drop_env]
+        for p in c.get("ports") or []:
+            p["hostPort"], p["hostIP"] = int(host_port), "127.0.0.1"
+            break
+        for e in c.get("env") or []:
+            ref = get(e, "valueFrom.secretKeyRef")
+            if ref and ref["name"] == s["metadata"]["name"]:
+                ref["name"] = secret_name
+    data = {k: base64.b64decode(v).decode() for k, v in (s.get("data") or {}).items()}
+    data.update(s.get("stringData") or {})
+    with open(outdir + "/play.json", "w") as f:
+        json.dump(d, f, indent=1)
+    with open(outdir + "/secret.json", "w") as f:
+        json.dump({k: base64.b64encode(v.encode()).decode() for k, v in data.items()}, f)
+    c = spec["containers"][0]
+    uid = get(c, "securityContext.runAsUser", get(spec, "securityContext.runAsUser"))
+    print(d["metadata"]["name"])
+    print(secret_name)
+    print(data.get("token", ""))
+    print(spec.get("terminationGracePeriodSeconds", 30))
+    print(uid)
+    print(" ".join(get(c, probe + ".httpGet.path") for probe in ("readinessProbe", "livenessProbe")))
+
+
+def main(argv):
+    if len(argv) >= 2 and argv[0] == "check":
+        try:
+            problems = check_documents(load(argv[1:]))
+        except (YAMLError, OSError, ValueError) as e:
+            problems = [str(e)]
+        for p in problems:
+            print(p, file=sys.stderr)
+        if problems:
+            return 1
+        print("kube-lint: %s: structure ok" % ", ".join(argv[1:]))
+        return 0
+    if len(argv) >= 7 and argv[0] == "play-copy":
+        play_copy(*argv[1:])
+        return 0
+    print(__doc__.strip().split("\n\n")[1], file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

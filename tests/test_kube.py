@@ -1,0 +1,177 @@
+"""The Kubernetes manifests in deploy/kubernetes/ and their structure check.
+
+scripts/kube-check.sh plays the Deployment with podman (`make kube-check`,
+on the container step of `make test`); this suite needs no container
+engine and runs on the binary target:
+
+  - scripts/kube-lint.py accepts the manifests as they are;
+  - its YAML reader reads them as a full YAML parser does (compared with
+    PyYAML when /usr/bin/python3 has it);
+  - it refuses each thing a broken manifest could get wrong: a probe on the
+    wrong path, no token, a root or privileged container, a writable root,
+    a memory bound above the limit, an agent-sandbox pod that drifted from
+    the Deployment's, egress allowed, a claim naming no template;
+  - play-copy writes the copy podman plays: the image, a hostPort on
+    127.0.0.1, suffixed names, and the Secret's data as secretKeyRef reads it.
+"""
+
+import base64
+import glob
+import importlib.util
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+import pytest
+
+from tests.helpers import REPO
+
+DEPLOY = os.path.join(REPO, "deploy", "kubernetes")
+LINT = os.path.join(REPO, "scripts", "kube-lint.py")
+MANIFESTS = sorted(glob.glob(os.path.join(DEPLOY, "*.yaml")))
+
+_spec = importlib.util.spec_from_file_location("kube_lint", LINT)
+kube_lint = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(kube_lint)
+
+
+def lint(*paths):
+    return subprocess.run([sys.executable, LINT, "check"] + list(paths), stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, universal_newlines=True, timeout=60)
+
+
+@pytest.fixture
+def broken():
+    """A copy of deploy/kubernetes to break, and a function that replaces
+    text in one of its files (the text must be there)."""
+    root = tempfile.mkdtemp(prefix="mcpx-kube-")
+    for path in MANIFESTS:
+        shutil.copy(path, root)
+
+    def edit(name, old, new, count=1):
+        path = os.path.join(root, name)
+        with open(path) as f:
+            text = f.read()
+        assert old in text, "%r is not in %s" % (old, name)
+        with open(path, "w") as f:
+            f.write(text.replace(old, new, count))
+        return root
+
+    yield edit
+    shutil.rmtree(root, ignore_errors=True)
+
+
+def problems_of(root):
+    r = lint(*sorted(glob.glob(os.path.join(root, "*.yaml"))))
+    assert r.returncode == 1, "kube-lint accepted a broken manifest: %s" % r.stdout
+    return r.stderr
+
+
+def test_the_manifests_pass():
+    r = lint(*MANIFESTS)
+    assert r.returncode == 0, r.stderr
+    assert "structure ok" in r.stdout
+
+
+def test_the_yaml_reader_agrees_with_a_full_parser():
+    yaml = pytest.importorskip("yaml", reason="PyYAML is not installed for this Python")
+    for path in MANIFESTS:
+        with open(path) as f:
+            text = f.read()
+        assert kube_lint.parse_yaml(text, path) == [d for d in yaml.safe_load_all(text) if d is not None], path
+
+
+def test_the_yaml_reader_refuses_what_it_does_not_read():
+    for text in ("a: &x 1\nb: *x\n", "a: |\n  text\n", "mode: 0440\n", "a:\n\tb: 1\n"):
+        with pytest.raises(kube_lint.YAMLError):
+            kube_lint.parse_yaml(text)
+
+
+def test_every_pod_of_the_manifests_is_the_deployments():
+    docs = [d for path in MANIFESTS for d in kube_lint.parse_yaml(open(path).read(), path)]
+    deployment = next(d for d in docs if d["kind"] == "Deployment")["spec"]["template"]["spec"]
+    pods = [d["spec"]["podTemplate"]["spec"] for d in docs if d["kind"] in ("Sandbox", "SandboxTemplate")]
+    assert len(pods) == 2
+    assert all(p == deployment for p in pods)
+
+
+@pytest.mark.parametrize("old,new,said", [
+    ("httpGet: {path: /healthz, port: 8080}", "httpGet: {path: /health, port: 8080}", "must probe /healthz"),
+    ("httpGet: {path: /healthz, port: 8080}", "httpGet: {path: /healthz, port: 9090}", "which the container does not declare"),
+    ("        - name: MCP_EXEC_TOKEN\n          valueFrom: {secretKeyRef: {name: mcp-exec-agent1-token, key: token}}\n", "", "no token"),
+    ("key: token}", "key: tokn}", "reads key tokn, which secret mcp-exec-agent1-token lacks"),
+    ("        runAsUser: 10001\n        runAsGroup", "        runAsUser: 0\n        runAsGroup", "securityContext.runAsUser must not be 0"),
+    ("          runAsUser: 10001\n", "          runAsUser: 0\n", "runAsUser must be a numeric id above 0"),
+    ("allowPrivilegeEscalation: false", "allowPrivilegeEscalation: true", "allowPrivilegeEscalation must be false"),
+    ("capabilities: {drop: [ALL]}", "capabilities: {drop: [NET_RAW]}", "capabilities.drop must hold ALL"),
+    ("readOnlyRootFilesystem: true", "readOnlyRootFilesystem: false", "readOnlyRootFilesystem must be true"),
+    ("          seccompProfile: {type: RuntimeDefault}", "          seccompProfile: {type: Unconfined}", "seccompProfile.type must be RuntimeDefault"),
+    ("{name: TMPDIR, value: /tmp}", "{name: TMPDIR, value: /var/tmp}", "TMPDIR must be set to the mount path of an emptyDir"),
+    ("emptyDir: {sizeLimit: 1Gi}", "hostPath: {path: /srv}", "a type the restricted level refuses"),
+    ("{name: MCP_EXEC_MEMORY_LIMIT, value: 256MiB}", "{name: MCP_EXEC_MEMORY_LIMIT, value: 2GiB}", "is not below the memory limit"),
+    ("  replicas: 1\n", "  replicas: 2\n", "replicas must be 1"),
+    ("strategy: {type: Recreate}", "strategy: {type: RollingUpdate}", "must be Recreate"),
+    ('prometheus.io/scrape: "true"', 'prometheus.io/scrape: "false"', "prometheus.io/scrape"),
+    ('args: ["--listen", "0.0.0.0:8080"]', "args: []", "not listening"),
+    ("allowPrivilegeEscalation: false", "allowPrivilegeEscalation: false\n          privileged: true", "privileged is not allowed"),
+])
+def test_a_broken_deployment_is_refused(broken, old, new, said):
+    root = broken("mcp-exec.yaml", old, new)
+    assert said in problems_of(root)
+
+
+def test_a_sandbox_pod_that_drifted_is_refused(broken):
+    root = broken("agent-sandbox.yaml", "{name: MCP_EXEC_MAX_JOBS, value: \"32\"}", "{name: MCP_EXEC_MAX_JOBS, value: \"64\"}")
+    assert "Sandbox mcp-exec-agent1: the pod spec differs from" in problems_of(root)
+
+
+def test_a_runtime_class_is_the_one_difference_allowed(broken):
+    root = broken("agent-sandbox.yaml", "      # runtimeClassName: gvisor", "      runtimeClassName: gvisor")
+    r = lint(*sorted(glob.glob(os.path.join(root, "*.yaml"))))
+    assert r.returncode == 0, r.stderr
+
+
+def test_egress_allowed_is_refused(broken):
+    root = broken("networkpolicy.yaml", "  egress: []", "  egress:\n  - {}")
+    assert "must deny all egress" in problems_of(root)
+
+
+def test_a_service_selecting_no_pod_is_refused(broken):
+    root = broken("mcp-exec.yaml", "  selector: {app.kubernetes.io/name: mcp-exec, app.kubernetes.io/instance: agent1}\n  ports",
+                  "  selector: {app.kubernetes.io/name: mcp-exec, app.kubernetes.io/instance: agent9}\n  ports")
+    assert "selects no pod the files define" in problems_of(root)
+
+
+def test_a_claim_naming_no_template_is_refused(broken):
+    root = broken("agent-sandbox.yaml", "kind: SandboxClaim\nmetadata:\n  name: mcp-exec-agent2\nspec:\n  sandboxTemplateRef: {name: mcp-exec}",
+                  "kind: SandboxClaim\nmetadata:\n  name: mcp-exec-agent2\nspec:\n  sandboxTemplateRef: {name: mcp-exec-gone}")
+    assert "names no SandboxTemplate the files define" in problems_of(root)
+
+
+def test_an_unknown_kind_or_api_version_is_refused(broken):
+    root = broken("networkpolicy.yaml", "apiVersion: networking.k8s.io/v1", "apiVersion: networking.k8s.io/v1beta1")
+    assert "apiVersion must be networking.k8s.io/v1" in problems_of(root)
+    root = broken("secret-example.yaml", "kind: Secret", "kind: Secrets")
+    assert "kind 'Secrets' is not one of" in problems_of(root)
+
+
+def test_play_copy_writes_what_podman_plays(tmp_path):
+    r = subprocess.run([sys.executable, LINT, "play-copy", os.path.join(DEPLOY, "mcp-exec.yaml"),
+                        os.path.join(DEPLOY, "secret-example.yaml"), "localhost/x:1", "45678", "-kc1", str(tmp_path), "MCP_EXEC_PROFILE"],
+                       stdout=subprocess.PIPE, universal_newlines=True, timeout=60, check=True)
+    deployment, secret, token, grace, uid, probes = r.stdout.split("\n")[:6]
+    assert (grace, uid, probes) == ("30", "10001", "/healthz /healthz")
+    assert (deployment, secret) == ("mcp-exec-agent1-kc1", "mcp-exec-agent1-token-kc1")
+    d = json.loads((tmp_path / "play.json").read_text())
+    assert d["kind"] == "Deployment" and d["metadata"]["name"] == deployment
+    c = d["spec"]["template"]["spec"]["containers"][0]
+    assert c["image"] == "localhost/x:1"
+    assert c["ports"][0]["hostPort"] == 45678 and c["ports"][0]["hostIP"] == "127.0.0.1"
+    ref = next(e for e in c["env"] if e["name"] == "MCP_EXEC_TOKEN")["valueFrom"]["secretKeyRef"]
+    assert not [e for e in c["env"] if e["name"] == "MCP_EXEC_PROFILE"], "the variable to drop is still there"
+    assert ref == {"name": secret, "key": "token"}
+    data = json.loads((tmp_path / "secret.json").read_text())
+    assert base64.b64decode(data["token"]).decode() == token and token
