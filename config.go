@@ -60,6 +60,7 @@ type config struct {
 	// HTTP; listen "" serves stdio only.
 	listen         string        // the address to serve HTTP on
 	token          []byte        // the bearer token clients must send; nil: none
+	metricsToken   []byte        // a bearer token that opens /metrics only; nil: none
 	allowedOrigins []string      // browser origins allowed
 	tlsCert        string        // TLS certificate file; "" serves plain HTTP
 	tlsKey         string        // its key file
@@ -199,29 +200,13 @@ var configVars = []configVar{
 			return nil
 		}},
 	{"MCP_EXEC_TOKEN", "", "", "the bearer token HTTP clients must send (Authorization: Bearer ...); prefer MCP_EXEC_TOKEN_FILE",
-		func(c *config, v string) error {
-			if v != "" {
-				c.token = []byte(v)
-			}
-			return nil
-		}},
+		setToken(func(c *config) *[]byte { return &c.token })},
 	{"MCP_EXEC_TOKEN_FILE", "", "", "a file holding the bearer token (surrounding whitespace ignored)",
-		func(c *config, v string) error {
-			if v == "" {
-				return nil
-			}
-			if c.token != nil {
-				return errors.New("MCP_EXEC_TOKEN is set too; give one of them")
-			}
-			b, err := os.ReadFile(v)
-			if err != nil {
-				return err
-			}
-			if c.token = []byte(strings.TrimSpace(string(b))); len(c.token) == 0 {
-				return errors.New("the file is empty")
-			}
-			return nil
-		}},
+		setTokenFile(func(c *config) *[]byte { return &c.token }, "MCP_EXEC_TOKEN")},
+	{"MCP_EXEC_METRICS_TOKEN", "", "", "a second bearer token that opens /metrics and nothing else, for a scraper shared by many servers; prefer MCP_EXEC_METRICS_TOKEN_FILE",
+		setToken(func(c *config) *[]byte { return &c.metricsToken })},
+	{"MCP_EXEC_METRICS_TOKEN_FILE", "", "", "a file holding the metrics token (surrounding whitespace ignored)",
+		setTokenFile(func(c *config) *[]byte { return &c.metricsToken }, "MCP_EXEC_METRICS_TOKEN")},
 	{"MCP_EXEC_ALLOWED_ORIGINS", "", "", "comma list of browser origins (scheme://host:port) allowed to call the HTTP endpoints; others get 403",
 		func(c *config, v string) (err error) { c.allowedOrigins, err = parseList(v, "origin"); return }},
 	{"MCP_EXEC_TLS_CERT", "", "", "PEM certificate file: serve HTTPS (with MCP_EXEC_TLS_KEY)",
@@ -710,6 +695,40 @@ func checkListen(c *config) error {
 		return fmt.Errorf("MCP_EXEC_LISTEN=%s is reachable from other machines and no MCP_EXEC_TOKEN or MCP_EXEC_TOKEN_FILE is set: anyone reaching it could run commands; set a token, or listen on 127.0.0.1", c.listen)
 	}
 	return nil
+}
+
+// setToken is the setter of a token given as a value: the value itself,
+// unset when empty.
+func setToken(dst func(c *config) *[]byte) func(c *config, v string) error {
+	return func(c *config, v string) error {
+		if v != "" {
+			*dst(c) = []byte(v)
+		}
+		return nil
+	}
+}
+
+// setTokenFile is the setter of a token given as a file (surrounding
+// whitespace ignored, an empty file refused). valueSetting, the setting
+// that gives it as a value and comes first in configVars, must not be set
+// too.
+func setTokenFile(dst func(c *config) *[]byte, valueSetting string) func(c *config, v string) error {
+	return func(c *config, v string) error {
+		if v == "" {
+			return nil
+		}
+		if *dst(c) != nil {
+			return fmt.Errorf("%s is set too; give one of them", valueSetting)
+		}
+		b, err := os.ReadFile(v)
+		if err != nil {
+			return err
+		}
+		if *dst(c) = []byte(strings.TrimSpace(string(b))); len(*dst(c)) == 0 {
+			return errors.New("the file is empty")
+		}
+		return nil
+	}
 }
 
 // isLoopback reports whether a listen address reaches only this machine.

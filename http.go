@@ -96,7 +96,7 @@ func openHTTP(srv *server) (*httpTransport, error) {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/mcp", t.guard(t.serveMCP))
 	mux.HandleFunc("/exec", t.guard(t.serveExec))
-	mux.HandleFunc("/metrics", t.guard(t.serveMetrics))
+	mux.HandleFunc("/metrics", t.guardWith(t.serveMetrics, t.cfg.metricsToken))
 	mux.HandleFunc("/healthz", t.serveHealth)
 	t.server = &http.Server{Handler: countingHandler{mux}, ReadHeaderTimeout: httpHeaderTimeout,
 		ReadTimeout: httpBodyTimeout, IdleTimeout: httpIdleTimeout, MaxHeaderBytes: 64 << 10}
@@ -132,13 +132,17 @@ func (t *httpTransport) close() {
 }
 
 // guard checks a request's Origin and bearer token before h sees it.
-func (t *httpTransport) guard(h http.HandlerFunc) http.HandlerFunc {
+func (t *httpTransport) guard(h http.HandlerFunc) http.HandlerFunc { return t.guardWith(h, nil) }
+
+// guardWith is guard where also, when set, the token alsoToken opens h
+// (the metrics token opens /metrics and nothing else).
+func (t *httpTransport) guardWith(h http.HandlerFunc, alsoToken []byte) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if o := r.Header.Get("Origin"); o != "" && !slices.Contains(t.cfg.allowedOrigins, o) {
 			httpFail(w, http.StatusForbidden, "origin %q is not allowed (MCP_EXEC_ALLOWED_ORIGINS)", clipText(o))
 			return
 		}
-		if !t.authorized(r) {
+		if !t.authorized(r, t.cfg.token) && (alsoToken == nil || !t.authorized(r, alsoToken)) {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="mcp-exec"`)
 			httpFail(w, http.StatusUnauthorized, "a bearer token is required: Authorization: Bearer <MCP_EXEC_TOKEN>")
 			return
@@ -147,10 +151,11 @@ func (t *httpTransport) guard(h http.HandlerFunc) http.HandlerFunc {
 	}
 }
 
-// authorized reports whether r carries the bearer token, compared in
-// constant time. A token anywhere else (the query string) does not count.
-func (t *httpTransport) authorized(r *http.Request) bool {
-	if t.cfg.token == nil {
+// authorized reports whether r carries token as its bearer token, compared
+// in constant time; any request is, when token is nil. A token anywhere
+// else (the query string) does not count.
+func (t *httpTransport) authorized(r *http.Request, token []byte) bool {
+	if token == nil {
 		return true
 	}
 	h := r.Header.Get("Authorization")
@@ -158,7 +163,7 @@ func (t *httpTransport) authorized(r *http.Request) bool {
 	if len(h) < len(scheme) || !strings.EqualFold(h[:len(scheme)], scheme) {
 		return false
 	}
-	return subtle.ConstantTimeCompare([]byte(h[len(scheme):]), t.cfg.token) == 1
+	return subtle.ConstantTimeCompare([]byte(h[len(scheme):]), token) == 1
 }
 
 // httpFail answers a plain-text error.

@@ -106,6 +106,36 @@ func between(s, start, end string) string {
 	return v
 }
 
+// TestHTTPMetricsTokenOpensMetricsOnly: the metrics token opens /metrics,
+// as the token does, and nothing else; without either /metrics is 401.
+func TestHTTPMetricsTokenOpensMetricsOnly(t *testing.T) {
+	url := httpServer(t, "MCP_EXEC_TOKEN=s3cret", "MCP_EXEC_METRICS_TOKEN=scrape")
+	for _, tc := range []struct {
+		method, path, token string
+		want                int
+	}{
+		{http.MethodGet, "/metrics", "scrape", http.StatusOK},
+		{http.MethodGet, "/metrics", "s3cret", http.StatusOK},
+		{http.MethodGet, "/metrics", "", http.StatusUnauthorized},
+		{http.MethodGet, "/metrics", "scrap", http.StatusUnauthorized},
+		{http.MethodPost, "/mcp", "scrape", http.StatusUnauthorized},
+		{http.MethodPost, "/exec", "scrape", http.StatusUnauthorized},
+	} {
+		req, _ := http.NewRequest(tc.method, url+tc.path, strings.NewReader(initBody))
+		if tc.token != "" {
+			req.Header.Set("Authorization", "Bearer "+tc.token)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != tc.want {
+			t.Errorf("%s %s with %q: %d, want %d", tc.method, tc.path, tc.token, resp.StatusCode, tc.want)
+		}
+	}
+}
+
 // TestHTTPGuards: a missing or wrong token is 401, a token in the query
 // string does not count, a foreign Origin is 403; /healthz needs no token.
 func TestHTTPGuards(t *testing.T) {

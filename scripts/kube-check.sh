@@ -59,7 +59,7 @@ trap cleanup EXIT
 
 port=$($PY -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 run=$(od -An -N4 -tx4 /dev/urandom | tr -d ' \n')
-{ read -r deployment; read -r secret_name; read -r token; read -r grace; read -r uid; read -r probes; } < <(
+{ read -r deployment; read -r secret_name; read -r token; read -r grace; read -r uid; read -r probes; read -r metrics_token; } < <(
   $PY scripts/kube-lint.py play-copy $DIR/mcp-exec.yaml $DIR/secret-example.yaml "$image" "$port" "-kc$run" "$work" \
     ${KUBE_CHECK_DROP_ENV:-})
 [ -n "$probes" ] || { echo "kube-check: could not make the copy to play" >&2; exit 1; }
@@ -76,7 +76,7 @@ name=$deployment
 container="$deployment-pod-0-mcp-exec"
 
 sleep_seconds="1000.$((16#${run:0:4}))"  # a sleep no other process runs: findable on the host
-if ! $PY scripts/kube-client.py "http://127.0.0.1:$port" "$token" "$sleep_seconds" "$uid" $probes; then
+if ! METRICS_TOKEN="$metrics_token" $PY scripts/kube-client.py "http://127.0.0.1:$port" "$token" "$sleep_seconds" "$uid" $probes; then
   echo "kube-check: the end of the server's log:" >&2
   $PODMAN logs --tail 5 "$container" >&2 || true
   exit 1

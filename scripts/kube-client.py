@@ -10,12 +10,15 @@ must answer 200 without a token; a request without
 the token must get 401 and one with a wrong token too; initialize opens a
 session; a blocking execute must run as UID and write to $TMPDIR; a
 `sleep SLEEP_SECONDS` job is started with nowait and a wait of one second
-must find it still running; /metrics must count it. The job is left running
+must find it still running; /metrics must count it, and with the metrics
+token (METRICS_TOKEN in the environment, when set) answer too while /mcp
+refuses that token with 401. The job is left running
 on purpose: the caller stops the pod and checks that the server drained it.
 Prints what it checked; exits 1 with the reason when a check fails.
 """
 
 import json
+import os
 import sys
 import time
 import urllib.error
@@ -115,6 +118,15 @@ def main(url, token, sleep_seconds, uid, *probe_paths):
     if status != 200 or "\nmcp_exec_running_jobs 1\n" not in "\n" + text:
         fail("/metrics does not count the running job (%d): %s" % (status, text[:2000]))
     print("metrics: mcp_exec_running_jobs 1")
+    scrape = os.environ.get("METRICS_TOKEN", "")
+    if scrape:
+        status, _, _ = request(url + "/metrics", headers={"Authorization": "Bearer " + scrape})
+        if status != 200:
+            fail("/metrics with the metrics token: %d, not 200" % status)
+        status, _, _ = request(url + "/mcp", "POST", ping, dict(mcp_headers, Authorization="Bearer " + scrape))
+        if status != 401:
+            fail("/mcp with the metrics token: %d, not 401" % status)
+        print("metrics token: /metrics 200, /mcp 401")
 
 
 if __name__ == "__main__":

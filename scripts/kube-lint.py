@@ -504,6 +504,7 @@ def play_copy(manifest, secret_file, image, host_port, suffix, outdir, *drop_env
     print(spec.get("terminationGracePeriodSeconds", 30))
     print(uid)
     print(" ".join(get(c, probe + ".httpGet.path") for probe in ("readinessProbe", "livenessProbe")))
+    print(data.get("metrics-token", ""))
 
 
 def main(argv):
