@@ -46,7 +46,8 @@ npm: dist
 clean:
 	rm -rf mcp-exec dist
 
-# kube-check: deploy/kubernetes/ checked for structure and its Deployment
+# kube-check: deploy/kubernetes/ checked for structure and against the
+# Kubernetes API types (scripts/kube-validate), and its Deployment
 # played with podman (scripts/kube-check.sh); see docs/running-many-agents.md.
 kube-check: build
 	./scripts/kube-check.sh

@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
 # Tests deploy/kubernetes/ with no cluster: checks every manifest's structure
-# (scripts/kube-lint.py; `kubectl apply --dry-run=client` too when kubectl
-# reaches a cluster), then plays a copy of mcp-exec.yaml's Deployment with
-# `podman kube play` and talks to it:
+# (scripts/kube-lint.py), decodes each document strictly into the Kubernetes
+# API's Go types and runs the API server's checks that apply to it
+# (scripts/kube-validate, its own Go module: unknown fields, quantities,
+# names, selectors, ports; agent-sandbox kinds only for their pod template),
+# runs `kubectl apply --dry-run=client` too when kubectl reaches a cluster,
+# then plays a copy of mcp-exec.yaml's Deployment with `podman kube play`
+# and talks to it:
 #
 #   - the copy differs only in the image (the one built in this run), a
 #     hostPort on 127.0.0.1 (a free port), and a suffix on the names it uses;
@@ -34,20 +38,6 @@ PY=/usr/bin/python3
 echo "kube-check: structure of $DIR/*.yaml"
 $PY scripts/kube-lint.py check $DIR/*.yaml
 
-# kubectl validates only against a cluster's API (client dry-run still asks
-# it for the kinds); agent-sandbox.yaml also needs its CRDs installed.
-if command -v kubectl >/dev/null && timeout 20 kubectl version >/dev/null 2>&1; then
-  kubectl apply --dry-run=client -f $DIR/mcp-exec.yaml -f $DIR/networkpolicy.yaml -f $DIR/secret-example.yaml
-  if kubectl api-resources --api-group=agents.x-k8s.io 2>/dev/null | grep -q '^sandboxes'; then
-    kubectl apply --dry-run=client -f $DIR/agent-sandbox.yaml
-  fi
-else
-  echo "kube-check: kubectl reaches no cluster here; the structure check above stands alone" >&2
-fi
-
-image=${MCP_EXEC_IMAGE:-$(scripts/offline-image.sh)}
-scripts/podman-setup.sh
-
 work=$(mktemp -d)
 name="" secret=""
 cleanup() {
@@ -56,6 +46,26 @@ cleanup() {
   rm -rf "$work"
 }
 trap cleanup EXIT
+
+# The API types come through the Go module proxy on the first run (go.sum
+# pins them), from the module cache after that.
+echo "kube-check: $DIR/*.yaml against the Kubernetes API types (k8s.io/api)"
+go -C scripts/kube-validate build -o "$work/kube-validate" .
+"$work/kube-validate" $DIR/*.yaml
+
+# kubectl validates only against a cluster's API (client dry-run still asks
+# it for the kinds); agent-sandbox.yaml also needs its CRDs installed.
+if command -v kubectl >/dev/null && timeout 20 kubectl version >/dev/null 2>&1; then
+  kubectl apply --dry-run=client -f $DIR/mcp-exec.yaml -f $DIR/networkpolicy.yaml -f $DIR/secret-example.yaml
+  if kubectl api-resources --api-group=agents.x-k8s.io 2>/dev/null | grep -q '^sandboxes'; then
+    kubectl apply --dry-run=client -f $DIR/agent-sandbox.yaml
+  fi
+else
+  echo "kube-check: kubectl reaches no cluster here; the two checks above stand in for its dry run" >&2
+fi
+
+image=${MCP_EXEC_IMAGE:-$(scripts/offline-image.sh)}
+scripts/podman-setup.sh
 
 port=$($PY -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 run=$(od -An -N4 -tx4 /dev/urandom | tr -d ' \n')

@@ -12,7 +12,10 @@ engine and runs on the binary target:
     a memory bound above the limit, an agent-sandbox pod that drifted from
     the Deployment's, egress allowed, a claim naming no template;
   - play-copy writes the copy podman plays: the image, a hostPort on
-    127.0.0.1, suffixed names, and the Secret's data as secretKeyRef reads it.
+    127.0.0.1, suffixed names, and the Secret's data as secretKeyRef reads it;
+  - scripts/kube-validate (where Go is installed) accepts the manifests
+    decoded strictly into the Kubernetes API types and refuses a misspelled
+    field, a bad quantity or a probe on an undeclared port, naming the path.
 """
 
 import base64
@@ -175,3 +178,53 @@ def test_play_copy_writes_what_podman_plays(tmp_path):
     assert ref == {"name": secret, "key": "token"}
     data = json.loads((tmp_path / "secret.json").read_text())
     assert base64.b64decode(data["token"]).decode() == token and token
+
+
+@pytest.fixture(scope="module")
+def kube_validate():
+    """scripts/kube-validate built once (its modules from the Go module cache,
+    or the proxy the first time)."""
+    go = shutil.which("go")
+    if go is None:
+        pytest.skip("go is not installed: scripts/kube-validate needs it")
+    out = tempfile.mkdtemp(prefix="mcpx-kube-validate-")
+    binary = os.path.join(out, "kube-validate")
+    subprocess.run([go, "build", "-o", binary, "."], cwd=os.path.join(REPO, "scripts", "kube-validate"),
+                   check=True, timeout=600)
+    yield binary
+    shutil.rmtree(out, ignore_errors=True)
+
+
+def validate(binary, root):
+    return subprocess.run([binary] + sorted(glob.glob(os.path.join(root, "*.yaml"))), stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, universal_newlines=True, timeout=60)
+
+
+def test_the_manifests_pass_the_api_types(kube_validate):
+    r = validate(kube_validate, DEPLOY)
+    assert r.returncode == 0, r.stderr
+    assert "4 documents ok against the API types, 4 of other kinds" in r.stdout
+    assert "Sandbox mcp-exec-agent1: not checked against API types (Sandbox); its spec.podTemplate is ok" in r.stdout
+
+
+@pytest.mark.parametrize("name,old,new,said", [
+    ("mcp-exec.yaml", "readinessProbe:", "readinessProbes:",
+     'unknown field "spec.template.spec.containers[0].readinessProbes"'),
+    ("mcp-exec.yaml", "          runAsUser: 10001\n", "          runAsUsr: 10001\n",
+     'unknown field "spec.template.spec.containers[0].securityContext.runAsUsr"'),
+    ("mcp-exec.yaml", "memory: 1Gi,", "memory: 1Gx,",
+     'spec.template.spec.containers[0].resources.limits[memory]: "1Gx": quantities must match'),
+    ("mcp-exec.yaml", "requests: {cpu: 100m, memory: 256Mi}", "requests: {cpu: 100m, memory: 2Gi}",
+     "resources.requests[memory]: Invalid value: \"2Gi\": must be less than or equal to memory limit of 1Gi"),
+    ("mcp-exec.yaml", "httpGet: {path: /healthz, port: 8080}", "httpGet: {path: /healthz, port: http2}",
+     'readinessProbe.httpGet.port: Invalid value: "http2": the container declares no such port'),
+    ("mcp-exec.yaml", '{name: MCP_EXEC_SANDBOX, value: "off"}', "{name: MCP_EXEC_SANDBOX, value: off}",
+     "containers[0].env[7].value: false: json: cannot unmarshal bool"),
+    ("agent-sandbox.yaml", "mountPath: /tmp}", "mountPth: /tmp}",
+     'unknown field "spec.podTemplate.spec.containers[0].volumeMounts[0].mountPth"'),
+    ("secret-example.yaml", "type: Opaque", "type: Opaque\ntype: Opaque", 'key "type" already set in map'),
+])
+def test_the_api_types_refuse_a_broken_manifest(kube_validate, broken, name, old, new, said):
+    r = validate(kube_validate, broken(name, old, new))
+    assert r.returncode == 1, r.stdout
+    assert said in r.stderr
