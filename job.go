@@ -67,17 +67,13 @@ type job struct {
 	// under the agent profile or on a terminal, which no 1.0 client asks for.
 	prompts bool
 
-	// eventMu orders the job's two events: guards announced and endHeld.
-	// The end can be published before start returns, so whichever comes
-	// second tells both. Events are sent under it: sending never blocks.
+	// eventMu orders the job's two events, and its two job log lines:
+	// guards announced and endHeld. The end can be published before start
+	// returns, so whichever comes second tells both. Events are sent and
+	// lines queued under it: neither ever blocks or writes.
 	eventMu   sync.Mutex
 	announced bool // its start was told
 	endHeld   bool // its end came before its start was told
-
-	// logOrder orders the job's two lines in the job log without a lock
-	// (see registry.logEnd); logHeld is the end line when it came first.
-	logOrder atomic.Int32
-	logHeld  []byte
 
 	elem         *list.Element // place in registry.order; guarded by registry.mu
 	watchers     int           // waits, kills and executes under way on the job; guarded by registry.mu

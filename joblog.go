@@ -185,26 +185,21 @@ func (l *jobLog) started(session, id string, req startRequest, pid int, at time.
 		Command: command, Argv: argv, Cwd: l.loggedCwd(req.dir), Pid: pid})
 }
 
-// endLine is the end line of job j in session, which has finished, encoded.
-// It is made where the job ends and queued by ended, maybe later (see
-// registry.logEnd).
-func (l *jobLog) endLine(session string, j *job) []byte {
+// ended queues the end line of job j in session, which has finished. Its
+// time is when the job's shell exited (for a job that never ran, when it
+// was to start), whenever the line is queued.
+func (l *jobLog) ended(session string, j *job) {
 	o := j.final
 	_, out := j.stdout.stats()
 	_, errBytes := j.stderr.stats()
-	line := jobLogEnd{Time: logTime(time.Now()), Event: "end", Session: session, JobID: j.id,
+	line := jobLogEnd{Time: logTime(j.started.Add(o.wall)), Event: "end", Session: session, JobID: j.id,
 		ExitCode: o.exitCode, TimedOut: o.timedOut, StartError: o.startError,
 		DurationMs: float64(o.wall.Microseconds()) / 1e3, StdoutBytes: out, StderrBytes: errBytes}
 	if o.signal > 0 {
 		line.Signal = signalName(o.signal)
 	}
-	return l.line(line)
-}
-
-// ended queues an end line endLine made.
-func (l *jobLog) ended(line []byte) {
 	l.open.Add(-1)
-	l.queueLine(line)
+	l.add(line)
 }
 
 // refused queues the line of a job req asked for that was refused before

@@ -148,11 +148,11 @@ func TestJobLogStartComesBeforeAnEndPublishedFirst(t *testing.T) {
 		stdout: newWindow(64, 0), stderr: newWindow(64, 0)}
 	j.final = outcome{state: stateSuccess, wall: time.Millisecond}
 	close(j.done)
-	reg.logEnd(j)
+	reg.announceEnd(j)
 	if l.pending.Load() != 0 {
 		t.Fatal("the end was queued before the start")
 	}
-	reg.logStart(j, startRequest{command: "true"})
+	reg.announceStart(j, startRequest{command: "true"}, true)
 	lines := logLines(t, l, out)
 	if len(lines) != 2 || lines[0]["event"] != "start" || lines[1]["event"] != "end" {
 		t.Fatalf("want start then end, got %v", lines)
@@ -285,12 +285,13 @@ func TestJobLogThatCannotBeOpenedNamesTheSetting(t *testing.T) {
 	}
 }
 
-// TestJobLogOffCostsNothing runs a job with no log: nothing is made.
+// TestJobLogOffCostsNothing runs a job with no log (a nil log is never
+// touched) and flushes a nil log.
 func TestJobLogOffCostsNothing(t *testing.T) {
 	reg := newRegistry(testConfig())
 	j := collect(t, reg, startJob(t, reg, "true"))
-	if j.logHeld != nil || j.logOrder.Load() != logOrderNone {
-		t.Fatal("a job without a log made a log line")
+	if j.final.state != stateSuccess {
+		t.Fatalf("a job without a log ended %v", j.final.state)
 	}
 	var off *jobLog
 	off.flush(time.Second) // a nil log is off: no panic

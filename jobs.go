@@ -101,10 +101,9 @@ func (r *registry) start(req startRequest) (*job, bool, error) {
 		j.final = outcome{state: stateError, exitCode: -1, startError: err.Error()}
 		errors.As(err, &j.final.startErrno)
 		close(j.done)
-		r.logStart(j, req)
 		// A job that never ran still starts and ends, once each; the
 		// shell set's contract tells only its end.
-		r.announceStart(j, !req.keepFailed)
+		r.announceStart(j, req, !req.keepFailed)
 		r.announceEnd(j)
 		if req.keepFailed {
 			r.mu.Lock()
@@ -113,8 +112,7 @@ func (r *registry) start(req startRequest) (*job, bool, error) {
 		}
 		return j, false, nil
 	}
-	r.logStart(j, req)
-	r.announceStart(j, true)
+	r.announceStart(j, req, true)
 	r.mu.Lock()
 	r.listLocked(j)
 	r.mu.Unlock()
@@ -134,28 +132,40 @@ func (r *registry) listLocked(j *job) {
 }
 
 // announceStart tells onEvent, if set and tell, that j started, and then
-// that it finished if that was published first.
-func (r *registry) announceStart(j *job, tell bool) {
+// that it finished if that was published first; the job log, if any, hears
+// both in the same order. req is what j was started with, its cwd admitted.
+func (r *registry) announceStart(j *job, req startRequest, tell bool) {
 	j.eventMu.Lock()
 	defer j.eventMu.Unlock()
 	j.announced = true
+	if r.log != nil {
+		r.log.started(r.session, j.id, req, j.pid, j.started)
+	}
 	if tell {
 		r.event(j, "started")
 	}
 	if j.endHeld {
-		r.event(j, "finished")
+		r.tellEnd(j)
 	}
 }
 
-// announceEnd tells onEvent, if set, that j finished, once its start has
-// been told; and the job log, in the same order.
+// announceEnd tells onEvent, if set, and the job log that j finished, once
+// its start has been told.
 func (r *registry) announceEnd(j *job) {
-	r.logEnd(j)
 	j.eventMu.Lock()
 	defer j.eventMu.Unlock()
 	if !j.announced {
 		j.endHeld = true // announceStart tells it
 		return
+	}
+	r.tellEnd(j)
+}
+
+// tellEnd tells the job log and onEvent that j finished. Caller holds
+// j.eventMu.
+func (r *registry) tellEnd(j *job) {
+	if r.log != nil {
+		r.log.ended(r.session, j)
 	}
 	r.event(j, "finished")
 }
@@ -164,42 +174,6 @@ func (r *registry) announceEnd(j *job) {
 func (r *registry) event(j *job, event string) {
 	if r.onEvent != nil && !j.silent {
 		r.onEvent(j, event)
-	}
-}
-
-// The job log's order: a job's end may be published on the reaper's
-// goroutine before start has logged its start. Whichever of the two comes
-// second queues both lines, start first, decided by one compare-and-swap
-// on job.logOrder: no lock is held and nothing is written meanwhile.
-const (
-	logOrderNone     = iota // neither line queued yet
-	logOrderStarted         // the start line is queued: the end queues itself
-	logOrderEndFirst        // the end came first and waits in job.logHeld
-)
-
-// logStart queues j's start line in the job log, if there is one, and its
-// end line if that came first. req is what j was started with, its cwd
-// admitted.
-func (r *registry) logStart(j *job, req startRequest) {
-	if r.log == nil {
-		return
-	}
-	r.log.started(r.session, j.id, req, j.pid, j.started)
-	if !j.logOrder.CompareAndSwap(logOrderNone, logOrderStarted) {
-		r.log.ended(j.logHeld) // written before the swap that said it was there
-	}
-}
-
-// logEnd queues j's end line in the job log, if there is one, once its
-// start line is queued: else logStart queues it.
-func (r *registry) logEnd(j *job) {
-	if r.log == nil {
-		return
-	}
-	line := r.log.endLine(r.session, j)
-	j.logHeld = line
-	if !j.logOrder.CompareAndSwap(logOrderNone, logOrderEndFirst) {
-		r.log.ended(line)
 	}
 }
 
