@@ -54,11 +54,20 @@ func newRegistry(cfg *config) *registry {
 
 // start launches req as a new job and reports whether it started. A job that
 // could not start comes back already finished, with start_error set, and is
-// never registered.
+// never registered. An error is a refusal before any process was made (by
+// policy, the job limit, or no room for a process): the job log hears it.
 func (r *registry) start(req startRequest) (*job, bool, error) {
-	dir, err := admit(r.cfg, req.argv, req.env, req.dir)
+	j, started, err := r.admitAndLaunch(req)
 	if err != nil {
 		r.logRefused(req, err)
+	}
+	return j, started, err
+}
+
+// admitAndLaunch is start without the job log's refusals.
+func (r *registry) admitAndLaunch(req startRequest) (*job, bool, error) {
+	dir, err := admit(r.cfg, req.argv, req.env, req.dir)
+	if err != nil {
 		return nil, false, err
 	}
 	req.dir = dir
@@ -68,17 +77,13 @@ func (r *registry) start(req startRequest) (*job, bool, error) {
 		// yet reaped: the count the limit holds, named as it was.
 		active, ids := int(r.running.Load()), r.runningIDsLocked()
 		r.mu.Unlock()
-		err := tooManyJobs{fmt.Sprintf("%v: %d jobs are running and MCP_EXEC_MAX_JOBS is %d (running: %s); wait for one or kill one first",
+		return nil, false, tooManyJobs{fmt.Sprintf("%v: %d jobs are running and MCP_EXEC_MAX_JOBS is %d (running: %s); wait for one or kill one first",
 			errRefused, active, r.cfg.maxJobs, strings.Join(ids, ", ")), active}
-		r.logRefused(req, err)
-		return nil, false, err
 	}
 	if ok, active := r.everywhere.take(r.cfg.maxJobs); !ok {
 		r.mu.Unlock()
-		err := tooManyJobs{fmt.Sprintf("%v: %d jobs are running across all sessions and MCP_EXEC_MAX_JOBS is %d; wait for one or kill one first",
+		return nil, false, tooManyJobs{fmt.Sprintf("%v: %d jobs are running across all sessions and MCP_EXEC_MAX_JOBS is %d; wait for one or kill one first",
 			errRefused, active, r.cfg.maxJobs), int(active)}
-		r.logRefused(req, err)
-		return nil, false, err
 	}
 	r.running.Add(1) // the slot is taken before the fork, so no two starts can both take the last
 	id := r.newID(req)
@@ -95,7 +100,6 @@ func (r *registry) start(req startRequest) (*job, bool, error) {
 		r.everywhere.give()
 		jobsFailedToStart.Add(1)
 		if errors.Is(err, errExhausted) { // refused before any fork: a tool error, not a start failure
-			r.logRefused(req, err)
 			return nil, false, err
 		}
 		j.final = outcome{state: stateError, exitCode: -1, startError: err.Error()}
