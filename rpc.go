@@ -537,15 +537,8 @@ var errorCodes = []struct {
 func encodeReply(id json.RawMessage, shape replyShape, result any, err error) []byte {
 	var rerr *rpcError
 	switch {
-	case errors.As(err, &rerr):
 	case err != nil:
-		rerr = newError(codeInternal, "internal error: %v", err)
-		for _, e := range errorCodes {
-			if errors.Is(err, e.err) {
-				rerr = newError(e.code, "%v", err)
-				break
-			}
-		}
+		rerr = rpcErrorOf(err)
 	default:
 		if text, ok := result.(toolText); ok {
 			return textReply(id, shape, text)
@@ -566,6 +559,27 @@ func encodeReply(id json.RawMessage, shape replyShape, result any, err error) []
 	e, _ := marshal(rerr) // cannot fail: two plain fields
 	return concat(replyHead, id, `,"error":`, e, "}\n")
 }
+
+// rpcErrorOf is the JSON-RPC error a request that failed with err answers:
+// an *rpcError as it is, a sentinel of errorCodes with its code, anything
+// else an internal error.
+func rpcErrorOf(err error) *rpcError {
+	var rerr *rpcError
+	if errors.As(err, &rerr) {
+		return rerr
+	}
+	for _, e := range errorCodes {
+		if errors.Is(err, e.err) {
+			return newError(e.code, "%v", err)
+		}
+	}
+	return newError(codeInternal, "internal error: %v", err)
+}
+
+// wrapsStructured says whether a tool result's text, as structuredContent,
+// must be wrapped in an object: wait's array of results (structured
+// content is an object).
+func wrapsStructured(text []byte) bool { return len(text) > 0 && text[0] == '[' }
 
 // prepareToolCall handles tools/call as it is read: a malformed params
 // fails with a JSON-RPC error; the tool's arguments are the tools layer's,
@@ -770,7 +784,7 @@ func textReply(id json.RawMessage, shape replyShape, text []byte) []byte {
 		open = append(append([]byte(`,"result":`), modernResultHead()...), ',')
 	}
 	size := len(replyHead) + len(id) + len(open) + len(content) + quotedLen(text) + len(closing) + len(tail)
-	wrap := shape.structured && len(text) > 0 && text[0] == '['
+	wrap := shape.structured && wrapsStructured(text)
 	if shape.structured {
 		size += len(structuredKey) + len(text)
 		if wrap {

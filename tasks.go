@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -360,7 +359,7 @@ func (b *taskBoard) get(params json.RawMessage, modern bool) (any, error) {
 		case "completed":
 			v["result"] = callToolResult(s.res, true)
 		case "failed":
-			v["error"] = asRPCError(s.err)
+			v["error"] = rpcErrorOf(s.err)
 		}
 	}
 	return v, nil
@@ -382,7 +381,7 @@ func (b *taskBoard) result(ctx context.Context, params json.RawMessage, structur
 	res, err := t.res, t.err
 	t.mu.Unlock()
 	if err != nil {
-		return nil, asRPCError(err)
+		return nil, rpcErrorOf(err)
 	}
 	obj := callToolResult(res, structured)
 	obj["_meta"] = map[string]any{metaRelatedTask: map[string]any{"taskId": t.id}}
@@ -469,7 +468,7 @@ func callToolResult(res any, structured bool) map[string]any {
 		obj := map[string]any{"content": []textContent{{Type: "text", Text: string(r)}}}
 		if structured {
 			obj["structuredContent"] = json.RawMessage(r)
-			if len(r) > 0 && r[0] == '[' { // as textReply wraps wait's array
+			if wrapsStructured(r) { // as textReply does
 				obj["structuredContent"] = map[string]any{"results": json.RawMessage(r)}
 			}
 		}
@@ -482,18 +481,6 @@ func callToolResult(res any, structured bool) map[string]any {
 		return obj
 	}
 	return map[string]any{"content": []textContent{{Type: "text", Text: fmt.Sprint(res)}}}
-}
-
-// asRPCError is err as the JSON-RPC error a call answers with.
-func asRPCError(err error) *rpcError {
-	var rerr *rpcError
-	switch {
-	case errors.As(err, &rerr):
-		return rerr
-	case errors.Is(err, errCancelled):
-		return newError(codeCancelled, "%v", err)
-	}
-	return newError(codeInternal, "internal error: %v", err)
 }
 
 // taskToolsOf names the tools of cfg that may run as tasks.
