@@ -41,38 +41,24 @@ var methods = map[string]methodSpec{
 		return toolListWith(s.cfg, m.shape.structured, m.shape.modern, s.taskFormFor(m)), nil
 	}},
 	"tools/call": {prepare: (*session).prepareToolCall},
-	"tasks/get": {call: func(s *session, _ context.Context, m message) (any, error) {
-		form, rerr := s.taskFormOf(m)
-		if rerr != nil {
-			return nil, rerr
-		}
+	"tasks/get": {call: taskMethod(func(s *session, _ context.Context, m message, form taskForm) (any, error) {
 		return s.tasks.get(m.params, form == tasksModern)
-	}},
-	"tasks/cancel": {call: func(s *session, ctx context.Context, m message) (any, error) {
-		form, rerr := s.taskFormOf(m)
-		if rerr != nil {
-			return nil, rerr
-		}
+	})},
+	"tasks/cancel": {call: taskMethod(func(s *session, ctx context.Context, m message, form taskForm) (any, error) {
 		return s.tasks.cancel(ctx, m.params, form == tasksModern)
-	}},
-	"tasks/result": {legacyOnly: true, call: func(s *session, ctx context.Context, m message) (any, error) {
-		if _, rerr := s.taskFormOf(m); rerr != nil {
-			return nil, rerr
-		}
+	})},
+	"tasks/result": {legacyOnly: true, call: taskMethod(func(s *session, ctx context.Context, m message, _ taskForm) (any, error) {
 		return s.tasks.result(ctx, m.params, m.shape.structured)
-	}},
+	})},
 	"tasks/list": {legacyOnly: true, call: func(s *session, _ context.Context, m message) (any, error) {
 		if _, rerr := s.taskFormOf(m); rerr != nil || !s.tasksListable() {
 			return nil, newError(codeNoMethod, "method not found: tasks/list (offered to a 2025-11-25 client that declared capabilities.tasks, on stdio or with a token)")
 		}
 		return s.tasks.list(m.params)
 	}},
-	"tasks/update": {modernOnly: true, call: func(s *session, _ context.Context, m message) (any, error) {
-		if _, rerr := s.taskFormOf(m); rerr != nil {
-			return nil, rerr
-		}
+	"tasks/update": {modernOnly: true, call: taskMethod(func(s *session, _ context.Context, m message, _ taskForm) (any, error) {
 		return s.tasks.update(m.params)
-	}},
+	})},
 	"notifications/initialized": {notification: true, notify: func(*session, message) {}},
 	"notifications/cancelled":   {notification: true, notify: (*session).cancelRequest},
 	"debug/stats":               {inline: true, call: (*session).stats},
@@ -482,6 +468,18 @@ func (s *session) cancelAll() {
 		cancel()
 	}
 	s.tasks.end() // the calls of tasks end as cancelled calls do
+}
+
+// taskMethod is the call of a tasks/ method: f runs with the form of tasks
+// m's client declared; a client that declared none gets taskFormOf's error.
+func taskMethod(f func(s *session, ctx context.Context, m message, form taskForm) (any, error)) func(*session, context.Context, message) (any, error) {
+	return func(s *session, ctx context.Context, m message) (any, error) {
+		form, rerr := s.taskFormOf(m)
+		if rerr != nil {
+			return nil, rerr
+		}
+		return f(s, ctx, m, form)
+	}
 }
 
 // taskFormOf is the form of tasks request m may use, or the error for a
