@@ -225,13 +225,7 @@ func checkContainer(c *corev1.Container, volumes map[string]bool, at *field.Path
 	portNames := map[string]bool{}
 	for i, p := range c.Ports {
 		at := at.Child("ports").Index(i)
-		if p.Name != "" {
-			errs = append(errs, checkName(p.Name, validation.IsValidPortName, at.Child("name"))...)
-			if portNames[p.Name] {
-				errs = append(errs, field.Duplicate(at.Child("name"), p.Name))
-			}
-			portNames[p.Name] = true
-		}
+		errs = append(errs, checkPortName(p.Name, validation.IsValidPortName, portNames, at.Child("name"))...)
 		errs = append(errs, checkPortNumber(int(p.ContainerPort), at.Child("containerPort"))...)
 		if p.HostPort != 0 {
 			errs = append(errs, checkPortNumber(int(p.HostPort), at.Child("hostPort"))...)
@@ -429,13 +423,7 @@ func checkService(s *corev1.Service) field.ErrorList {
 		if len(s.Spec.Ports) > 1 && p.Name == "" {
 			errs = append(errs, field.Required(at.Child("name"), "every port needs a name when there are several"))
 		}
-		if p.Name != "" {
-			errs = append(errs, checkName(p.Name, validation.IsDNS1123Label, at.Child("name"))...)
-			if names[p.Name] {
-				errs = append(errs, field.Duplicate(at.Child("name"), p.Name))
-			}
-			names[p.Name] = true
-		}
+		errs = append(errs, checkPortName(p.Name, validation.IsDNS1123Label, names, at.Child("name"))...)
 		errs = append(errs, checkPortNumber(int(p.Port), at.Child("port"))...)
 		errs = append(errs, checkProtocol(p.Protocol, at.Child("protocol"))...)
 		switch p.TargetPort.Type {
@@ -522,4 +510,18 @@ func checkProtocol(p corev1.Protocol, at *field.Path) field.ErrorList {
 		return nil
 	}
 	return field.ErrorList{field.NotSupported(at, p, []string{"SCTP", "TCP", "UDP"})}
+}
+
+// checkPortName checks a port's name, when it has one, with valid, and
+// that no earlier port of the same list (seen, which it extends) has it.
+func checkPortName(name string, valid func(string) []string, seen map[string]bool, at *field.Path) field.ErrorList {
+	if name == "" {
+		return nil
+	}
+	errs := checkName(name, valid, at)
+	if seen[name] {
+		errs = append(errs, field.Duplicate(at, name))
+	}
+	seen[name] = true
+	return errs
 }
