@@ -81,10 +81,18 @@ func TestLegacyTaskAnswersAtOnceAndTasksResultIsTheCallsResult(t *testing.T) {
 		t.Fatalf("tasks/list = %v", list)
 	}
 	cl.send(`{"jsonrpc":"2.0","id":5,"method":"tasks/result","params":{"taskId":"` + id + `"}}`)
-	if _, _, isErr := cl.tool(6, "input", `{"job_id":"`+j.id+`","data":"hi\n","close":true}`); isErr {
-		t.Fatal("input failed")
+	cl.send(`{"jsonrpc":"2.0","id":6,"method":"tools/call","params":{"name":"input","arguments":{"job_id":"` + j.id + `","data":"hi\n","close":true}}}`)
+	// The job ends as its input arrives, so the two replies come in either
+	// order.
+	replies := map[string]map[string]any{}
+	for range 2 {
+		r := decodeReply(t, cl.next(jobDeadline))
+		replies[fmt.Sprint(r["id"])] = r
 	}
-	res := decodeReply(t, cl.next(jobDeadline))["result"].(map[string]any)
+	if in, ok := replies["6"]["result"].(map[string]any); !ok || in["isError"] == true {
+		t.Fatalf("input failed: %v", replies["6"])
+	}
+	res := replies["5"]["result"].(map[string]any)
 	related := res["_meta"].(map[string]any)[metaRelatedTask].(map[string]any)
 	text := res["content"].([]any)[0].(map[string]any)["text"].(string)
 	if related["taskId"] != id || !strings.Contains(text, `"data":"hi\n"`) || res["structuredContent"] == nil {
