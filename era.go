@@ -54,45 +54,46 @@ func shapeOf(modern bool, negotiated string) replyShape {
 
 // modernRequest reports whether params carry the modern era's _meta, and
 // answers the errors the revision names: -32022 for a revision not served,
-// -32602 for a required field missing or malformed.
-func modernRequest(params json.RawMessage) (bool, *rpcError) {
+// -32602 for a required field missing or malformed. caps is a modern
+// request's clientCapabilities object, as sent.
+func modernRequest(params json.RawMessage) (modern bool, caps json.RawMessage, rerr *rpcError) {
 	// Most requests say nothing of the sort: look for the key's bytes first.
 	if !bytes.Contains(params, []byte("io.modelcontextprotocol/")) {
-		return false, nil
+		return false, nil, nil
 	}
 	p, err := decodeObject(params)
 	if err != nil {
-		return false, nil // the method's own checks answer a malformed params
+		return false, nil, nil // the method's own checks answer a malformed params
 	}
 	meta, err := decodeObject(p["_meta"])
 	if err != nil {
-		return false, nil
+		return false, nil, nil
 	}
 	rawVersion, hasVersion := meta[metaProtocolVersion]
 	_, hasCaps := meta[metaClientCaps]
 	if !hasVersion && !hasCaps {
-		return false, nil
+		return false, nil, nil
 	}
 	var asked string
 	if !hasVersion || json.Unmarshal(rawVersion, &asked) != nil {
-		return true, newError(codeInvalidParams, "invalid params: _meta[%q] must name the protocol revision (served: %s)", metaProtocolVersion, strings.Join(modernVersions, ", "))
+		return true, nil, newError(codeInvalidParams, "invalid params: _meta[%q] must name the protocol revision (served: %s)", metaProtocolVersion, strings.Join(modernVersions, ", "))
 	}
 	if !slices.Contains(modernVersions, asked) {
 		e := newError(codeUnsupportedVersion, "unsupported protocol version %q (served: %s; legacy clients use initialize with %s)",
 			clipText(asked), strings.Join(modernVersions, ", "), strings.Join(supportedVersions, ", "))
 		e.Data = map[string]any{"supported": modernVersions, "requested": asked}
-		return true, e
+		return true, nil, e
 	}
-	if caps, ok := meta[metaClientCaps]; !ok || len(caps) == 0 || caps[0] != '{' {
-		return true, newError(codeInvalidParams, "invalid params: _meta[%q] is required in %s and must be an object", metaClientCaps, asked)
+	if c, ok := meta[metaClientCaps]; !ok || len(c) == 0 || c[0] != '{' {
+		return true, nil, newError(codeInvalidParams, "invalid params: _meta[%q] is required in %s and must be an object", metaClientCaps, asked)
 	}
 	if raw, ok := meta[metaLogLevel]; ok {
 		var level string
 		if json.Unmarshal(raw, &level) != nil || !slices.Contains(logLevels, level) {
-			return true, newError(codeInvalidParams, "invalid params: _meta[%q] must be one of %s", metaLogLevel, strings.Join(logLevels, ", "))
+			return true, nil, newError(codeInvalidParams, "invalid params: _meta[%q] must be one of %s", metaLogLevel, strings.Join(logLevels, ", "))
 		}
 	}
-	return true, nil
+	return true, meta[metaClientCaps], nil
 }
 
 // serverInfo names this server.
@@ -130,3 +131,8 @@ func dressResultAs(res []byte, resultType string) []byte {
 	}
 	return append(head, body...)
 }
+
+// wrapsStructured says whether a tool result's text, as structuredContent,
+// must be wrapped in an object: wait's array of results (structured
+// content is an object).
+func wrapsStructured(text []byte) bool { return len(text) > 0 && text[0] == '[' }

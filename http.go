@@ -226,7 +226,7 @@ func (t *httpTransport) post(w http.ResponseWriter, r *http.Request) {
 		rpcFail(w, http.StatusBadRequest, replyID, rerr)
 		return
 	}
-	modern, rerr := modernRequest(m.params)
+	modern, _, rerr := modernRequest(m.params)
 	if rerr != nil {
 		rpcFail(w, http.StatusBadRequest, m.id, rerr)
 		return

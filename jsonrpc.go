@@ -113,3 +113,29 @@ func idKey(id json.RawMessage) (string, bool) {
 	}
 	return "", false
 }
+
+// errorCodes maps the sentinels a request may fail with to JSON-RPC codes.
+var errorCodes = []struct {
+	err  error
+	code int
+}{
+	{errCancelled, codeCancelled},
+	{errBadParams, codeInvalidParams},
+	{errUnknownTool, codeInvalidParams},
+}
+
+// rpcErrorOf is the JSON-RPC error a request that failed with err answers:
+// an *rpcError as it is, a sentinel of errorCodes with its code, anything
+// else an internal error.
+func rpcErrorOf(err error) *rpcError {
+	var rerr *rpcError
+	if errors.As(err, &rerr) {
+		return rerr
+	}
+	for _, e := range errorCodes {
+		if errors.Is(err, e.err) {
+			return newError(e.code, "%v", err)
+		}
+	}
+	return newError(codeInternal, "internal error: %v", err)
+}

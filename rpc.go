@@ -286,12 +286,12 @@ func (s *session) dispatchTo(line []byte, sink replySink) {
 		return // notifications are never answered
 	}
 	m.replyTo = sink
-	modern, rerr := modernRequest(m.params)
+	modern, caps, rerr := modernRequest(m.params)
 	if rerr != nil {
 		m.fail(rerr)
 		return
 	}
-	m.shape = shapeOf(modern, s.negotiated)
+	m.shape, m.clientCaps = shapeOf(modern, s.negotiated), caps
 	switch {
 	case !known || spec.modernOnly && !modern: // a legacy probe of server/discover must fail fast, as 1.0 did
 		m.fail(newError(codeNoMethod, "method not found: %s", clipText(m.method)))
@@ -501,7 +501,7 @@ func (s *session) taskFormOf(m message) (taskForm, *rpcError) {
 // client declared none.
 func (s *session) taskFormFor(m message) taskForm {
 	switch {
-	case m.shape.modern && declaresTaskExtension(m.params):
+	case m.shape.modern && declaresTaskExtension(m.clientCaps):
 		return tasksModern
 	case !m.shape.modern && s.tasksOn.Load():
 		return tasksLegacy
@@ -518,16 +518,6 @@ func (s *session) tasksListable() bool {
 // refuse answers err to a request whose id could not be read.
 func (s *session) refuse(err *rpcError) {
 	s.out.send(encodeReply(json.RawMessage("null"), replyShape{}, nil, err))
-}
-
-// errorCodes maps the sentinels a request may fail with to JSON-RPC codes.
-var errorCodes = []struct {
-	err  error
-	code int
-}{
-	{errCancelled, codeCancelled},
-	{errBadParams, codeInvalidParams},
-	{errUnknownTool, codeInvalidParams},
 }
 
 // encodeReply builds a reply: a result dressed in shape, or an error
@@ -557,27 +547,6 @@ func encodeReply(id json.RawMessage, shape replyShape, result any, err error) []
 	e, _ := marshal(rerr) // cannot fail: two plain fields
 	return concat(replyHead, id, `,"error":`, e, "}\n")
 }
-
-// rpcErrorOf is the JSON-RPC error a request that failed with err answers:
-// an *rpcError as it is, a sentinel of errorCodes with its code, anything
-// else an internal error.
-func rpcErrorOf(err error) *rpcError {
-	var rerr *rpcError
-	if errors.As(err, &rerr) {
-		return rerr
-	}
-	for _, e := range errorCodes {
-		if errors.Is(err, e.err) {
-			return newError(e.code, "%v", err)
-		}
-	}
-	return newError(codeInternal, "internal error: %v", err)
-}
-
-// wrapsStructured says whether a tool result's text, as structuredContent,
-// must be wrapped in an object: wait's array of results (structured
-// content is an object).
-func wrapsStructured(text []byte) bool { return len(text) > 0 && text[0] == '[' }
 
 // prepareToolCall handles tools/call as it is read: a malformed params
 // fails with a JSON-RPC error; the tool's arguments are the tools layer's,
@@ -837,8 +806,10 @@ type message struct {
 
 	response bool       // a reply from the client, or a malformed notification: ignored
 	shape    replyShape // how its result is dressed: its era and revision
-	replyTo  replySink  // where its reply goes: the transport, or a batch's gathering
-	room     *replyHold // a started request's room for its reply in replyTo; nil when replyTo bounds nothing
+	// clientCaps is a modern request's _meta clientCapabilities, as sent.
+	clientCaps json.RawMessage
+	replyTo    replySink  // where its reply goes: the transport, or a batch's gathering
+	room       *replyHold // a started request's room for its reply in replyTo; nil when replyTo bounds nothing
 }
 
 // decodeMessage parses one line; on failure, the error and the id to send it

@@ -49,12 +49,10 @@ const (
 	maxKeptTasks = 1024
 )
 
-// declaresTaskExtension reports whether a modern request's _meta declares
-// the tasks extension among the client's capabilities.
-func declaresTaskExtension(params json.RawMessage) bool {
-	p, _ := decodeObject(params)
-	meta, _ := decodeObject(p["_meta"])
-	caps, _ := decodeObject(meta[metaClientCaps])
+// declaresTaskExtension reports whether a modern request's client
+// capabilities (message.clientCaps) declare the tasks extension.
+func declaresTaskExtension(clientCaps json.RawMessage) bool {
+	caps, _ := decodeObject(clientCaps)
 	exts, _ := decodeObject(caps["extensions"])
 	ext, ok := exts[extTasks]
 	return ok && len(ext) > 0 && ext[0] == '{'
