@@ -198,8 +198,10 @@ func (l *jobLog) ended(session string, j *job) {
 	if o.signal > 0 {
 		line.Signal = signalName(o.signal)
 	}
-	l.open.Add(-1)
+	// Queued before the job stops counting as open: flush sees an open job
+	// or a pending line throughout, never neither while the end is unwritten.
 	l.add(line)
+	l.open.Add(-1)
 }
 
 // refused queues the line of a job req asked for that was refused before

@@ -29,6 +29,13 @@ func (lb *logBuffer) Write(p []byte) (int, error) {
 	return lb.b.Write(p)
 }
 
+// count is how many writes the log has made.
+func (lb *logBuffer) count() int {
+	lb.mu.Lock()
+	defer lb.mu.Unlock()
+	return lb.writes
+}
+
 func (lb *logBuffer) String() string {
 	lb.mu.Lock()
 	defer lb.mu.Unlock()
@@ -199,8 +206,8 @@ func TestJobLogWritesEachLineOnce(t *testing.T) {
 	}
 	wg.Wait()
 	lines := logLines(t, l, out)
-	if len(lines) != 32 || out.writes != 32 {
-		t.Fatalf("want 32 lines in 32 writes, got %d lines in %d writes", len(lines), out.writes)
+	if writes := out.count(); len(lines) != 32 || writes != 32 {
+		t.Fatalf("want 32 lines in 32 writes, got %d lines in %d writes", len(lines), writes)
 	}
 	started := map[string]bool{}
 	for _, line := range lines {
@@ -295,4 +302,35 @@ func TestJobLogOffCostsNothing(t *testing.T) {
 	}
 	var off *jobLog
 	off.flush(time.Second) // a nil log is off: no panic
+}
+
+// TestJobLogFlushWaitsForAnEndBeingQueued is a regression test: an end
+// line stopped counting its job as open before it counted as pending, so
+// a flush looking in between returned with the end line unwritten (a run
+// of sixteen jobs lost one line at shutdown). A watcher that sees neither
+// an open job nor a pending line must find the end line written.
+func TestJobLogFlushWaitsForAnEndBeingQueued(t *testing.T) {
+	reg, l, out := loggedRegistry(testConfig())
+	j := collect(t, reg, startJob(t, reg, "true"))
+	l.flush(jobDeadline)
+	for round := range 1000 {
+		l.started(reg.session, j.id, startRequest{command: "true"}, j.pid, j.started)
+		deadline := time.Now().Add(jobDeadline)
+		for l.pending.Load() > 0 { // the start is written; the job stays open
+			if !waitFor(l.wrote, time.Until(deadline)) {
+				t.Fatalf("round %d: the start line is not written", round)
+			}
+		}
+		seen := make(chan int)
+		go func() {
+			for l.open.Load() > 0 || l.pending.Load() > 0 {
+			}
+			seen <- out.count()
+		}()
+		want := out.count() + 1
+		l.ended(reg.session, j)
+		if got := <-seen; got != want {
+			t.Fatalf("round %d: nothing open or pending with %d lines written, want %d", round, got, want)
+		}
+	}
 }
