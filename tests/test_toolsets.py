@@ -746,7 +746,9 @@ def test_exec_cancelled_call_tears_the_job_down_and_frees_its_slot(mk, tmp):
     s = mk({"MCP_EXEC_TOOLS": "exec", "SHELL": SH, "MCP_EXEC_MAX_JOBS": "2"})
     tok = unique_sleep()
     ids = _exec_busy(s, tmp, 2, tok)
-    assert len(proc_cmdlines_with(tok)) == 2
+    # A touched gate file means the shell ran; its `exec sleep` may still
+    # be on its way, so the sleeps are awaited, not counted at once.
+    wait_until(lambda: len(proc_cmdlines_with(tok)) == 2, 10, "both execs' sleeps running")
     s.cancel(ids[0])
     wait_until(lambda: len(proc_cmdlines_with(tok)) == 1, 10, "the cancelled exec's process dying")
 
