@@ -117,6 +117,18 @@ func (c *toolCall) cost() lineCost {
 // job is the held job that id names.
 func (c *toolCall) job(id jobID) *job { return c.jobs[id] }
 
+// refusedEarly returns err, a call's argument error, after logging it in
+// the job log when a setting refused it (a time limit above
+// MCP_EXEC_MAX_TIME_LIMIT, a program the shell set's allowlist lacks): such
+// refusals come before the registry, which logs its own. req names what the
+// call asked to run.
+func (c *toolCall) refusedEarly(req startRequest, err error) error {
+	if refusingSetting(err) != "" {
+		c.reg.logRefused(req, err)
+	}
+	return err
+}
+
 // holdJobs looks up every job the bound args name (arguments of type jobID
 // and []jobID), under one lock. It runs as the call is read, before the
 // call goes to its own goroutine, so calls hold jobs in the order the
@@ -334,8 +346,8 @@ func withAgentTexts(tools []toolSpec, texts map[string]toolWords) []toolSpec {
 func callTimeLimit(cfg *config, name string, given *seconds, def time.Duration) (time.Duration, error) {
 	limit, err := optionalSeconds(name, given, def, false)
 	if err == nil && given != nil && cfg.maxTimeLimit > 0 && limit > cfg.maxTimeLimit {
-		return 0, fmt.Errorf("%w: %s %v s is longer than MCP_EXEC_MAX_TIME_LIMIT allows (%v s)", errRefused, name,
-			float64(*given), cfg.maxTimeLimit.Seconds())
+		return 0, refusedBy("MCP_EXEC_MAX_TIME_LIMIT", fmt.Errorf("%w: %s %v s is longer than MCP_EXEC_MAX_TIME_LIMIT allows (%v s)", errRefused, name,
+			float64(*given), cfg.maxTimeLimit.Seconds()))
 	}
 	return limit, err
 }

@@ -63,7 +63,7 @@ func runExecStream(c *toolCall, body []byte, sink execSink) error {
 	}
 	limit, err := callTimeLimit(c.cfg, "timeout_seconds", a.TimeoutSeconds, c.cfg.timeLimit)
 	if err != nil {
-		return err
+		return c.refusedEarly(req, err)
 	}
 	es := &eventStream{sink: sink}
 	if a.MaxOutputBytes != nil {

@@ -84,7 +84,7 @@ func runExec(c *toolCall, a *execArgs) (any, error) {
 	}
 	timeout, err := callTimeLimit(c.cfg, "timeout_seconds", a.TimeoutSeconds, execTimeout(c.cfg))
 	if err != nil {
-		return nil, err
+		return nil, c.refusedEarly(startRequest{command: a.Command, dir: a.Cwd}, err)
 	}
 	maxOutput := int64(execMaxOutputDefault)
 	if a.MaxOutputBytes != nil {

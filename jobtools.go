@@ -258,7 +258,7 @@ func jobsInstructions(cfg *config) string {
 func runExecute(c *toolCall, a *executeArgs) (any, error) {
 	run, err := executeRun(c.cfg, a)
 	if err != nil {
-		return nil, err
+		return nil, c.refusedEarly(startRequest{command: a.Command, argv: a.Argv, dir: a.Cwd}, err)
 	}
 	if c.toEnd {
 		run.await = awaitOptions{} // a task's call ends with its job

@@ -121,7 +121,9 @@ func shellRun(cfg *config, a *shellRunArgs, background bool) (jobRun, error) {
 		return jobRun{}, errors.New("command must be a non-empty string without NUL bytes")
 	}
 	if cfg.allow != nil && !slices.Contains(cfg.allow, a.Command) {
-		return jobRun{}, fmt.Errorf("Command '%s' is not allowlisted. Allowed: %s", a.Command, strings.Join(sortedAllow(cfg), ", "))
+		// The shell set's own words, pinned by its contract; not errRefused,
+		// which would change how the reply maps it.
+		return jobRun{}, refusedBy("MCP_EXEC_ALLOW", fmt.Errorf("Command '%s' is not allowlisted. Allowed: %s", a.Command, strings.Join(sortedAllow(cfg), ", ")))
 	}
 	def := time.Duration(0) // a background job has no timeout unless asked
 	if !background {
@@ -228,7 +230,7 @@ func shellStreams(cfg *config, j *job, from shellCursor, b shellBudget, finished
 func runShellRun(c *toolCall, a *shellRunArgs) (any, error) {
 	run, err := shellRun(c.cfg, a, false)
 	if err != nil {
-		return nil, err
+		return nil, c.refusedEarly(startRequest{argv: append([]string{a.Command}, a.Args...), dir: a.Cwd}, err)
 	}
 	if c.log != nil {
 		logger := c.cfg.toolPrefix + "_run"
@@ -343,7 +345,7 @@ func shellExit(o outcome) int {
 func runShellStart(c *toolCall, a *shellRunArgs) (any, error) {
 	run, err := shellRun(c.cfg, a, true)
 	if err != nil {
-		return nil, err
+		return nil, c.refusedEarly(startRequest{argv: append([]string{a.Command}, a.Args...), dir: a.Cwd}, err)
 	}
 	ran, err := shellRunJob(c, run)
 	if err != nil {

@@ -5,6 +5,8 @@
   a session  a success, a failure (exit 3), a kill (its signal named), a
              refusal (MCP_EXEC_ENV_DENY, named) and a job printing a forged
              log line: the forgery is never a line, no output byte is logged
+  early      refusals before any job (a time limit above
+             MCP_EXEC_MAX_TIME_LIMIT, the shell set's allowlist) are lines too
   PATH       a file opened for appending, mode 0600, and nothing on stderr
   stderr     the lines go to stderr; stdout stays JSON-RPC only
   startup    a path that cannot be opened stops the server, naming the setting
@@ -98,6 +100,28 @@ def test_a_sessions_jobs_are_logged_on_stderr(make_server):
     assert refused["setting"] == "MCP_EXEC_ENV_DENY" and refused["command"] == "true", refused
     text = s.stderr_text
     assert "out-42" not in text and FORGED % FORGED_ID not in text, text
+
+
+def test_a_refused_time_limit_is_logged_with_its_setting(make_server):
+    """MCP_EXEC_MAX_TIME_LIMIT refuses a call's argument before any job is
+    asked for; the log still has the refusal, and no start."""
+    s = make_server(env={"MCP_EXEC_JOB_LOG": "stderr", "MCP_EXEC_MAX_TIME_LIMIT": "10"})
+    assert "MCP_EXEC_MAX_TIME_LIMIT" in s.tool_err("execute", {"command": "sleep 1", "time_limit": 60, "cwd": "/"})
+    refused = line_of(await_lines(s, 1), "refused")
+    assert refused["setting"] == "MCP_EXEC_MAX_TIME_LIMIT", refused
+    assert refused["command"] == "sleep 1" and refused["cwd"] == "/", refused
+    assert "time_limit 60" in refused["reason"], refused
+    ok = s.run("true")
+    assert [l["event"] for l in await_lines(s, 3)] == ["refused", "start", "end"], ok
+
+
+def test_the_shell_sets_allowlist_refusal_is_logged(make_server):
+    s = make_server(env={"MCP_EXEC_JOB_LOG": "stderr", "MCP_EXEC_TOOLS": "shell", "MCP_EXEC_ALLOW": "echo"})
+    res = s.tool_raw("sh_run", {"command": "rm", "args": ["-rf", "x"], "cwd": "/"})
+    assert res.get("isError") is True and "not allowlisted" in res["content"][0]["text"], res
+    refused = line_of(await_lines(s, 1), "refused")
+    assert refused["setting"] == "MCP_EXEC_ALLOW" and refused["argv"] == ["rm", "-rf", "x"], refused
+    assert refused["reason"].startswith("Command 'rm' is not allowlisted"), refused
 
 
 def test_a_command_with_newlines_stays_in_its_line(make_server):
