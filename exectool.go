@@ -82,6 +82,9 @@ func runExec(c *toolCall, a *execArgs) (any, error) {
 	if strings.TrimSpace(a.Command) == "" {
 		return nil, fmt.Errorf("%w: command is required and must not be empty", errInvalid)
 	}
+	if a.Cwd == "" {
+		a.Cwd = c.cfg.execCwd // DEFAULT_CWD, checked against the roots like any cwd
+	}
 	timeout, err := callTimeLimit(c.cfg, "timeout_seconds", a.TimeoutSeconds, execTimeout(c.cfg))
 	if err != nil {
 		return nil, c.refusedEarly(startRequest{command: a.Command, dir: a.Cwd}, err)
@@ -89,9 +92,6 @@ func runExec(c *toolCall, a *execArgs) (any, error) {
 	maxOutput := int64(execMaxOutputDefault)
 	if a.MaxOutputBytes != nil {
 		maxOutput = int64(*a.MaxOutputBytes)
-	}
-	if a.Cwd == "" {
-		a.Cwd = c.cfg.execCwd // DEFAULT_CWD, checked against the roots like any cwd
 	}
 	if err := checkCwd(a.Cwd); err != nil {
 		return nil, err

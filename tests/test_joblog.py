@@ -115,6 +115,15 @@ def test_a_refused_time_limit_is_logged_with_its_setting(make_server):
     assert [l["event"] for l in await_lines(s, 3)] == ["refused", "start", "end"], ok
 
 
+def test_the_exec_sets_refusal_is_logged_in_its_default_cwd(make_server):
+    s = make_server(env={"MCP_EXEC_JOB_LOG": "stderr", "MCP_EXEC_TOOLS": "exec", "MAX_TIMEOUT_SECONDS": "10",
+                         "DEFAULT_CWD": "/"})
+    res = s.tool_raw("exec", {"command": "sleep 1", "timeout_seconds": 60})
+    assert res.get("isError") is True and "MCP_EXEC_MAX_TIME_LIMIT" in res["content"][0]["text"], res
+    refused = line_of(await_lines(s, 1), "refused")
+    assert refused["setting"] == "MCP_EXEC_MAX_TIME_LIMIT" and refused["cwd"] == "/", refused
+
+
 def test_the_shell_sets_allowlist_refusal_is_logged(make_server):
     s = make_server(env={"MCP_EXEC_JOB_LOG": "stderr", "MCP_EXEC_TOOLS": "shell", "MCP_EXEC_ALLOW": "echo"})
     res = s.tool_raw("sh_run", {"command": "rm", "args": ["-rf", "x"], "cwd": "/"})
