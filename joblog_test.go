@@ -313,7 +313,7 @@ func TestJobLogFlushWaitsForAnEndBeingQueued(t *testing.T) {
 	reg, l, out := loggedRegistry(testConfig())
 	j := collect(t, reg, startJob(t, reg, "true"))
 	l.flush(jobDeadline)
-	for round := range 1000 {
+	for round := range 3000 {
 		l.started(reg.session, j.id, startRequest{command: "true"}, j.pid, j.started)
 		deadline := time.Now().Add(jobDeadline)
 		for l.pending.Load() > 0 { // the start is written; the job stays open
@@ -323,13 +323,20 @@ func TestJobLogFlushWaitsForAnEndBeingQueued(t *testing.T) {
 		}
 		seen := make(chan int)
 		go func() {
-			for l.open.Load() > 0 || l.pending.Load() > 0 {
+			for spins := 0; l.open.Load() > 0 || l.pending.Load() > 0; spins++ {
+				if spins%1024 == 1023 && time.Now().After(deadline) {
+					seen <- -1 // the end was never written
+					return
+				}
 			}
 			seen <- out.count()
 		}()
 		want := out.count() + 1
 		l.ended(reg.session, j)
-		if got := <-seen; got != want {
+		switch got := <-seen; {
+		case got < 0:
+			t.Fatalf("round %d: the end line was still open or pending after %v", round, jobDeadline)
+		case got != want:
 			t.Fatalf("round %d: nothing open or pending with %d lines written, want %d", round, got, want)
 		}
 	}
