@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""Checks the structure of deploy/kubernetes/*.yaml with no cluster and no
-third-party package, and makes the copy of a manifest that `podman kube
-play` runs in scripts/kube-check.sh.
+"""Checks the structure of deploy/kubernetes/*.yaml with no cluster, and
+makes the copy of a manifest that `podman kube play` runs in
+scripts/kube-check.sh.
 
   kube-lint.py check FILE...
       every document has apiVersion, kind and metadata.name, and the fields its
@@ -18,13 +18,12 @@ play` runs in scripts/kube-check.sh.
       127.0.0.1, SUFFIX appended to the names it uses and the DROP_ENV
       variables left out; the Service is not played by podman) and
       OUTDIR/secret.json (SECRET's data as `podman secret create` wants it for
-      secretKeyRef: {"key": base64}), and prints on six lines the Deployment's
-      name, the secret's name, the token, the grace period in seconds, the
-      runAsUser, and the probes' paths.
+      secretKeyRef: {"key": base64}), and prints on seven lines the
+      Deployment's name, the secret's name, the token, the grace period in
+      seconds, the runAsUser, the probes' paths and the metrics token.
 
-The YAML read here is the subset the manifests use: block mappings and
-sequences, flow {…} and […], plain and quoted scalars, comments, `---`.
-Anything else (anchors, block scalars, tags) is refused with its line.
+YAML is read with PyYAML (Debian: python3-yaml), a key given twice refused;
+scripts/kube-validate then decodes each document as kubectl does.
 """
 
 import base64
@@ -32,195 +31,28 @@ import json
 import re
 import sys
 
+try:
+    import yaml
+except ImportError:
+    sys.exit("kube-lint: missing PyYAML for %s (Debian: apt-get install python3-yaml)" % sys.executable)
+
 # --------------------------------------------------------------------------
-# The YAML subset
+# Reading the files
 # --------------------------------------------------------------------------
 
 
-class YAMLError(Exception):
-    pass
+class StrictLoader(yaml.SafeLoader):
+    """PyYAML's safe loader, refusing a key given twice in one mapping:
+    PyYAML keeps the last, the API server refuses the object."""
 
-
-def strip_comment(line):
-    """line without a # comment (a # at the start or after a space, outside quotes)."""
-    quote = None
-    for i, c in enumerate(line):
-        if quote:
-            if c == quote:
-                quote = None
-        elif c in "'\"":
-            quote = c
-        elif c == "#" and (i == 0 or line[i - 1] in " \t"):
-            return line[:i].rstrip()
-    return line.rstrip()
-
-
-def scalar(text, where):
-    text = text.strip()
-    if text[:1] in ("&", "*", "!", "|", ">"):
-        raise YAMLError("%s: unsupported YAML (%r): anchors, aliases, tags and block scalars are not read" % (where, text))
-    if len(text) >= 2 and text[0] == text[-1] == '"':
-        return json.loads(text)
-    if len(text) >= 2 and text[0] == text[-1] == "'":
-        return text[1:-1].replace("''", "'")
-    if text in ("true", "True"):
-        return True
-    if text in ("false", "False"):
-        return False
-    if text in ("null", "~", ""):
-        return None
-    if re.fullmatch(r"-?(0|[1-9][0-9]*)", text):
-        return int(text)
-    if re.fullmatch(r"0[0-7]+", text):
-        raise YAMLError("%s: %r is octal in YAML 1.1 and decimal in 1.2: write it in decimal" % (where, text))
-    return text
-
-
-def flow(text, where):
-    """The value of a flow collection or scalar: {a: 1, b: [x, y]}."""
-    pos = 0
-
-    def skip():
-        nonlocal pos
-        while pos < len(text) and text[pos] in " \t":
-            pos += 1
-
-    def value(stop):
-        nonlocal pos
-        skip()
-        if pos < len(text) and text[pos] in "{[":
-            close = "}" if text[pos] == "{" else "]"
-            mapping = close == "}"
-            pos += 1
-            out = {} if mapping else []
-            skip()
-            if pos < len(text) and text[pos] == close:
-                pos += 1
-                return out
-            while True:
-                if mapping:
-                    key = value(":")
-                    skip()
-                    if pos >= len(text) or text[pos] != ":":
-                        raise YAMLError("%s: expected ':' in %r" % (where, text))
-                    pos += 1
-                    out[key] = value(",}")
-                else:
-                    out.append(value(",]"))
-                skip()
-                if pos < len(text) and text[pos] == ",":
-                    pos += 1
-                    continue
-                if pos < len(text) and text[pos] == close:
-                    pos += 1
-                    return out
-                raise YAMLError("%s: unbalanced flow collection %r" % (where, text))
-        start = pos
-        quote = None
-        while pos < len(text):
-            c = text[pos]
-            if quote:
-                if c == quote:
-                    quote = None
-            elif c in "'\"" and pos == start:
-                quote = c
-            elif c in stop and (c != ":" or pos + 1 >= len(text) or text[pos + 1] in " \t"):
-                break
-            pos += 1
-        return scalar(text[start:pos], where)
-
-    out = value("")
-    skip()
-    if pos != len(text):
-        raise YAMLError("%s: trailing text in %r" % (where, text))
-    return out
-
-
-def parse_yaml(source, name="<yaml>"):
-    """The documents of source (a list; empty documents left out)."""
-    docs, current = [], []
-    for number, raw in enumerate(source.splitlines(), 1):
-        if raw.rstrip() == "---":
-            docs.append(current)
-            current = []
-            continue
-        if "\t" in raw[:len(raw) - len(raw.lstrip())]:
-            raise YAMLError("%s:%d: a tab in the indentation" % (name, number))
-        line = strip_comment(raw)
-        if line.strip():
-            current.append((len(line) - len(line.lstrip()), line.strip(), "%s:%d" % (name, number)))
-    docs.append(current)
-    out = []
-    for lines in docs:
-        if not lines:
-            continue
-        value, end = block(lines, 0, lines[0][0])
-        if end != len(lines):
-            raise YAMLError("%s: unexpected indentation" % lines[end][2])
-        out.append(value)
-    return out
-
-
-KEY = re.compile(r"""^("[^"]*"|'[^']*'|[^'"{\[][^:]*?):(?:\s+(.*))?$""")
-
-
-def block(lines, i, indent):
-    """The block node whose lines start at i with this indent; returns (value, next i)."""
-    if lines[i][1].startswith("- ") or lines[i][1] == "-":
-        return sequence(lines, i, indent)
-    if KEY.match(lines[i][1]):
-        return mapping(lines, i, indent)
-    value = flow(lines[i][1], lines[i][2])
-    return value, i + 1
-
-
-def nested(lines, i, indent, where):
-    """The value of a key with nothing after its colon: a deeper block, or a
-    sequence at the same indent."""
-    if i < len(lines) and (lines[i][0] > indent or (lines[i][0] == indent and lines[i][1].startswith("-"))):
-        return block(lines, i, lines[i][0])
-    return None, i
-
-
-def mapping(lines, i, indent):
-    out = {}
-    while i < len(lines) and lines[i][0] == indent:
-        _, text, where = lines[i]
-        m = KEY.match(text)
-        if not m:
-            break
-        key = scalar(m.group(1), where)
-        if key in out:
-            raise YAMLError("%s: duplicate key %r" % (where, key))
-        if m.group(2):
-            out[key] = flow(m.group(2), where)
-            i += 1
-        else:
-            out[key], i = nested(lines, i + 1, indent, where)
-    if i < len(lines) and lines[i][0] > indent:
-        raise YAMLError("%s: unexpected indentation" % lines[i][2])
-    return out, i
-
-
-def sequence(lines, i, indent):
-    out = []
-    while i < len(lines) and lines[i][0] == indent and (lines[i][1].startswith("- ") or lines[i][1] == "-"):
-        _, text, where = lines[i]
-        rest = text[1:].lstrip()
-        if not rest:
-            item, i = nested(lines, i + 1, indent, where)
-            out.append(item)
-            continue
-        # "- key: v" starts a mapping whose keys sit where "key" does.
-        column = indent + len(text) - len(rest)
-        if KEY.match(rest) and not rest.startswith(("{", "[")):
-            sub = [(column, rest, where)] + lines[i + 1:]
-            item, used = mapping(sub, 0, column)
-            i = i + used
-        else:
-            item, i = flow(rest, where), i + 1
-        out.append(item)
-    return out, i
+    def construct_mapping(self, node, deep=False):
+        keys = []
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if key in keys:
+                raise yaml.constructor.ConstructorError(None, None, "duplicate key %r" % (key,), key_node.start_mark)
+            keys.append(key)
+        return super().construct_mapping(node, deep)
 
 
 # --------------------------------------------------------------------------
@@ -459,11 +291,12 @@ def check_documents(docs):
 
 
 def load(paths):
+    """(name#n, document) of every document in paths, empty ones left out."""
     docs = []
     for path in paths:
         with open(path) as f:
-            for i, d in enumerate(parse_yaml(f.read(), path), 1):
-                docs.append(("%s#%d" % (path, i), d))
+            read = [d for d in yaml.load_all(f, Loader=StrictLoader) if d is not None]
+        docs.extend(("%s#%d" % (path, i), d) for i, d in enumerate(read, 1))
     return docs
 
 
@@ -511,7 +344,7 @@ def main(argv):
     if len(argv) >= 2 and argv[0] == "check":
         try:
             problems = check_documents(load(argv[1:]))
-        except (YAMLError, OSError, ValueError) as e:
+        except (yaml.YAMLError, OSError, ValueError) as e:
             problems = [str(e)]
         for p in problems:
             print(p, file=sys.stderr)

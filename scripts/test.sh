@@ -10,14 +10,16 @@ cd "$(dirname "$0")/.."
 
 step() { printf '\n== %s\n' "$*"; }
 
-need_pytest() {
-  if /usr/bin/python3 -c 'import pytest' 2>/dev/null; then return 0; fi
+# need_python MODULE PACKAGE: /usr/bin/python3 imports MODULE, installing
+# Debian's PACKAGE when it does not and we may.
+need_python() {
+  if /usr/bin/python3 -c "import $1" 2>/dev/null; then return 0; fi
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
-    step "installing python3-pytest (Debian)"
-    apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-pytest >/dev/null
+    step "installing $2 (Debian)"
+    apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$2" >/dev/null
   fi
-  /usr/bin/python3 -c 'import pytest' 2>/dev/null || {
-    echo "missing: pytest for /usr/bin/python3 (Debian: apt-get install python3-pytest)" >&2; exit 1; }
+  /usr/bin/python3 -c "import $1" 2>/dev/null || {
+    echo "missing: $1 for /usr/bin/python3 (Debian: apt-get install $2)" >&2; exit 1; }
 }
 
 step "gofmt"
@@ -38,7 +40,8 @@ go test -race -count=1 ./...
 step "fuzz targets, briefly (scripts/fuzz.sh 600 is the full run)"
 scripts/fuzz.sh "${FUZZ_SECONDS:-5}"
 
-need_pytest
+need_python pytest python3-pytest
+need_python yaml python3-yaml # scripts/kube-lint.py reads the manifests with it
 export MCP_EXEC_BIN="$PWD/mcp-exec"
 # The suites every target runs: the 1.0 contract (test_mcp_exec.py) and the
 # suites by feature in tests/. The tool sets' suite needs host files and
