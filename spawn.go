@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strings"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 // launch creates the job's pipes and starts `$SHELL -c command` with them.
@@ -153,19 +155,20 @@ func onTerminal(in, out, errp jobPipe, size ttySpec) (jobPipe, jobPipe, jobPipe,
 	return in, out, errp, fmt.Errorf("make a terminal: %w", err)
 }
 
-// dupAll duplicates each fd, close-on-exec; on failure it closes the
-// duplicates it made.
+// dupAll duplicates each fd, close-on-exec from birth; on failure it
+// closes the duplicates it made.
 func dupAll(fds ...int) ([]int, error) {
 	var dups []int
 	for _, fd := range fds {
-		d, err := syscall.Dup(fd)
+		// One step, not dup then FD_CLOEXEC: another goroutine (another
+		// session's job) may fork between the two and inherit the copy.
+		d, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0)
 		if err != nil {
 			for _, m := range dups {
 				_ = syscall.Close(m) // best effort: cleaning up a failed start
 			}
 			return nil, err
 		}
-		syscall.CloseOnExec(d)
 		dups = append(dups, d)
 	}
 	return dups, nil

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -99,5 +100,62 @@ func TestTerminalJob(t *testing.T) {
 	}
 	if got := string(plainText([]byte("\x1b[31mred\x1b[0m\r\n\x1b]0;title\x07ok"))); got != "red\nok" {
 		t.Errorf("plain text %q", got)
+	}
+}
+
+// TestTerminalDupsNeverLeakIntoAConcurrentFork: a terminal job's descriptors
+// are duplicated while other goroutines (another HTTP session's jobs) fork.
+// A duplicate made without close-on-exec and marked in a second step is
+// inherited by a fork that lands between the two steps.
+func TestTerminalDupsNeverLeakIntoAConcurrentFork(t *testing.T) {
+	onLinux(t)
+	marker, err := os.CreateTemp(t.TempDir(), "dup-leak-marker-*")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer marker.Close()
+	stop := make(chan struct{}) // closed when the forking side is done
+	duped := make(chan int, 1)  // carries how many duplicates were made
+	go func() {
+		n := 0
+		defer func() { duped <- n }()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			fds, err := dupAll(int(marker.Fd()), int(marker.Fd()))
+			if err != nil {
+				t.Errorf("dupAll: %v", err)
+				return
+			}
+			n++
+			closeFds(fds)
+		}
+	}()
+	reg := newRegistry(testConfig())
+	deadline := time.Now().Add(60 * time.Second)
+	for forks := 0; forks < 100 && time.Now().Before(deadline); forks++ {
+		r := resultOf(collect(t, reg, startJob(t, reg, "ls -l /proc/self/fd")))
+		if r.Stdout == nil || r.State != stateSuccess {
+			close(stop)
+			t.Fatalf("ls -l /proc/self/fd: %+v", r)
+		}
+		if strings.Contains(r.Stdout.Data, filepath.Base(marker.Name())) {
+			close(stop)
+			t.Fatalf("job %d inherited a duplicate meant to be close-on-exec:\n%s", forks, r.Stdout.Data)
+		}
+	}
+	close(stop)
+	if n := <-duped; n == 0 {
+		t.Fatal("no duplicate was made while forking: the test proved nothing")
+	}
+}
+
+// closeFds closes each descriptor.
+func closeFds(fds []int) {
+	for _, fd := range fds {
+		_ = syscall.Close(fd) // best effort: a test's cleanup
 	}
 }
