@@ -98,7 +98,7 @@ func openHTTP(srv *server) (*httpTransport, error) {
 	mux.HandleFunc("/exec", t.guard(t.serveExec))
 	mux.HandleFunc("/metrics", t.guardWith(t.serveMetrics, t.cfg.metricsToken))
 	mux.HandleFunc("/healthz", t.serveHealth)
-	t.server = &http.Server{Handler: countingHandler{mux}, ReadHeaderTimeout: httpHeaderTimeout,
+	t.server = &http.Server{Handler: countingHandler{mux}, ConnContext: rememberConn, ReadHeaderTimeout: httpHeaderTimeout,
 		ReadTimeout: httpBodyTimeout, IdleTimeout: httpIdleTimeout, MaxHeaderBytes: 64 << 10}
 	return t, nil
 }
@@ -401,6 +401,7 @@ func (t *httpTransport) answer(w http.ResponseWriter, r *http.Request, hs *httpS
 		select {
 		case <-r.Context().Done():
 			hs.ss.cancelID(m.id, true) // nobody is there to read a reply
+			reply.end()
 			return
 		case <-reply.abandoned:
 			if !stream {
@@ -409,23 +410,29 @@ func (t *httpTransport) answer(w http.ResponseWriter, r *http.Request, hs *httpS
 			return
 		case <-reply.ready:
 		}
-		for _, msg := range reply.take() {
+		msgs, handed := reply.take()
+		for _, msg := range msgs {
 			final := bytes.HasPrefix(msg, []byte(replyHead))
 			if final && !bytes.Equal(clientID, m.id) { // the reply names the id the client gave
 				msg = concat(replyHead, clientID, msg[len(replyHead)+len(m.id):])
 			}
 			httpReplyBytes.Add(int64(len(msg)))
+			var err error
 			switch {
 			case stream:
 				_ = rc.SetWriteDeadline(time.Now().Add(httpWriteTimeout))
-				_, _ = fmt.Fprintf(w, "event: message\ndata: %s\n\n", bytes.TrimSuffix(msg, []byte("\n")))
-				_ = rc.Flush()
+				if _, err = fmt.Fprintf(w, "event: message\ndata: %s\n\n", bytes.TrimSuffix(msg, []byte("\n"))); err == nil {
+					err = rc.Flush()
+				}
 			case final:
 				w.Header().Set("Content-Type", "application/json")
 				w.WriteHeader(replyStatus(msg, modern))
-				_, _ = w.Write(msg)
+				if _, err = w.Write(msg); err == nil {
+					err = rc.Flush() // now, not after the handler: its error decides the handoff
+				}
 			}
 			if final {
+				settleUnlessGone(r.Context(), err, handed)
 				return
 			}
 		}
@@ -444,8 +451,10 @@ func replyStatus(msg []byte, modern bool) int {
 // responseStream carries what a session sends for one request: progress
 // notifications, then the reply. send never blocks.
 type responseStream struct {
-	mu        sync.Mutex    // guards queue
+	mu        sync.Mutex    // guards queue, handoff and ended
 	queue     [][]byte      // messages not yet written
+	handoff   *handoff      // what the queued reply delivered
+	ended     bool          // the response is over: a reply now can reach nobody
 	ready     chan struct{} // 1-buffered: the queue may have messages
 	abandoned chan struct{} // closed when no reply will come: the request was cancelled
 	once      sync.Once     // closes abandoned once
@@ -459,20 +468,44 @@ func newResponseStream() *responseStream {
 // abandon says the request was cancelled and gets no reply.
 func (s *responseStream) abandon() { s.once.Do(func() { close(s.abandoned) }) }
 
-func (s *responseStream) send(msg []byte) {
+func (s *responseStream) send(msg []byte) { s.sendHanded(msg, nil) }
+
+// sendHanded queues the reply; what it delivered (h) is settled once the
+// response carried it to a client still there, and given back otherwise.
+func (s *responseStream) sendHanded(msg []byte, h *handoff) {
 	s.mu.Lock()
+	if s.ended {
+		s.mu.Unlock()
+		h.giveBack() // the client left before its reply was made
+		return
+	}
 	s.queue = append(s.queue, msg)
+	if h != nil {
+		s.handoff = h
+	}
 	s.mu.Unlock()
 	nudge(s.ready)
 }
 
-// take returns and clears the queued messages.
-func (s *responseStream) take() [][]byte {
+// take returns and clears the queued messages, and the handoff of the
+// reply among them.
+func (s *responseStream) take() ([][]byte, *handoff) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	q := s.queue
-	s.queue = nil
-	return q
+	q, h := s.queue, s.handoff
+	s.queue, s.handoff = nil, nil
+	return q, h
+}
+
+// end says the response is over without a reply written: a reply queued,
+// or queued later, gives back what it delivered.
+func (s *responseStream) end() {
+	s.mu.Lock()
+	s.ended = true
+	h := s.handoff
+	s.handoff = nil
+	s.mu.Unlock()
+	h.giveBack()
 }
 
 // discard is a replySink for messages nobody reads.

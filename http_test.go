@@ -359,7 +359,8 @@ func TestIdleSweepSparesTheSessionARequestFound(t *testing.T) {
 	case <-time.After(jobDeadline):
 		t.Fatalf("no reply within %v", jobDeadline)
 	}
-	if got := string(bytes.Join(reply.take(), nil)); !strings.Contains(got, `found\\n`) {
+	msgs, _ := reply.take()
+	if got := string(bytes.Join(msgs, nil)); !strings.Contains(got, `found\\n`) {
 		t.Fatalf("the request in the session it found: %s", got)
 	}
 	hs.release()

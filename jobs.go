@@ -43,13 +43,17 @@ type registry struct {
 	log     *jobLog
 	session string
 	nextID  uint64
-	changed broadcast // announced whenever a job finishes
+	changed broadcast // announced whenever a job finishes, or a handing ends
+	// handing holds the jobs taken out by a call whose reply is still on
+	// its way (see handoff): looking one up waits for the way's end.
+	handing map[string]*handoff
 	cwd     cwdKeeper // the working directory kept between calls (MCP_EXEC_KEEP_CWD)
 }
 
 // newRegistry returns an empty registry for one session.
 func newRegistry(cfg *config) *registry {
-	return &registry{cfg: cfg, jobs: map[string]*job{}, order: list.New(), kept: map[string]*job{}, changed: newBroadcast()}
+	return &registry{cfg: cfg, jobs: map[string]*job{}, order: list.New(), kept: map[string]*job{}, changed: newBroadcast(),
+		handing: map[string]*handoff{}}
 }
 
 // start launches req as a new job and reports whether it started. A job that
@@ -352,21 +356,37 @@ func (r *registry) lookupLocked(id string) (*job, error) {
 // deliverLocked hands a finished job to a call that holds it, taking it out
 // of the registry if it is still there, and reports whether it had finished.
 // Caller holds r.mu.
-func (r *registry) deliverLocked(j *job) bool {
+// h records what the call took out, until its reply is on its way (nil:
+// nothing to record). Caller holds r.mu.
+func (r *registry) deliverLocked(j *job, h *handoff) bool {
 	if !j.terminal() {
 		return false
 	}
 	if r.removeLocked(j) {
 		r.delivered.add(j.id, "")
+		if h.took(func() { r.undeliver(j) }, func() { r.endHanding(j, h) }) {
+			r.handing[j.id] = h
+		}
 	}
 	return true
 }
 
 // deliver is deliverLocked for a caller that does not hold r.mu.
-func (r *registry) deliver(j *job) bool {
+func (r *registry) deliver(j *job, h *handoff) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.deliverLocked(j)
+	return r.deliverLocked(j, h)
+}
+
+// endHanding says h's reply, which carries j, is no longer on its way:
+// lookups of j stop waiting for it.
+func (r *registry) endHanding(j *job, h *handoff) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.handing[j.id] == h {
+		delete(r.handing, j.id)
+		r.changed.announce()
+	}
 }
 
 // removeLocked takes j out of the registry and stops keeping its output; it
@@ -441,9 +461,38 @@ func (r *registry) list() []*job {
 // result went out holds the job (see the delivery rule). One unknown id
 // fails the whole lookup. With readKept, a delivered job that is kept
 // (see keep) is found too.
+// A job whose result an earlier call's reply is still carrying (see
+// handoff) is waited for, at most handingLookupDuration: the reply either
+// arrives, and the job was delivered, or it does not, and the job is back.
 func (r *registry) lookupAll(ids []string, readKept bool) ([]*job, error) {
+	deadline := time.Now().Add(handingLookupDuration)
+	for {
+		jobs, handing, err := r.tryLookupAll(ids, readKept)
+		if handing == nil || !waitFor(handing, time.Until(deadline)) {
+			if handing != nil {
+				jobs, _, err = r.tryLookupAll(ids, readKept)
+			}
+			return jobs, err
+		}
+	}
+}
+
+// tryLookupAll is one try of lookupAll: when an id names a job still
+// handing, it returns the channel that announces the next change instead.
+func (r *registry) tryLookupAll(ids []string, readKept bool) ([]*job, <-chan struct{}, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	for _, id := range ids {
+		if _, waitable := r.jobs[id]; !waitable && r.handing[id] != nil {
+			return nil, r.changed.next(), nil
+		}
+	}
+	jobs, err := r.lookupAllLocked(ids, readKept)
+	return jobs, nil, err
+}
+
+// lookupAllLocked is one lookup of ids under r.mu.
+func (r *registry) lookupAllLocked(ids []string, readKept bool) ([]*job, error) {
 	jobs := make([]*job, len(ids))
 	for i, id := range ids {
 		j, err := r.lookupLocked(id)
@@ -482,7 +531,7 @@ func (r *registry) await(w *waiter, jobs []*job, opts awaitOptions) (delivered m
 	defer r.watch(jobs, -1)
 	nextLook := time.Now().Add(inputProbeInterval) // when to look for input next
 	for {
-		delivered, changed := r.deliverAmong(jobs)
+		delivered, changed := r.deliverAmong(jobs, w.handoff)
 		if len(delivered) > 0 || opts.poll {
 			return delivered, false, nil
 		}
@@ -542,12 +591,12 @@ func (r *registry) watch(jobs []*job, delta int) {
 // deliverAmong delivers the finished jobs among jobs under one lock and
 // returns the channel that announces the next change; a job that finishes
 // after the check closes it, so no end is missed.
-func (r *registry) deliverAmong(jobs []*job) (map[string]*job, <-chan struct{}) {
+func (r *registry) deliverAmong(jobs []*job, h *handoff) (map[string]*job, <-chan struct{}) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	var delivered map[string]*job
 	for _, j := range jobs {
-		if r.deliverLocked(j) {
+		if r.deliverLocked(j, h) {
 			if delivered == nil {
 				delivered = map[string]*job{}
 			}

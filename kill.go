@@ -58,7 +58,7 @@ func (r *registry) kill(w *waiter, j *job, plan killPlan) (killOutcome, error) {
 		out.survivors = describeSurvivors(j)
 		return out, nil
 	}
-	r.deliver(j) // the kill held the job: its result is ours even if a wait took it too
+	r.deliver(j, w.handoff) // the kill held the job: its result is ours even if a wait took it too
 	return out, nil
 }
 

@@ -38,6 +38,7 @@ var coreFiles = []string{
 var layers = [][]string{
 	{"main.go"},
 	transports,      // one session on stdin/stdout; sessions over HTTP
+	{"httpconn.go"}, // whether an HTTP client is still there to read its reply
 	{"server.go"},   // what is process-wide: sessions, signals, shutdown
 	{"rpc.go"},      // a session: dispatch, replies, notifications
 	{"tasks.go"},    // MCP tasks: a long call the client polls, in both revisions' forms
@@ -71,10 +72,11 @@ var layers = [][]string{
 	{"specs.go"},                // stream, capture and signal specs
 	{"memory.go", "metrics.go"}, // handing memory back when idle; process-wide counters
 	{"wake.go"},                 // waiting with deadlines, waking without blocking
+	{"handoff.go"},              // what a call delivered, until its reply reaches the client
 	{"json.go"},                 // JSON decoding and escaping helpers
 	{"errors.go", "log.go", "ids.go"},
 	{"sys.go", "sys_linux.go", "sys_other.go", "confine.go", "confine_linux.go", "confine_other.go",
-		"isolate_linux.go", "seccomp_linux.go"}, // the kernel's layers a confined job's thread takes on
+		"isolate_linux.go", "seccomp_linux.go", "conn_linux.go", "conn_other.go"}, // the kernel's layers a confined job's thread takes on
 }
 
 // TestLayersPointDown fails on every file without a row in layers and on

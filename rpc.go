@@ -77,6 +77,25 @@ type replySink interface {
 	send(msg []byte)
 }
 
+// handingSink is a replySink that learns whether a reply reached its
+// client: it settles h once the reply is written (or safely queued), and
+// gives h back once it never will be. A sink that is not one settles every
+// reply as it takes it.
+type handingSink interface {
+	sendHanded(msg []byte, h *handoff)
+}
+
+// sendReply sends a request's final reply, carrying h to a sink that can
+// tell whether the reply arrived.
+func sendReply(sink replySink, msg []byte, h *handoff) {
+	if hs, ok := sink.(handingSink); ok {
+		hs.sendHanded(msg, h)
+		return
+	}
+	sink.send(msg)
+	h.settled()
+}
+
 // dropSink is a replySink that may drop a message the client can do
 // without (a progress or log notification) when its client is not reading.
 type dropSink interface {
@@ -405,6 +424,7 @@ func (s *session) start(m message, spec methodSpec) {
 	if gate, ok := m.replyTo.(roomGate); ok {
 		m.room = &replyHold{gate: gate, done: ctx.Done()}
 	}
+	m.handoff = &handoff{}
 	run := func() (any, error) { return spec.call(s, ctx, m) }
 	if spec.prepare != nil {
 		run = spec.prepare(s, ctx, m)
@@ -418,8 +438,11 @@ func (s *session) start(m message, spec methodSpec) {
 		silenced := req.silenced
 		s.mu.Unlock()
 		cancel()
+		if silenced || errors.Is(err, errCancelled) {
+			m.handoff.giveBack() // nobody will read what the call delivered
+		}
 		if !silenced {
-			m.replyTo.send(encodeReply(m.id, m.shape, res, err))
+			sendReply(m.replyTo, encodeReply(m.id, m.shape, res, err), m.handoff)
 		} else if a, ok := m.replyTo.(abandoner); ok {
 			a.abandon() // no reply will come: a transport waiting for one may stop
 		}
@@ -569,7 +592,7 @@ func (s *session) prepareToolCall(ctx context.Context, m message) func() (any, e
 	if task, augmented := params["task"]; augmented && form == tasksLegacy && !isNull(task) {
 		return s.prepareTaskCall(m, name, params)
 	}
-	call := &toolCall{reg: s.reg, cfg: s.cfg, waiter: s.waiterFor(ctx, meta, m.replyTo),
+	call := &toolCall{reg: s.reg, cfg: s.cfg, waiter: s.waiterFor(ctx, meta, m),
 		structured: m.shape.structured, replyOverhead: len(textReply(m.id, m.shape, nil)) + len(waitWrapOpen) + 1,
 		log: loggerFor(ctx, meta, m)}
 	if m.room != nil { // a nil *replyHold would make a non-nil replyRoom
@@ -617,8 +640,9 @@ func (s *session) prepareTaskCall(m message, name string, params map[string]json
 
 // waiterFor builds the waiter of one call: progress notifications go out
 // only when the request's _meta (nil when it has none) has progressToken.
-func (s *session) waiterFor(ctx context.Context, meta map[string]json.RawMessage, sink replySink) *waiter {
-	w := &waiter{ctx: ctx}
+func (s *session) waiterFor(ctx context.Context, meta map[string]json.RawMessage, m message) *waiter {
+	sink := m.replyTo
+	w := &waiter{ctx: ctx, handoff: m.handoff}
 	token, ok := meta["progressToken"]
 	if !ok || !validID(token) {
 		return w
@@ -810,6 +834,7 @@ type message struct {
 	clientCaps json.RawMessage
 	replyTo    replySink  // where its reply goes: the transport, or a batch's gathering
 	room       *replyHold // a started request's room for its reply in replyTo; nil when replyTo bounds nothing
+	handoff    *handoff   // what a started request delivers, until its reply arrives; nil before start
 }
 
 // decodeMessage parses one line; on failure, the error and the id to send it

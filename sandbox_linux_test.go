@@ -152,7 +152,7 @@ func startPastFDLimit() int {
 	for _, j := range jobs {
 		_ = j.signal(syscall.SIGKILL)
 		<-j.done
-		reg.deliver(j)
+		reg.deliver(j, nil)
 	}
 	deadline := time.Now().Add(20 * time.Second)
 	for countOpenFds() > before && time.Now().Before(deadline) {

@@ -115,7 +115,11 @@ type writer struct {
 type outItem struct {
 	msg     []byte
 	flushed chan struct{}
+	handoff *handoff // what the reply delivered; given back if it is never written
 }
+
+// lost gives back what a reply that was never written delivered.
+func (it outItem) lost() { it.handoff.giveBack() }
 
 // release tells a flush marker's waiter that the marker is done with:
 // written, or dropped with the client gone.
@@ -139,6 +143,14 @@ func newBoundedWriter(out io.Writer, boundBytes int) *writer {
 // never drops the message.
 func (w *writer) send(msg []byte) { w.offer(outItem{msg: msg}, false) }
 
+// sendHanded queues a reply and settles h at once: the session's reader
+// must not wait on a client that reads slowly, and a stdout that fails
+// ends the session. If the write fails, h is given back.
+func (w *writer) sendHanded(msg []byte, h *handoff) {
+	w.offer(outItem{msg: msg, handoff: h}, false)
+	h.settled()
+}
+
 // sendDroppable queues a progress or log notification, or drops it while
 // the intake is paused: a later one, or the reply, tells as much.
 func (w *writer) sendDroppable(msg []byte) { w.offer(outItem{msg: msg}, true) }
@@ -148,6 +160,7 @@ func (w *writer) offer(it outItem, droppable bool) {
 	w.mu.Lock()
 	if w.failed {
 		w.mu.Unlock()
+		it.lost()
 		it.release()
 		return
 	}
@@ -286,6 +299,7 @@ func (w *writer) fail(err error) {
 	w.mu.Unlock()
 	close(w.gone)
 	for _, it := range dropped {
+		it.lost()
 		it.release()
 	}
 }
@@ -295,7 +309,8 @@ func (w *writer) fail(err error) {
 // buffer took it: the client may take long over the rest of a batch.
 func (w *writer) writeBatch(buf *bufio.Writer, batch []outItem) error {
 	var err error
-	handed := 0 // bytes given to buf and not yet counted as written
+	handed := 0  // bytes given to buf and not yet counted as written
+	reached := 0 // the items before this one reached out whole
 	for i := range batch {
 		msg := batch[i].msg
 		if msg == nil || err != nil {
@@ -304,17 +319,21 @@ func (w *writer) writeBatch(buf *bufio.Writer, batch []outItem) error {
 		_, err = buf.Write(msg)
 		batch[i].msg = nil
 		handed += len(msg)
-		if buf.Buffered() == 0 {
+		if buf.Buffered() == 0 && err == nil {
 			w.written(handed)
-			handed = 0
+			handed, reached = 0, i+1
 		}
 	}
 	if err == nil {
 		if err = buf.Flush(); err == nil {
 			w.written(handed)
+			reached = len(batch)
 		}
 	}
-	for _, it := range batch {
+	for i, it := range batch {
+		if i >= reached {
+			it.lost() // not all of it reached the client: it counts as unsent
+		}
 		it.release()
 	}
 	return err

@@ -203,13 +203,24 @@ type watchedWriter struct {
 }
 
 func (w *watchedWriter) send(msg []byte) {
+	w.count(msg)
+	w.writer.send(msg)
+}
+
+// sendHanded is how replies come: it must be watched as send is.
+func (w *watchedWriter) sendHanded(msg []byte, h *handoff) {
+	w.count(msg)
+	w.writer.sendHanded(msg, h)
+}
+
+// count records one message sent.
+func (w *watchedWriter) count(msg []byte) {
 	w.mu.Lock()
 	w.sent += int64(len(msg))
 	w.lines++
 	w.most = max(w.most, w.sent-w.read.Load())
 	w.biggest = max(w.biggest, len(msg))
 	w.mu.Unlock()
-	w.writer.send(msg)
 }
 
 func (w *watchedWriter) takeRoom(done <-chan struct{}) (func(), bool) {

@@ -66,8 +66,11 @@ type waiter struct {
 	// showOutput: progress messages also carry the newest output lines
 	// (the request asked for them in _meta).
 	showOutput bool
-	sent       int       // notifications sent so far
-	next       time.Time // when the next one is due
+	// handoff records the jobs the call delivers until its reply reaches
+	// its client (nil: a call whose deliveries need no record).
+	handoff *handoff
+	sent    int       // notifications sent so far
+	next    time.Time // when the next one is due
 }
 
 // sleep blocks until wake is closed, deadline passes (zero: never) or the
