@@ -432,3 +432,42 @@ func TestIdleSweepRacingRequests(t *testing.T) {
 		t.Errorf("the sweep took no session: it never raced a request")
 	}
 }
+
+// TestHTTPTerminalOfOneSessionNeverReachesAnothersJob: one session starts
+// terminal jobs while another's jobs list their descriptors; no listing may
+// show a terminal (a pty master or /dev/pts/N) or anything but 0, 1, 2 and
+// ls's own. The descriptors were once made close-on-exec in a second step,
+// which a concurrent fork could beat.
+func TestHTTPTerminalOfOneSessionNeverReachesAnothersJob(t *testing.T) {
+	t.Parallel()
+	url := httpServer(t, "MCP_EXEC_MAX_JOBS=64")
+	resp, _ := post(t, url, initBody, nil)
+	terminals := map[string]string{"Mcp-Session-Id": resp.Header.Get("Mcp-Session-Id")}
+	resp, _ = post(t, url, initBody, nil)
+	lister := map[string]string{"Mcp-Session-Id": resp.Header.Get("Mcp-Session-Id")}
+	stop := make(chan struct{}) // closed when the listings are done
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			// The blocking execute ends with its job, so terminals do not pile up.
+			_, _ = post(t, url, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"execute","arguments":{"command":"true","tty":true}}}`, terminals)
+		}
+	}()
+	defer func() { close(stop); wg.Wait() }()
+	deadline := time.Now().Add(10 * time.Second) // bounded by time: the machine's speed sets the count
+	listings := 0
+	for ; listings < 1000 && time.Now().Before(deadline); listings++ {
+		_, body := post(t, url, `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"execute","arguments":{"command":"ls -l /proc/self/fd | grep -v -e ' [012] -> ' -e '/proc/' | grep -e '->' || true"}}}`, lister)
+		if strings.Contains(body, "->") || !strings.Contains(body, `\"state\":\"success\"`) {
+			t.Fatalf("listing %d shows a descriptor of another session's terminal: %s", listings, body)
+		}
+	}
+	t.Logf("%d listings, none with a stray descriptor", listings)
+}
