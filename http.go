@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -426,6 +427,9 @@ func (t *httpTransport) answer(w http.ResponseWriter, r *http.Request, hs *httpS
 				}
 			case final:
 				w.Header().Set("Content-Type", "application/json")
+				// Said before the flush below, which would otherwise make the
+				// response chunked.
+				w.Header().Set("Content-Length", strconv.Itoa(len(msg)))
 				w.WriteHeader(replyStatus(msg, modern))
 				if _, err = w.Write(msg); err == nil {
 					err = rc.Flush() // now, not after the handler: its error decides the handoff
