@@ -519,6 +519,10 @@ type awaitOptions struct {
 	// with nothing delivered (a wait's until).
 	stopEarly func() bool
 	stopEvery time.Duration
+	// ownJob: the call started the job and nobody else knows its id, so
+	// a reply that never arrives forgets it (as a cancelled execute does)
+	// rather than giving it back; its delivery is not recorded.
+	ownJob bool
 }
 
 // await blocks until at least one of jobs, which the caller holds, has
@@ -531,7 +535,7 @@ func (r *registry) await(w *waiter, jobs []*job, opts awaitOptions) (delivered m
 	defer r.watch(jobs, -1)
 	nextLook := time.Now().Add(inputProbeInterval) // when to look for input next
 	for {
-		delivered, changed := r.deliverAmong(jobs, w.handoff)
+		delivered, changed := r.deliverAmong(jobs, handoffOf(w, opts))
 		if len(delivered) > 0 || opts.poll {
 			return delivered, false, nil
 		}
@@ -564,6 +568,14 @@ func (r *registry) await(w *waiter, jobs []*job, opts awaitOptions) (delivered m
 			return nil, false, err
 		}
 	}
+}
+
+// handoffOf is where await records what it delivers.
+func handoffOf(w *waiter, opts awaitOptions) *handoff {
+	if opts.ownJob {
+		return nil
+	}
+	return w.handoff
 }
 
 // distinct returns jobs without repeats, in their first order.

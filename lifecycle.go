@@ -65,6 +65,7 @@ func (c *toolCall) runJob(run jobRun) (ranJob, error) {
 	if run.until != nil {
 		hit = stopOnUntil(*run.until, []*job{j}, &run.await)
 	}
+	run.await.ownJob = true
 	delivered, inputWanted, err := c.reg.await(c.waiter, []*job{j}, run.await)
 	finish()
 	ended := err == nil && delivered[j.id] != nil

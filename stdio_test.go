@@ -382,6 +382,44 @@ func TestCancelledWaitForRoomLeavesTheJobCollectable(t *testing.T) {
 	}
 }
 
+// TestCancelledExecuteWaitingForRoomLeavesNoTrace: a blocking execute whose
+// job ended while the client was not reading, cancelled as it waits for
+// room, forgets its job: nobody else knows the id, so giving it back (as a
+// wait's is) would leave a stray job in list_jobs.
+func TestCancelledExecuteWaitingForRoomLeavesNoTrace(t *testing.T) {
+	onLinux(t)
+	t.Parallel()
+	const bound = 4096
+	ss, out, notices, in, _ := stalledSession(t, bound)
+	if _, err := fmt.Fprint(in, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"execute","arguments":{"command":"read line; echo untraced"}}}`+"\n"); err != nil {
+		t.Fatal(err)
+	}
+	var j *job
+	eventually(t, jobDeadline, "the execute's job running", func() bool {
+		jobs := ss.reg.list()
+		if len(jobs) == 1 {
+			j = jobs[0]
+		}
+		return j != nil
+	})
+	out.send([]byte(strings.Repeat(" ", bound) + "\n")) // the client reads none of it: no room
+	if n := awaitNotice(t, notices, jobDeadline); !strings.Contains(n, "no request is read") {
+		t.Fatalf("notice %q: want the intake paused", n)
+	}
+	if err := j.input(plainWaiter(), "", true); err != nil { // the job ends
+		t.Fatal(err)
+	}
+	eventually(t, jobDeadline, "the execute delivering its job and waiting for room", func() bool {
+		return out.waiting.Load() == 1 && len(ss.reg.list()) == 0
+	})
+	ss.cancelRequest(message{params: json.RawMessage(`{"requestId":1}`)})
+	eventually(t, jobDeadline, "the cancelled execute ending", func() bool { return out.waiting.Load() == 0 })
+	ss.handlers.Wait() // its reply is queued: whatever it gives back is back
+	if jobs := ss.reg.list(); len(jobs) != 0 {
+		t.Fatalf("a cancelled execute left %d job(s) in list_jobs", len(jobs))
+	}
+}
+
 // TestRoomWaitEndsWithItsCallOrTheClient: a call waiting for room stops
 // waiting when it is cancelled, and every waiter stops when the client is
 // gone; none of them holds room then.
