@@ -15,7 +15,7 @@ import (
 func TestSeccompProgramAssemblesEverywhere(t *testing.T) {
 	t.Parallel()
 	for goarch := range auditArch {
-		for _, r := range []seccompRules{{netOff: true}, {othersUntouched: true}, {noMetadata: true}, {true, true, true}} {
+		for _, r := range []seccompRules{{netOff: true}, {othersUntouched: true}, {noMetadata: true}, {noHostObjects: true}, {true, true, true, true}} {
 			prog, err := r.program(goarch)
 			if err != nil || len(prog) == 0 || len(prog) > unix.BPF_MAXINSNS {
 				t.Errorf("%s %+v: %d instructions, %v", goarch, r, len(prog), err)
