@@ -464,13 +464,23 @@ func (g terminalGrants) grantDev(dir string) error {
 	return nil
 }
 
-// grant adds the rule for path; one that went away meanwhile needs none.
+// grant adds the rule for path. A path the server cannot open (gone
+// meanwhile, a stale network mount) gets none: jobs cannot read beneath
+// it then, which confines them more, never less.
 func (g terminalGrants) grant(path string) error {
-	err := allowBeneath(g.ruleset, path, unix.LANDLOCK_ACCESS_FS_READ_FILE)
-	if err != nil && !errors.Is(err, unix.ENOENT) {
-		return fmt.Errorf("the terminal rules: %w", err)
+	fd, err := unix.Open(path, unix.O_PATH|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil
 	}
-	return nil
+	defer unix.Close(fd)
+	rule := unix.LandlockPathBeneathAttr{Allowed_access: unix.LANDLOCK_ACCESS_FS_READ_FILE, Parent_fd: int32(fd)}
+	_, _, errno := unix.Syscall6(unix.SYS_LANDLOCK_ADD_RULE, uintptr(g.ruleset),
+		unix.LANDLOCK_RULE_PATH_BENEATH, uintptr(unsafe.Pointer(&rule)), 0, 0, 0)
+	switch errno {
+	case 0, unix.EBADFD: // EBADFD: a kernel-internal file system, which Landlock never checks
+		return nil
+	}
+	return fmt.Errorf("the terminal rules: landlock_add_rule %s: %w", path, errno)
 }
 
 // isTerminal reports whether the character device at path is a terminal
