@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"testing"
 
@@ -198,5 +199,32 @@ func TestTerminalRulesAreMadeOnce(t *testing.T) {
 	}
 	if first != second {
 		t.Errorf("the rules were made again with / and /dev unchanged: %+v, %+v", first.stamp, second.stamp)
+	}
+}
+
+// hostObjectNumbers are the numbers of hostObjectCalls (keyctl, add_key,
+// request_key, then mq_open to mq_getsetattr) and ioUringCalls as each
+// architecture's kernel table gives them.
+var hostObjectNumbers = map[string][]uint32{
+	"amd64":   {250, 248, 249, 240, 241, 242, 243, 244, 245, 425, 426, 427},
+	"arm64":   {219, 217, 218, 180, 181, 182, 183, 184, 185, 425, 426, 427},
+	"riscv64": {219, 217, 218, 180, 181, 182, 183, 184, 185, 425, 426, 427},
+	"ppc64le": {271, 269, 270, 262, 263, 264, 265, 266, 267, 425, 426, 427},
+}
+
+// TestHostObjectCallNumbers: the filter refuses the calls by the numbers
+// of the architecture it is built for (every one auditArch names).
+func TestHostObjectCallNumbers(t *testing.T) {
+	want, ok := hostObjectNumbers[runtime.GOARCH]
+	if !ok {
+		t.Skipf("no table for %s", runtime.GOARCH)
+	}
+	for goarch := range auditArch {
+		if _, ok := hostObjectNumbers[goarch]; !ok {
+			t.Errorf("no numbers to check for %s, which the filter supports", goarch)
+		}
+	}
+	if got := append(slices.Clone(hostObjectCalls), ioUringCalls...); !slices.Equal(got, want) {
+		t.Errorf("%s: the filter refuses %v, want %v", runtime.GOARCH, got, want)
 	}
 }
