@@ -107,12 +107,10 @@ func (c confinement) restrictThread() error {
 		if err != nil {
 			return fsFailed("rules keeping jobs off terminals", err)
 		}
+		if fd >= 0 {
+			defer unix.Close(fd) // the domain made from it holds what it needs
+		}
 		terminals = fd
-		defer func() {
-			if fd >= 0 {
-				_ = unix.Close(fd) // the domain made from it holds what it needs
-			}
-		}()
 	}
 	if c.ownMounts { // set only with fsRestricted
 		if err := readOnlyMounts(c.writable); err != nil {
@@ -319,8 +317,10 @@ type dirStamp struct {
 
 // currentTerminalRules is process-wide state: the rules made for / and
 // /dev as they last were (*terminalRules, nil until the first sandboxed
-// job). A new device or top-level directory makes a new set, so a job
-// never starts with rules that miss a directory or a terminal made since.
+// job). A new entry of / or /dev (a top-level directory, a device node
+// udev makes) makes a new set for the next job; a terminal made later
+// deeper in a directory of /dev that held none when the set was made is
+// not seen (udev makes terminals in /dev itself, devpts is never granted).
 var currentTerminalRules atomic.Pointer[terminalRules]
 
 // terminalRulesFd returns a descriptor of its own, for the caller to
