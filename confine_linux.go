@@ -3,6 +3,12 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync/atomic"
 	"syscall"
 	"unsafe"
 
@@ -48,8 +54,14 @@ const (
 )
 
 // harmlessDevices may be written under a filesystem sandbox: writing them
-// changes nothing anyone else can read.
-var harmlessDevices = []string{"/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom"}
+// changes nothing anyone else can read. /dev/tty is the opener's own
+// controlling terminal, and a job has one only when it was started with a
+// terminal of its own (its pty); without, opening it fails with ENXIO.
+var harmlessDevices = []string{"/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", ownTerminal}
+
+// ownTerminal is the device that stands for the opener's controlling
+// terminal, whichever that is.
+const ownTerminal = "/dev/tty"
 
 // landlockABI returns the kernel's Landlock ABI version, or 0 and why not
 // when Landlock is unavailable.
@@ -78,15 +90,27 @@ func landlockABI() (int, error) {
 //   - no capabilities: no other process's /proc secrets, no owner
 //     override, no mounts;
 //   - Landlock: writes by path, ptrace, signals and abstract sockets
-//     outside its domain;
-//   - seccomp: other processes' limits and priorities, and metadata
-//     everywhere when it has no mount namespace of its own.
+//     outside its domain; then reading terminals, in a second domain;
+//   - seccomp: other processes' limits and priorities, the keyrings,
+//     POSIX message queues and io_uring, and metadata everywhere when it
+//     has no mount namespace of its own.
 func (c confinement) restrictThread() error {
 	if !c.restrictsThread() {
 		return nil
 	}
 	fsFailed := func(what string, err error) error {
 		return &confineError{confineFailedFS, fmt.Errorf("%s: %w", what, err)}
+	}
+	terminals := -1
+	if c.fsRestricted {
+		fd, err := terminalRulesFd()
+		if err != nil {
+			return fsFailed("rules keeping jobs off terminals", err)
+		}
+		if fd >= 0 {
+			defer unix.Close(fd) // the domain made from it holds what it needs
+		}
+		terminals = fd
 	}
 	if c.ownMounts { // set only with fsRestricted
 		if err := readOnlyMounts(c.writable); err != nil {
@@ -101,10 +125,11 @@ func (c confinement) restrictThread() error {
 			return fsFailed("dropping capabilities", err)
 		}
 	}
-	if err := c.restrictLandlock(); err != nil {
+	if err := c.restrictLandlock(terminals); err != nil {
 		return err
 	}
-	rules := seccompRules{netOff: c.netOff, othersUntouched: c.fsRestricted, noMetadata: c.fsRestricted && !c.ownMounts}
+	rules := seccompRules{netOff: c.netOff, othersUntouched: c.fsRestricted, noMetadata: c.fsRestricted && !c.ownMounts,
+		noHostObjects: c.fsRestricted}
 	if !rules.any() {
 		return nil
 	}
@@ -142,8 +167,11 @@ func setRlimits(limits []rlimit) error {
 // beneath c.writable and to the harmless devices (when fsRestricted), no
 // TCP bind or connect (when netOff and the kernel has Landlock networking),
 // and no signals or abstract unix sockets reaching outside the domain (ABI
-// 6+), so a job cannot signal the server or another job.
-func (c confinement) restrictLandlock() error {
+// 6+), so a job cannot signal the server or another job, nor reach a
+// service listening on an abstract socket. A sandboxed job's thread then
+// gets a second domain, the rule set terminals (terminalRulesFd; -1 for
+// none), that keeps it from reading terminals.
+func (c confinement) restrictLandlock(terminals int) error {
 	abi, err := landlockABI()
 	if err != nil {
 		if !c.fsRestricted {
@@ -167,10 +195,10 @@ func (c confinement) restrictLandlock() error {
 		return c.failed(fmt.Errorf("this kernel's Landlock is ABI %d: keeping a sandboxed job from signalling the server and other jobs needs ABI 6 (Linux 6.12)", abi))
 	}
 	if abi >= 6 {
-		attr.Scoped = unix.LANDLOCK_SCOPE_SIGNAL
-		if c.netOff {
-			attr.Scoped |= unix.LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET
-		}
+		// Both scopes, whatever the network setting: an abstract socket
+		// is no file, so no write rule keeps a job from the X server,
+		// D-Bus or a container shim listening on one.
+		attr.Scoped = unix.LANDLOCK_SCOPE_SIGNAL | unix.LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET
 	}
 	if attr.Handled_access_fs == 0 && attr.Handled_access_net == 0 && attr.Scoped == 0 {
 		return nil
@@ -195,6 +223,11 @@ func (c confinement) restrictLandlock() error {
 	}
 	if _, _, errno := unix.Syscall(unix.SYS_LANDLOCK_RESTRICT_SELF, uintptr(ruleset), 0, 0); errno != 0 {
 		return c.failed(fmt.Errorf("landlock_restrict_self: %w", errno))
+	}
+	if terminals >= 0 {
+		if _, _, errno := unix.Syscall(unix.SYS_LANDLOCK_RESTRICT_SELF, uintptr(terminals), 0, 0); errno != 0 {
+			return c.failed(fmt.Errorf("landlock_restrict_self (terminals): %w", errno))
+		}
 	}
 	return nil
 }
@@ -259,4 +292,264 @@ func rlimitName(resource int) string {
 		}
 	}
 	return fmt.Sprint(resource)
+}
+
+// terminalRules is a Landlock rule set, made once and shared by every
+// sandboxed job, that handles reading files only and grants it everywhere
+// but on terminals: every entry of / but /dev, and in /dev every entry
+// that is not a terminal device and holds none (see grantDev). A job's
+// thread restricted by it cannot open the server's controlling terminal,
+// another job's pty or a console by any name (/dev/pts/N, /dev/ttyN,
+// /dev/console, /proc/PID/fd/0) to read what is typed there; /dev/tty,
+// which is always the opener's own terminal, stays readable. The grants
+// are by inode, so they hold in a job's own mount namespace too.
+type terminalRules struct {
+	stamp   [2]dirStamp // of / and /dev when the rules were made
+	ruleset *os.File    // closed when replaced; the runtime keeps it open while in use
+}
+
+// dirStamp identifies a directory's entries as they were: adding,
+// removing or renaming an entry changes its mtime and ctime.
+type dirStamp struct {
+	dev, ino     uint64
+	mtime, ctime unix.Timespec
+}
+
+// currentTerminalRules is process-wide state: the rules made for / and
+// /dev as they last were (*terminalRules, nil until the first sandboxed
+// job). A new entry of / or /dev (a top-level directory, a device node
+// udev makes) makes a new set for the next job; a terminal made later
+// deeper in a directory of /dev that held none when the set was made is
+// not seen (udev makes terminals in /dev itself, devpts is never granted).
+var currentTerminalRules atomic.Pointer[terminalRules]
+
+// terminalRulesFd returns a descriptor of its own, for the caller to
+// close, of the terminal rules as they are for / and /dev now (made again
+// if either changed since), or -1 when the kernel has no Landlock (which
+// restrictLandlock then reports). The caller takes it before it drops its
+// capabilities: making the rules reads /dev as the server may.
+func terminalRulesFd() (int, error) {
+	abi, err := landlockABI()
+	if err != nil {
+		return -1, nil
+	}
+	var lastErr error
+	// A set replaced by another job's start between terminalRulesNow and
+	// the dup is closed under us: a few tries take the newer one.
+	for range 3 {
+		rules, err := terminalRulesNow(abi)
+		if err != nil {
+			return -1, err
+		}
+		conn, err := rules.ruleset.SyscallConn()
+		if err != nil {
+			return -1, fmt.Errorf("the terminal rules: %w", err)
+		}
+		fd, dupErr := -1, error(nil)
+		if err := conn.Control(func(ruleset uintptr) {
+			fd, dupErr = unix.FcntlInt(ruleset, unix.F_DUPFD_CLOEXEC, 0)
+		}); err != nil {
+			lastErr = err
+			continue
+		}
+		if dupErr != nil {
+			return -1, fmt.Errorf("the terminal rules: %w", dupErr)
+		}
+		return fd, nil
+	}
+	return -1, fmt.Errorf("the terminal rules kept changing: %w", lastErr)
+}
+
+// terminalRulesNow returns rules made for / and /dev as they are now.
+func terminalRulesNow(abi int) (*terminalRules, error) {
+	var stamp [2]dirStamp
+	for i, dir := range []string{"/", "/dev"} {
+		var st unix.Stat_t
+		if err := unix.Stat(dir, &st); err != nil {
+			return nil, fmt.Errorf("stat %s: %w", dir, err)
+		}
+		stamp[i] = dirStamp{uint64(st.Dev), uint64(st.Ino), st.Mtim, st.Ctim}
+	}
+	cur := currentTerminalRules.Load()
+	if cur != nil && cur.stamp == stamp {
+		return cur, nil
+	}
+	made, err := makeTerminalRules(abi)
+	if err != nil {
+		return nil, err
+	}
+	made.stamp = stamp
+	if !currentTerminalRules.CompareAndSwap(cur, made) {
+		_ = made.ruleset.Close() // another start made a set at the same time: use that one
+		return currentTerminalRules.Load(), nil
+	}
+	if cur != nil {
+		_ = cur.ruleset.Close() // the runtime closes it once no restriction uses it any more
+	}
+	return made, nil
+}
+
+// makeTerminalRules makes the rule set terminalRules describes.
+func makeTerminalRules(abi int) (*terminalRules, error) {
+	attr := unix.LandlockRulesetAttr{Handled_access_fs: unix.LANDLOCK_ACCESS_FS_READ_FILE}
+	fd, _, errno := unix.Syscall(unix.SYS_LANDLOCK_CREATE_RULESET, uintptr(unsafe.Pointer(&attr)), rulesetAttrSize(abi), 0)
+	if errno != 0 {
+		return nil, fmt.Errorf("landlock_create_ruleset (terminals): %w", errno)
+	}
+	ruleset := int(fd)
+	g := terminalGrants{ruleset: ruleset, majors: terminalMajors()}
+	err := g.grantEntries("/", func(name string) bool { return name != "dev" })
+	if err == nil {
+		err = g.grantDev("/dev")
+	}
+	if err != nil {
+		_ = unix.Close(ruleset)
+		return nil, err
+	}
+	return &terminalRules{ruleset: os.NewFile(uintptr(ruleset), "landlock terminal rules")}, nil
+}
+
+// terminalGrants adds read rules to ruleset, keeping off the terminal
+// devices: character devices of the majors in majors.
+type terminalGrants struct {
+	ruleset int
+	majors  map[uint32]bool
+}
+
+// grantEntries grants reading beneath each entry of dir that keep allows.
+// Symbolic links get no rule: Landlock checks the file a path ends at,
+// under its own directory's rules.
+func (g terminalGrants) grantEntries(dir string, keep func(name string) bool) error {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return fmt.Errorf("the terminal rules: %w", err)
+	}
+	for _, e := range entries {
+		if !keep(e.Name()) || e.Type()&fs.ModeSymlink != 0 {
+			continue
+		}
+		if err := g.grant(filepath.Join(dir, e.Name())); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// grantDev grants reading beneath every entry of dir (/dev or beneath it)
+// but a terminal device, a devpts file system (every entry there is a
+// pty) and a directory that cannot be read (it might hold either).
+// Directories that hold a terminal are granted entry by entry.
+func (g terminalGrants) grantDev(dir string) error {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil // nothing granted beneath it: see above
+	}
+	for _, e := range entries {
+		path := filepath.Join(dir, e.Name())
+		switch {
+		case e.Type()&fs.ModeSymlink != 0:
+			continue
+		case e.IsDir() && g.holdsTerminal(path):
+			if err := g.grantDev(path); err != nil {
+				return err
+			}
+			continue
+		case e.Type()&fs.ModeCharDevice != 0 && g.isTerminal(path):
+			continue
+		}
+		if err := g.grant(path); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// grant adds the rule for path. A path the server cannot open (gone
+// meanwhile, a stale network mount) gets none: jobs cannot read beneath
+// it then, which confines them more, never less.
+func (g terminalGrants) grant(path string) error {
+	fd, err := unix.Open(path, unix.O_PATH|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil
+	}
+	defer unix.Close(fd)
+	rule := unix.LandlockPathBeneathAttr{Allowed_access: unix.LANDLOCK_ACCESS_FS_READ_FILE, Parent_fd: int32(fd)}
+	_, _, errno := unix.Syscall6(unix.SYS_LANDLOCK_ADD_RULE, uintptr(g.ruleset),
+		unix.LANDLOCK_RULE_PATH_BENEATH, uintptr(unsafe.Pointer(&rule)), 0, 0, 0)
+	switch errno {
+	case 0, unix.EBADFD: // EBADFD: a kernel-internal file system, which Landlock never checks
+		return nil
+	}
+	return fmt.Errorf("the terminal rules: landlock_add_rule %s: %w", path, errno)
+}
+
+// isTerminal reports whether the character device at path is a terminal
+// other than /dev/tty, the opener's own.
+func (g terminalGrants) isTerminal(path string) bool {
+	var st unix.Stat_t
+	if err := unix.Lstat(path, &st); err != nil {
+		return true // unknown: keep it closed
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFCHR {
+		return false
+	}
+	major, minor := unix.Major(uint64(st.Rdev)), unix.Minor(uint64(st.Rdev))
+	if major == 5 && minor == 0 {
+		return false // /dev/tty, by whatever name
+	}
+	return g.majors[major]
+}
+
+// holdsTerminal reports whether the directory at path is, or holds at any
+// depth, a terminal device or a devpts file system, or cannot be read.
+func (g terminalGrants) holdsTerminal(path string) bool {
+	var fsStat unix.Statfs_t
+	if err := unix.Statfs(path, &fsStat); err != nil || fsStat.Type == unix.DEVPTS_SUPER_MAGIC {
+		return true
+	}
+	entries, err := os.ReadDir(path)
+	if err != nil {
+		return true
+	}
+	for _, e := range entries {
+		sub := filepath.Join(path, e.Name())
+		switch {
+		case e.IsDir() && g.holdsTerminal(sub):
+			return true
+		case e.Type()&fs.ModeCharDevice != 0 && g.isTerminal(sub):
+			return true
+		}
+	}
+	return false
+}
+
+// fixedTerminalMajors are the device majors of terminals whatever the
+// kernel reports: BSD ptys (2, 3), virtual consoles and serial ports (4),
+// /dev/tty, /dev/console and /dev/ptmx (5), the consoles' screen memory
+// (7, /dev/vcs*), Unix98 pty masters and slaves (128–143), and common
+// serial and hypervisor consoles (166 ttyACM, 188 ttyUSB, 204, 229 hvc).
+var fixedTerminalMajors = []uint32{2, 3, 4, 5, 7, 128, 129, 130, 131, 132, 133, 134, 135,
+	136, 137, 138, 139, 140, 141, 142, 143, 166, 188, 204, 229}
+
+// terminalMajors is fixedTerminalMajors and the major of every terminal
+// driver the kernel lists in /proc/tty/drivers (which names dynamic ones).
+func terminalMajors() map[uint32]bool {
+	majors := map[uint32]bool{}
+	for _, m := range fixedTerminalMajors {
+		majors[m] = true
+	}
+	drivers, err := os.ReadFile("/proc/tty/drivers")
+	if err != nil {
+		return majors // hidden in some containers: the fixed ones then
+	}
+	for _, line := range strings.Split(string(drivers), "\n") {
+		fields := strings.Fields(line)
+		if len(fields) < 4 {
+			continue
+		}
+		if m, err := strconv.ParseUint(fields[2], 10, 32); err == nil {
+			majors[uint32(m)] = true
+		}
+	}
+	return majors
 }

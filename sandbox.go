@@ -124,6 +124,17 @@ var mountNamespaces = sync.OnceValue(func() bool {
 	return err == nil
 })
 
+// serverUndumpable reports whether the server under cfg makes itself
+// undumpable, so that its /proc/PID/fd, mem and the like belong to root
+// and jobs running as its user cannot list or open them: serving several
+// clients (over HTTP), so one client's jobs cannot reach the others'
+// connections, and under a sandbox, which promises that a job reaches
+// nothing of the server's (its terminal, its client's pipes). Over stdio
+// with no sandbox, jobs may read the server's /proc files as in 1.0.
+func serverUndumpable(cfg *config) bool {
+	return cfg.listen != "" || cfg.sandbox != sandboxOff
+}
+
 // confinementFor is what cfg imposes on a job whose private temporary
 // directory is tmp ("" for none).
 func confinementFor(cfg *config, tmp string) confinement {

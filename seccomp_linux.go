@@ -32,10 +32,32 @@ type seccompRules struct {
 	// how touch finishes a file it has just opened for writing; writing
 	// is what Landlock checks.
 	noMetadata bool
+	// noHostObjects: the kernel objects a sandbox's Landlock rules cannot
+	// see are out of reach. The keyrings (keyctl, add_key, request_key)
+	// and POSIX message queues (every mq_* call) fail with EPERM: a job
+	// could otherwise revoke or replace its user's keys, or remove a
+	// queue the host uses. io_uring fails with ENOSYS, so programs fall
+	// back to plain system calls: its requests (setxattr, socket, …)
+	// never pass through this filter.
+	noHostObjects bool
 }
 
 // any reports whether r refuses anything.
-func (r seccompRules) any() bool { return r.netOff || r.othersUntouched || r.noMetadata }
+func (r seccompRules) any() bool {
+	return r.netOff || r.othersUntouched || r.noMetadata || r.noHostObjects
+}
+
+// hostObjectCalls are the keyring and POSIX message queue calls
+// noHostObjects refuses, on every architecture.
+var hostObjectCalls = []uint32{
+	unix.SYS_KEYCTL, unix.SYS_ADD_KEY, unix.SYS_REQUEST_KEY,
+	unix.SYS_MQ_OPEN, unix.SYS_MQ_UNLINK, unix.SYS_MQ_TIMEDSEND, unix.SYS_MQ_TIMEDRECEIVE,
+	unix.SYS_MQ_NOTIFY, unix.SYS_MQ_GETSETATTR,
+}
+
+// ioUringCalls are io_uring's calls: the rules that keep a job from it
+// refuse all three, so a ring shared by another process is no way in either.
+var ioUringCalls = []uint32{unix.SYS_IO_URING_SETUP, unix.SYS_IO_URING_ENTER, unix.SYS_IO_URING_REGISTER}
 
 // metadataCalls are the system calls that change inode metadata, on every
 // architecture; legacyCalls adds the older ones some architectures keep.
@@ -128,8 +150,17 @@ func (r seccompRules) program(goarch string) ([]unix.SockFilter, error) {
 	a.jeq(arch, "", "kill")
 	a.load(seccompNr)
 	a.jge(0x40000000, "eacces", "") // the x32 ABI's numbers
+	if r.netOff || r.noHostObjects {
+		for _, nr := range ioUringCalls {
+			a.jeq(nr, "enosys", "")
+		}
+	}
+	if r.noHostObjects {
+		for _, nr := range hostObjectCalls {
+			a.jeq(nr, "eperm", "")
+		}
+	}
 	if r.netOff {
-		a.jeq(unix.SYS_IO_URING_SETUP, "enosys", "")
 		if legacy.socketcall != 0 {
 			a.jeq(legacy.socketcall, "eacces", "")
 		}

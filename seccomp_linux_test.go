@@ -5,6 +5,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
+	"slices"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -15,7 +17,7 @@ import (
 func TestSeccompProgramAssemblesEverywhere(t *testing.T) {
 	t.Parallel()
 	for goarch := range auditArch {
-		for _, r := range []seccompRules{{netOff: true}, {othersUntouched: true}, {noMetadata: true}, {true, true, true}} {
+		for _, r := range []seccompRules{{netOff: true}, {othersUntouched: true}, {noMetadata: true}, {noHostObjects: true}, {true, true, true, true}} {
 			prog, err := r.program(goarch)
 			if err != nil || len(prog) == 0 || len(prog) > unix.BPF_MAXINSNS {
 				t.Errorf("%s %+v: %d instructions, %v", goarch, r, len(prog), err)
@@ -143,4 +145,86 @@ func errnoErr(errno unix.Errno) error {
 		return nil
 	}
 	return errno
+}
+
+// TestHostObjectCallsAreRefusedInTheFilter: the keyring and message queue
+// calls fail with EPERM and io_uring's with ENOSYS under the sandbox's
+// filter, on this architecture's numbers; unfiltered, the same calls are
+// not refused that way (the control).
+func TestHostObjectCallsAreRefusedInTheFilter(t *testing.T) {
+	onLinux(t)
+	calls := append(slices.Clone(hostObjectCalls), ioUringCalls...)
+	try := func() map[uint32]unix.Errno {
+		got := map[uint32]unix.Errno{}
+		for _, nr := range calls {
+			// Arguments no call accepts: whatever it does, it changes nothing.
+			_, _, errno := unix.Syscall6(uintptr(nr), ^uintptr(0), 0, 0, 0, 0, 0)
+			got[nr] = errno
+		}
+		return got
+	}
+	var filtered, free map[uint32]unix.Errno
+	onFilteredThread(t, seccompRules{noHostObjects: true}, func() { filtered = try() })
+	free = try()
+	for _, nr := range calls {
+		want := unix.EPERM
+		if slices.Contains(ioUringCalls, nr) {
+			want = unix.ENOSYS
+		}
+		if filtered[nr] != want {
+			t.Errorf("system call %d under the filter: %v, want %v", nr, filtered[nr], want)
+		}
+		if free[nr] == want {
+			t.Errorf("system call %d unfiltered: %v too; the control proves nothing", nr, free[nr])
+		}
+	}
+}
+
+// TestTerminalRulesAreMadeOnce: the rules that keep jobs off terminals
+// are made once, not at each job's start, while / and /dev stay as they
+// were.
+func TestTerminalRulesAreMadeOnce(t *testing.T) {
+	onLinux(t)
+	abi, err := landlockABI()
+	if err != nil {
+		t.Skipf("no Landlock here: %v", err)
+	}
+	first, err := terminalRulesNow(abi)
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := terminalRulesNow(abi)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first != second {
+		t.Errorf("the rules were made again with / and /dev unchanged: %+v, %+v", first.stamp, second.stamp)
+	}
+}
+
+// hostObjectNumbers are the numbers of hostObjectCalls (keyctl, add_key,
+// request_key, then mq_open to mq_getsetattr) and ioUringCalls as each
+// architecture's kernel table gives them.
+var hostObjectNumbers = map[string][]uint32{
+	"amd64":   {250, 248, 249, 240, 241, 242, 243, 244, 245, 425, 426, 427},
+	"arm64":   {219, 217, 218, 180, 181, 182, 183, 184, 185, 425, 426, 427},
+	"riscv64": {219, 217, 218, 180, 181, 182, 183, 184, 185, 425, 426, 427},
+	"ppc64le": {271, 269, 270, 262, 263, 264, 265, 266, 267, 425, 426, 427},
+}
+
+// TestHostObjectCallNumbers: the filter refuses the calls by the numbers
+// of the architecture it is built for (every one auditArch names).
+func TestHostObjectCallNumbers(t *testing.T) {
+	want, ok := hostObjectNumbers[runtime.GOARCH]
+	if !ok {
+		t.Skipf("no table for %s", runtime.GOARCH)
+	}
+	for goarch := range auditArch {
+		if _, ok := hostObjectNumbers[goarch]; !ok {
+			t.Errorf("no numbers to check for %s, which the filter supports", goarch)
+		}
+	}
+	if got := append(slices.Clone(hostObjectCalls), ioUringCalls...); !slices.Equal(got, want) {
+		t.Errorf("%s: the filter refuses %v, want %v", runtime.GOARCH, got, want)
+	}
 }

@@ -49,7 +49,7 @@ func startServer(cfg *config, jobLog *jobLog) *server {
 		limitRuntimeMemory(bound, os.Getenv("GOMEMLIMIT") != "")
 		return bound
 	})
-	prepareProcess(cfg.listen != "")
+	prepareProcess(serverUndumpable(cfg))
 	go trimWhenIdle(s.activity)
 	return s
 }
@@ -206,11 +206,11 @@ func stoppingSignals(arrived <-chan os.Signal, ignored map[os.Signal]bool) <-cha
 // prepareProcess readies the process to own children: inherited descriptors
 // stay out of jobs, orphans come back to us for reaping, and the reaper runs
 // once a child or an orphan can exist.
-// Serving several clients (over HTTP), it becomes undumpable too, so one
-// client's jobs cannot read the other clients' connections from it.
-func prepareProcess(manyClients bool) {
+// With undumpable (serverUndumpable) its /proc files are root's, so jobs
+// running as its user can neither list nor open its descriptors.
+func prepareProcess(undumpable bool) {
 	closeInheritedOnExec()
-	if err := hideFromJobs("MCP_EXEC_", manyClients); err != nil {
+	if err := hideFromJobs("MCP_EXEC_", undumpable); err != nil {
 		logf("%v", err)
 	}
 	if os.Getpid() != 1 {

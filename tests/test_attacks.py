@@ -18,6 +18,10 @@ the implementation, the way an agent trying to get out would probe them:
                          of another session's job); the server survives and keeps serving;
                          self-directed nice / ulimit / prlimit still work
   D  defaults            no settings: a job can still do all of the above (1.0)
+  E  host objects        a sandboxed job reaches no abstract unix socket outside its sandbox
+                         (network on too), no key of its user's keyring, no host POSIX
+                         message queue, no io_uring, no terminal of the server by its name,
+                         and (as nobody) no listing of the server's /proc/PID/fd
 
 Every attack is first run UNCONFINED against a fresh target of the same kind, where it
 must visibly work (the control), so no test can pass because of a typo or a missing
@@ -50,6 +54,7 @@ import platform
 import re
 import shutil
 import signal
+import socket
 import stat
 import struct
 import subprocess
@@ -1609,3 +1614,188 @@ def test_unconfined_root_job_keeps_the_servers_capabilities(lab):
     out = srv.job("cat /proc/self/status")
     assert out.ok, out
     assert status_field(out.out, "CapEff", 16) == cap_eff(srv.hpid), (out.out, hex(cap_eff(srv.hpid)))
+
+
+# ==========================================================================
+# E. A sandboxed job reaches no host object outside its sandbox
+# ==========================================================================
+
+# System call numbers for section E (the same on every architecture for io_uring).
+NR_E = {
+    "x86_64": {"add_key": 248, "keyctl": 250, "mq_unlink": 241},
+    "aarch64": {"add_key": 217, "keyctl": 219, "mq_unlink": 181},
+}.get(platform.machine())
+NR_IO_URING_SETUP = 425
+KEY_SPEC_USER_KEYRING, KEYCTL_UNLINK = -4, 9
+
+
+def host_object_attack(lab, user, mode, needs, attack):
+    """attack(srv, confined) runs one attempt against srv and says whether it got
+    through, or a reason to skip when even the control cannot work.  The control runs
+    on the unconfined server and must get through; then the sandboxed server's job
+    must not."""
+    need_user(user)
+    image = image_for(needs)
+    lab.require(user, image, needs)
+    if NR_E is None:
+        pytest.skip("no system call numbers for %s" % platform.machine())
+    control = attack(lab.server(user, "off", image), False)
+    if control is not True:
+        pytest.skip("the control cannot work here: %s" % control)
+    srv = lab.server(user, mode, image)
+    confined = attack(srv, True)
+    assert confined is not True, "a %s job (as %s) got through" % (mode, user)
+    srv.assert_serving(mode)
+
+
+def abstract_socket_attack(srv, confined):
+    name = "mcpx-" + uuid.uuid4().hex
+    lsock = socket.socket(socket.AF_UNIX)
+    lsock.bind("\0" + name)
+    lsock.listen(4)
+    lsock.settimeout(0.2 if confined else 10 + SLACK)
+    try:
+        out = srv.job(pl('use Socket; socket(my $s, AF_UNIX, SOCK_STREAM, 0) or die "socket: $!"; '
+                         'connect($s, pack_sockaddr_un("\\0" . $ARGV[0])) or die "connect: $!"; print "connected\\n"',
+                         name))
+        try:
+            conn, _ = lsock.accept()
+            conn.close()
+            reached = True
+        except OSError:
+            reached = False
+        if not confined and not (out.ok and reached):
+            return "no connection to the test's abstract socket (another network namespace?): %r" % out
+        if confined:
+            assert "Operation not permitted" in out.err or not out.ok, out
+        return reached or out.ok
+    finally:
+        lsock.close()
+
+
+def keyring_attack(srv, confined):
+    # syscall() wants its string arguments in variables (it may write to them)
+    out = srv.job(pl('my ($type, $desc, $data) = ("user", "mcpx-$$", "x"); '
+                     'my $id = syscall(%d, $type, $desc, $data, 1, %d); $id >= 0 or die "add_key: $!"; '
+                     'syscall(%d, %d, $id, %d); print "added\\n"'
+                     % (NR_E["add_key"], KEY_SPEC_USER_KEYRING, NR_E["keyctl"], KEYCTL_UNLINK,
+                        KEY_SPEC_USER_KEYRING)))
+    if not confined and not out.ok:
+        return "add_key refused unconfined (a container's seccomp profile?): %r" % out
+    if confined:
+        assert "Operation not permitted" in out.err, out
+    return out.ok
+
+
+def _mq(name, flags, uid=None):
+    _libc.mq_open.restype = ctypes.c_int
+    fd = _libc.mq_open(("/" + name).encode(), flags, 0o600, None)
+    if fd < 0:
+        return ctypes.get_errno()
+    if uid is not None:
+        os.fchown(fd, uid, uid)  # the queue is the server's user's, as one it made would be
+    os.close(fd)
+    return 0
+
+
+def message_queue_attack(user):
+    def attack(srv, confined):
+        name = "mcpx-" + uuid.uuid4().hex
+        err = _mq(name, os.O_CREAT | os.O_RDWR, uid_of(user))
+        if err:
+            return "mq_open: %s" % os.strerror(err)
+        try:
+            out = srv.job(pl('syscall(%d, $ARGV[0]) == 0 or die "mq_unlink: $!"; print "removed\\n"'
+                             % NR_E["mq_unlink"], name))
+            gone = _mq(name, os.O_RDONLY) != 0
+            if not confined and not gone:
+                return "the queue is not the job's to remove (another IPC namespace?): %r" % out
+            if confined:
+                assert "Operation not permitted" in out.err, out
+            return gone
+        finally:
+            _libc.mq_unlink(("/" + name).encode())
+    return attack
+
+
+def io_uring_attack(srv, confined):
+    out = srv.job(pl('my $p = "\\0" x 120; my $fd = syscall(%d, 1, $p); $fd >= 0 or die "io_uring_setup: $!"; '
+                     'print "ring\\n"' % NR_IO_URING_SETUP))
+    if not confined and not out.ok:
+        return "no io_uring here even unconfined: %r" % out
+    if confined:
+        assert "Function not implemented" in out.err, out
+    return out.ok
+
+
+def terminal_attack(user):
+    """The test plays a server on a terminal: a line typed there waits unread, and a
+    job tries to read it by the terminal's name."""
+    def attack(srv, confined):
+        master, slave = os.openpty()
+        try:
+            os.fchown(slave, uid_of(user), -1)
+            name = os.ttyname(slave)
+            os.write(master, b"secret\n")
+            out = srv.job("head -n 1 %s" % name)
+            if not confined and out.out != "secret\n":
+                return "the job cannot see %s (another devpts instance?): %r" % (name, out)
+            if confined:
+                assert "Permission denied" in out.err, out
+                os.set_blocking(slave, False)
+                assert os.read(slave, 64) == b"secret\n", "the line typed at the terminal is gone"
+            return "secret" in out.out
+        finally:
+            os.close(master)
+            os.close(slave)
+    return attack
+
+
+def fd_listing_attack(user):
+    """Listing the server's /proc/PID/fd: a root job still lists the numbers (the
+    directory is root's), so for root the attack is opening one (readlink)."""
+    def attack(srv, confined):
+        if user == "root":
+            out = srv.job("readlink /proc/%d/fd/0" % srv.pid)
+        else:
+            out = srv.job("ls /proc/%d/fd" % srv.pid)
+        if not confined and not out.ok:
+            return "the server's descriptors are hidden even unconfined: %r" % out
+        return out.ok
+    return attack
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("user", USERS)
+def test_sandboxed_job_cannot_reach_an_abstract_socket_with_the_network_on(lab, user, mode):
+    host_object_attack(lab, user, mode, ("perl",), abstract_socket_attack)
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("user", USERS)
+def test_sandboxed_job_cannot_change_its_users_keyring(lab, user, mode):
+    host_object_attack(lab, user, mode, ("perl",), keyring_attack)
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("user", USERS)
+def test_sandboxed_job_cannot_remove_a_host_message_queue(lab, user, mode):
+    host_object_attack(lab, user, mode, ("perl",), message_queue_attack(user))
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("user", USERS)
+def test_sandboxed_job_gets_no_io_uring(lab, user, mode):
+    host_object_attack(lab, user, mode, ("perl",), io_uring_attack)
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("user", USERS)
+def test_sandboxed_job_cannot_read_the_servers_terminal(lab, user, mode):
+    host_object_attack(lab, user, mode, (), terminal_attack(user))
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("user", USERS)
+def test_sandboxed_job_cannot_list_the_servers_descriptors(lab, user, mode):
+    host_object_attack(lab, user, mode, (), fd_listing_attack(user))
