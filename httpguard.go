@@ -226,7 +226,7 @@ func (g *hostGuard) refuse(w http.ResponseWriter, host string) {
 
 // connGuard is a listener that keeps connections which have not yet shown
 // a valid token (pending ones) few: at most pendingMax in all and
-// perAddrMax from one client address. A new connection beyond either cap
+// perAddrMax from one client address other than loopback. A new connection beyond either cap
 // closes the oldest pending one (of that address, or of all), so a flood
 // of idle or unauthenticated connections cannot hold every descriptor and
 // a client with the token always gets in. Once a request on a connection
@@ -285,11 +285,12 @@ func (g *connGuard) Accept() (net.Conn, error) {
 		}
 		return nil, err
 	}
-	gc := &guardedConn{Conn: c, g: g, addr: remoteHost(c.RemoteAddr())}
+	addr, local := remoteHost(c.RemoteAddr())
+	gc := &guardedConn{Conn: c, g: g, addr: addr}
 	g.mu.Lock()
 	var victim *guardedConn
 	switch {
-	case g.perAddr[gc.addr] >= g.perAddrMax:
+	case !local && g.perAddr[gc.addr] >= g.perAddrMax:
 		victim = g.oldestLocked(gc.addr)
 	case g.pending.Len() >= g.pendingMax:
 		victim = g.oldestLocked("")
@@ -303,12 +304,14 @@ func (g *connGuard) Accept() (net.Conn, error) {
 	return gc, nil
 }
 
-// remoteHost is a client address without its port.
-func remoteHost(a net.Addr) string {
+// remoteHost is a client address without its port, and whether it is a
+// loopback one: every local client has that address, so only the total
+// cap tells them apart from a flood (a burst of local clients is not one).
+func remoteHost(a net.Addr) (addr string, loopback bool) {
 	if ta, ok := a.(*net.TCPAddr); ok {
-		return string(ta.IP.To16())
+		return string(ta.IP.To16()), ta.IP.IsLoopback()
 	}
-	return a.String()
+	return a.String(), false
 }
 
 // oldest takes the oldest pending connection (of addr; "": of any) off

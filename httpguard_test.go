@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -279,18 +281,24 @@ func TestHTTPUnauthenticatedFloodLeavesRoomForTheToken(t *testing.T) {
 		t.Errorf("with the token during the flood: %d %q", resp.StatusCode, body)
 	}
 	// Every connection but the newest few was closed by the server: a read
-	// sees the end of the stream, not the deadline.
-	closed, readBy := 0, time.Now().Add(2*time.Second)
+	// sees the end of the stream, not the deadline. The reads run at once,
+	// so the open ones wait out one deadline together.
+	var closed atomic.Int32
+	var wg sync.WaitGroup
+	readBy := time.Now().Add(2 * time.Second)
 	for _, c := range conns {
 		if err := c.SetReadDeadline(readBy); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := io.Copy(io.Discard, c); err == nil || errors.Is(err, syscall.ECONNRESET) {
-			closed++
-		}
+		wg.Go(func() {
+			if _, err := io.Copy(io.Discard, c); err == nil || errors.Is(err, syscall.ECONNRESET) {
+				closed.Add(1)
+			}
+		})
 	}
-	if closed < 2*flood-16 {
-		t.Errorf("the server closed %d of %d connections without a token, want all but the cap (16)", closed, 2*flood)
+	wg.Wait()
+	if n := int(closed.Load()); n < 2*flood-16 {
+		t.Errorf("the server closed %d of %d connections without a token, want all but the cap (16)", n, 2*flood)
 	}
 }
 
@@ -326,5 +334,72 @@ func TestConnGuardShedsPendingOnEMFILE(t *testing.T) {
 	}
 	if _, err := b.Read(make([]byte, 1)); !errors.Is(err, io.EOF) {
 		t.Errorf("the shed connection is still open: %v", err)
+	}
+}
+
+// addrConn is a connection from a given client address.
+type addrConn struct {
+	net.Conn
+	remote net.Addr
+}
+
+func (c addrConn) RemoteAddr() net.Addr { return c.remote }
+
+// queueListener accepts the connections queued in it, in order.
+type queueListener struct {
+	net.Listener
+	queue []net.Conn
+}
+
+func (l *queueListener) Accept() (net.Conn, error) {
+	c := l.queue[0]
+	l.queue = l.queue[1:]
+	return c, nil
+}
+
+// TestConnGuardCapsPendingPerAddress: one remote address past its cap
+// closes its own oldest pending connection, not another address's; local
+// clients, who share one address, meet the total cap only; a connection
+// that showed the token is never closed by a cap.
+func TestConnGuardCapsPendingPerAddress(t *testing.T) {
+	t.Parallel()
+	ql := &queueListener{}
+	g := &connGuard{Listener: ql, pendingMax: 6, perAddrMax: 2, perAddr: map[string]int{}}
+	var peers []net.Conn
+	from := func(ip string) *guardedConn {
+		a, b := net.Pipe()
+		peers = append(peers, b)
+		t.Cleanup(func() { a.Close(); b.Close() })
+		ql.queue = append(ql.queue, addrConn{a, &net.TCPAddr{IP: net.ParseIP(ip), Port: 1000 + len(peers)}})
+		c, err := g.Accept()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c.(*guardedConn)
+	}
+	isOpen := func(i int) bool {
+		_ = peers[i].SetReadDeadline(time.Now().Add(50 * time.Millisecond))
+		_, err := peers[i].Read(make([]byte, 1))
+		return !errors.Is(err, io.EOF)
+	}
+	from("192.0.2.1").authorize() // 0: showed the token
+	from("192.0.2.1")             // 1
+	from("192.0.2.2")             // 2
+	from("192.0.2.1")             // 3
+	from("192.0.2.1")             // 4: 192.0.2.1's third pending: 1 goes
+	for i, want := range []bool{true, false, true, true, true} {
+		if isOpen(i) != want {
+			t.Errorf("connection %d open: %v, want %v", i, !want, want)
+		}
+	}
+	for range 4 {
+		from("127.0.0.1") // 5-8: past the per-address cap, within the total
+	}
+	if n := g.pendingCount(); n != 6 {
+		t.Fatalf("%d pending, want 6 (the total cap)", n)
+	}
+	from("127.0.0.1") // 9: past the total: the oldest pending (2) goes
+	if isOpen(2) || !isOpen(0) || !isOpen(5) {
+		t.Errorf("past the total cap: 2 open %v (want false), 0 open %v, 5 open %v (want true)", isOpen(2), isOpen(0), isOpen(5))
 	}
 }
