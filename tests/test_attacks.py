@@ -1377,7 +1377,8 @@ class HttpSrv:
     container target with the host's network)."""
 
     def __init__(self, lab, user, env):
-        env = lab.full_env(env)
+        self.token = "tok-" + uuid.uuid4().hex  # without one the server would make its own
+        env = lab.full_env(dict(env, MCP_EXEC_TOKEN=self.token))
         self.argv = lab.argv(user, env, listen="127.0.0.1:0", image=image_for(()))
         self.proc = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                      stderr=subprocess.PIPE, env=process_env(env))
@@ -1409,7 +1410,8 @@ class HttpSrv:
             self._cond.notify_all()
 
     def post(self, msg, headers, timeout=JOB_TIMEOUT):
-        h = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+        h = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
+             "Authorization": "Bearer " + self.token}
         h.update(headers)
         c = http.client.HTTPConnection(self.host, self.port, timeout=timeout)
         try:

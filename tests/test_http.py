@@ -50,6 +50,8 @@ ACCEPT_BOTH = "application/json, text/event-stream"
 HEX32 = re.compile(r"[0-9a-f]{32}")
 MIB = 1024 * 1024
 LISTENING = re.compile(r"serving MCP on (https?)://(\S+?)/mcp")
+# Where a server with no token configured says it wrote the one it made.
+TOKEN_FILE = re.compile(r"the token generated in (\S+) \(")
 
 _ids = itertools.count(1)
 
@@ -134,6 +136,12 @@ class HttpServer:
             self.addr = m.group(2)
             host, _, port = self.addr.rpartition(":")
             self.host, self.port = host.strip("[]"), int(port)
+            if self.token is None and "MCP_EXEC_TOKEN_FILE" not in self.env:
+                # no token given: the server made one, in a file its user (ours) reads
+                m = TOKEN_FILE.search(self.stderr_text)
+                if m:
+                    self.token_file = m.group(1)
+                    self.token = read_file(self.token_file, "r").strip()
 
     def _read_stderr(self):
         for raw in iter(self.proc.stderr.readline, b""):
@@ -489,7 +497,7 @@ def test_listen_from_the_environment(servers):
     try:
         line = b""
         deadline = time.monotonic() + 10 + SLACK
-        while b"\n" not in line and time.monotonic() < deadline:
+        while not LISTENING.search(line.decode()) and time.monotonic() < deadline:
             line += p.stderr.read1(4096) if hasattr(p.stderr, "read1") else p.stderr.readline()
         m = LISTENING.search(line.decode())
         assert m, "MCP_EXEC_LISTEN did not start the HTTP transport: %r" % line
@@ -1230,7 +1238,7 @@ def test_exec_releases_its_job_slot(servers):
     tok = uuid.uuid4().hex
     c = s.conn(30)
     c.request("POST", "/exec", json.dumps({"command": "echo up; sleep 300", "env": {"MCPX_TOKEN": tok}}),
-              {"Content-Type": "application/json"})
+              dict(s.auth_headers(), **{"Content-Type": "application/json"}))
     resp = c.getresponse()
     next(iter_sse(resp))
     vanish(c)
