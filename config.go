@@ -221,7 +221,7 @@ var configVars = []configVar{
 			return errors.New("must be token or none")
 		}},
 	{"MCP_EXEC_HTTP_HOSTS", "", "", "comma list of Host names (name or name:port) served besides localhost, 127.0.0.1, [::1] and the listener's address, e.g. behind a proxy; checked on a loopback listener, and on any other once set; others get 421",
-		func(c *config, v string) (err error) { c.httpHosts, err = parseList(v, "host name"); return }},
+		func(c *config, v string) (err error) { c.httpHosts, err = parseHTTPHosts(v); return }},
 	{"MCP_EXEC_TLS_CERT", "", "", "PEM certificate file: serve HTTPS (with MCP_EXEC_TLS_KEY)",
 		func(c *config, v string) error { c.tlsCert = v; return nil }},
 	{"MCP_EXEC_TLS_KEY", "", "", "PEM key file of MCP_EXEC_TLS_CERT",
@@ -712,6 +712,19 @@ func checkListen(c *config) error {
 		return fmt.Errorf("MCP_EXEC_LISTEN=%s is reachable from other machines and no MCP_EXEC_TOKEN or MCP_EXEC_TOKEN_FILE is set: anyone reaching it could run commands; set a token, or listen on 127.0.0.1", c.listen)
 	}
 	return nil
+}
+
+// parseHTTPHosts reads MCP_EXEC_HTTP_HOSTS: a comma list of Host header
+// values, each a name or name:port as a client sends it, with no scheme
+// or path.
+func parseHTTPHosts(v string) ([]string, error) {
+	hosts, err := parseList(v, "host name")
+	for _, h := range hosts {
+		if strings.ContainsAny(h, "/@ \t") {
+			return nil, fmt.Errorf("%q is not a host name: give names as in a Host header (tools.example or tools.example:8443), no scheme or path", h)
+		}
+	}
+	return hosts, err
 }
 
 // setToken is the setter of a token given as a value: the value itself,

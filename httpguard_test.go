@@ -403,3 +403,28 @@ func TestConnGuardCapsPendingPerAddress(t *testing.T) {
 		t.Errorf("past the total cap: 2 open %v (want false), 0 open %v, 5 open %v (want true)", isOpen(2), isOpen(0), isOpen(5))
 	}
 }
+
+// TestHTTPHostsSetting: MCP_EXEC_HTTP_HOSTS takes Host values, not URLs;
+// MCP_EXEC_HTTP_AUTH is token or none, none never with a token.
+func TestHTTPHostsSetting(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		env     []string
+		mention string // "": accepted
+	}{
+		{[]string{"MCP_EXEC_HTTP_HOSTS=tools.example,proxy.example:8443,[fd00::1]"}, ""},
+		{[]string{"MCP_EXEC_HTTP_HOSTS=https://tools.example"}, "MCP_EXEC_HTTP_HOSTS"},
+		{[]string{"MCP_EXEC_HTTP_HOSTS=tools.example,"}, "MCP_EXEC_HTTP_HOSTS"},
+		{[]string{"MCP_EXEC_HTTP_AUTH=open"}, "MCP_EXEC_HTTP_AUTH"},
+		{[]string{"MCP_EXEC_LISTEN=127.0.0.1:0", "MCP_EXEC_HTTP_AUTH=none", "MCP_EXEC_TOKEN=t"}, "MCP_EXEC_HTTP_AUTH=none"},
+		{[]string{"MCP_EXEC_LISTEN=0.0.0.0:8080", "MCP_EXEC_HTTP_AUTH=none"}, "MCP_EXEC_TOKEN"},
+	} {
+		_, err := loadConfig(tc.env)
+		switch {
+		case tc.mention == "" && err != nil:
+			t.Errorf("%v: %v", tc.env, err)
+		case tc.mention != "" && (err == nil || !strings.Contains(err.Error(), tc.mention)):
+			t.Errorf("%v: %v, want a refusal naming %s", tc.env, err, tc.mention)
+		}
+	}
+}
