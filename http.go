@@ -149,7 +149,8 @@ type hostChecked struct {
 
 func (h hostChecked) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !h.hosts.allows(r.Host) {
-		h.hosts.refuse(w, r.Host)
+		w.Header().Set("Connection", "close")
+		httpFail(w, http.StatusMisdirectedRequest, "%s", h.hosts.refusal(r.Host))
 		return
 	}
 	h.next.ServeHTTP(w, r)

@@ -218,10 +218,10 @@ func (g *hostGuard) allows(host string) bool {
 	return g.anyIP && net.ParseIP(name) != nil
 }
 
-// refuse answers a request whose Host is not served, naming what is.
-func (g *hostGuard) refuse(w http.ResponseWriter, host string) {
-	w.Header().Set("Connection", "close")
-	httpFail(w, http.StatusMisdirectedRequest, "Host %q is not served here (a browser page may be reaching this server through a name of its own): this server answers localhost, 127.0.0.1 and [::1] at its port, its own address, and the names in MCP_EXEC_HTTP_HOSTS", clipText(host))
+// refusal is the text of the 421 that answers a Host not served: what was
+// refused, why, and what is served.
+func (g *hostGuard) refusal(host string) string {
+	return fmt.Sprintf("Host %q is not served here (a browser page may be reaching this server through a name of its own): this server answers localhost, 127.0.0.1 and [::1] at its port, its own address, and the names in MCP_EXEC_HTTP_HOSTS", clipText(host))
 }
 
 // connGuard is a listener that keeps connections which have not yet shown
