@@ -37,15 +37,16 @@ var coreFiles = []string{
 // A new file gets a row here; the test fails until it has one.
 var layers = [][]string{
 	{"main.go"},
-	transports,       // one session on stdin/stdout; sessions over HTTP
-	{"httpguard.go"}, // the HTTP listener's guards: bound address, generated token, Host, pending connections
-	{"server.go"},    // what is process-wide: sessions, signals, shutdown
-	{"rpc.go"},       // a session: dispatch, replies, notifications
-	{"tasks.go"},     // MCP tasks: a long call the client polls, in both revisions' forms
-	{"era.go"},       // the protocol revisions and the shapes of their replies
-	{"jsonrpc.go"},   // JSON-RPC framing: lines, messages, error codes
-	{"toolsets.go"},  // the tool sets a configuration offers, and their tools/list
-	{"describe.go"},  // the limits and policy in force, in words for descriptions
+	transports,      // one session on stdin/stdout; sessions over HTTP
+	// The HTTP listener's guards: bound address, generated token, Host, pending connections.
+	{"httpguard.go"},
+	{"server.go"},   // what is process-wide: sessions, signals, shutdown
+	{"rpc.go"},      // a session: dispatch, replies, notifications
+	{"tasks.go"},    // MCP tasks: a long call the client polls, in both revisions' forms
+	{"era.go"},      // the protocol revisions and the shapes of their replies
+	{"jsonrpc.go"},  // JSON-RPC framing: lines, messages, error codes
+	{"toolsets.go"}, // the tool sets a configuration offers, and their tools/list
+	{"describe.go"}, // the limits and policy in force, in words for descriptions
 	{"jobtools.go", "exectool.go", "shelltools.go", "execstream.go"}, // the tool contracts: jobs, exec, shell, the streamed exec
 	{"lifecycle.go"},        // running a job for a call, from its start to its result
 	{"call.go"},             // a tool call: its arguments, reply budget and result
