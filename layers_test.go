@@ -37,7 +37,7 @@ var coreFiles = []string{
 // A new file gets a row here; the test fails until it has one.
 var layers = [][]string{
 	{"main.go"},
-	transports,      // one session on stdin/stdout; sessions over HTTP
+	transports, // one session on stdin/stdout; sessions over HTTP
 	// The HTTP listener's guards: bound address, generated token, Host, pending connections.
 	{"httpguard.go"},
 	{"server.go"},   // what is process-wide: sessions, signals, shutdown
