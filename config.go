@@ -62,6 +62,8 @@ type config struct {
 	token          []byte        // the bearer token clients must send; nil: none
 	metricsToken   []byte        // a bearer token that opens /metrics only; nil: none
 	allowedOrigins []string      // browser origins allowed
+	httpAuthNone   bool          // MCP_EXEC_HTTP_AUTH=none: no token at all, not even a generated one
+	httpHosts      []string      // Host header names served besides loopback names and the listener's address
 	tlsCert        string        // TLS certificate file; "" serves plain HTTP
 	tlsKey         string        // its key file
 	maxSessions    int           // open HTTP sessions at most; 0: no limit
@@ -209,6 +211,17 @@ var configVars = []configVar{
 		setTokenFile(func(c *config) *[]byte { return &c.metricsToken }, "MCP_EXEC_METRICS_TOKEN")},
 	{"MCP_EXEC_ALLOWED_ORIGINS", "", "", "comma list of browser origins (scheme://host:port) allowed to call the HTTP endpoints; others get 403",
 		func(c *config, v string) (err error) { c.allowedOrigins, err = parseList(v, "origin"); return }},
+	{"MCP_EXEC_HTTP_AUTH", "token", "", "token: with no MCP_EXEC_TOKEN(_FILE), a loopback listener makes a random token and writes it to a file only this user can read (its path goes to stderr); none: no token, any local user can run commands as this server's user (loopback only)",
+		func(c *config, v string) error {
+			switch v {
+			case "token", "none":
+				c.httpAuthNone = v == "none"
+				return nil
+			}
+			return errors.New("must be token or none")
+		}},
+	{"MCP_EXEC_HTTP_HOSTS", "", "", "comma list of Host names (name or name:port) served besides localhost, 127.0.0.1, [::1] and the listener's address, e.g. behind a proxy; checked on a loopback listener, and on any other once set; others get 421",
+		func(c *config, v string) (err error) { c.httpHosts, err = parseHTTPHosts(v); return }},
 	{"MCP_EXEC_TLS_CERT", "", "", "PEM certificate file: serve HTTPS (with MCP_EXEC_TLS_KEY)",
 		func(c *config, v string) error { c.tlsCert = v; return nil }},
 	{"MCP_EXEC_TLS_KEY", "", "", "PEM key file of MCP_EXEC_TLS_CERT",
@@ -691,10 +704,27 @@ func checkListen(c *config) error {
 		return errors.New("MCP_EXEC_TLS_CERT and MCP_EXEC_TLS_KEY go together; set both or neither")
 	case c.listen == "":
 		return nil
+	case c.httpAuthNone && c.token != nil:
+		return errors.New("MCP_EXEC_HTTP_AUTH=none and a token (MCP_EXEC_TOKEN or MCP_EXEC_TOKEN_FILE) contradict each other; give one of them")
 	case c.token == nil && !isLoopback(c.listen):
+		// MCP_EXEC_HTTP_AUTH=none does not open this either: off loopback
+		// "no token" means anyone on the network runs commands.
 		return fmt.Errorf("MCP_EXEC_LISTEN=%s is reachable from other machines and no MCP_EXEC_TOKEN or MCP_EXEC_TOKEN_FILE is set: anyone reaching it could run commands; set a token, or listen on 127.0.0.1", c.listen)
 	}
 	return nil
+}
+
+// parseHTTPHosts reads MCP_EXEC_HTTP_HOSTS: a comma list of Host header
+// values, each a name or name:port as a client sends it, with no scheme
+// or path.
+func parseHTTPHosts(v string) ([]string, error) {
+	hosts, err := parseList(v, "host name")
+	for _, h := range hosts {
+		if strings.ContainsAny(h, "/@ \t") {
+			return nil, fmt.Errorf("%q is not a host name: give names as in a Host header (tools.example or tools.example:8443), no scheme or path", h)
+		}
+	}
+	return hosts, err
 }
 
 // setToken is the setter of a token given as a value: the value itself,

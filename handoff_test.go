@@ -152,7 +152,7 @@ func TestPeerGoneSeesAClosedClient(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer server.Close()
-	ctx := rememberConn(context.Background(), server)
+	ctx := context.WithValue(context.Background(), connKey{}, &guardedConn{Conn: server})
 	if peerGone(ctx) {
 		t.Fatal("a connected client counted as gone")
 	}

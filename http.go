@@ -38,7 +38,7 @@ const (
 // httpTransport serves MCP and the gateway endpoints over HTTP.
 type httpTransport struct {
 	srv     *server
-	cfg     *config      // its token (nil: none needed) and allowed browser origins guard every endpoint
+	cfg     *config      // its allowed browser origins guard every endpoint
 	nextID  atomic.Int64 // numbers the server's own ids of modern requests
 	execCfg *config      // the settings of POST /exec jobs: cfg, with usage reported
 
@@ -49,6 +49,11 @@ type httpTransport struct {
 	server   *http.Server
 	listener net.Listener
 	done     chan struct{} // closed when the idle sweep must stop
+
+	token     []byte     // the bearer token every endpoint needs; nil: none (MCP_EXEC_HTTP_AUTH=none)
+	tokenPath string     // the file of a generated token, removed at close; "": none generated
+	conns     *connGuard // caps the connections that have not shown the token
+	hosts     *hostGuard // the Host headers answered
 }
 
 // httpSession is a session served over HTTP.
@@ -76,14 +81,24 @@ func (hs *httpSession) release() {
 	hs.active.Add(-1)
 }
 
-// openHTTP listens on cfg.listen; it fails when the address cannot be had
-// or the TLS pair cannot be loaded.
+// openHTTP listens on cfg.listen; it fails when the address cannot be had,
+// the address bound is reachable from other machines and no token is set,
+// a token must be generated and cannot be kept, or the TLS pair cannot be
+// loaded.
 func openHTTP(srv *server) (*httpTransport, error) {
 	cfg := srv.cfg
 	ln, err := net.Listen("tcp", cfg.listen)
 	if err != nil {
 		return nil, fmt.Errorf("listen on %s: %w", cfg.listen, err)
 	}
+	bound := ln.Addr().(*net.TCPAddr)
+	token, tokenPath, err := httpToken(cfg, bound)
+	if err != nil {
+		ln.Close()
+		return nil, err
+	}
+	guard := newConnGuard(ln)
+	ln = guard
 	if cfg.tlsCert != "" {
 		pair, err := tls.LoadX509KeyPair(cfg.tlsCert, cfg.tlsKey)
 		if err != nil {
@@ -93,15 +108,53 @@ func openHTTP(srv *server) (*httpTransport, error) {
 		ln = tls.NewListener(ln, &tls.Config{Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12})
 	}
 	t := &httpTransport{srv: srv, cfg: cfg, listener: ln, sessions: map[string]*httpSession{}, done: make(chan struct{}),
-		execCfg: cfg.withUsage()} // the exit event always says what the job used
+		execCfg: cfg.withUsage(), // the exit event always says what the job used
+		token:   token, tokenPath: tokenPath, conns: guard, hosts: newHostGuard(bound, cfg.tlsCert != "", cfg.httpHosts)}
 	mux := http.NewServeMux()
 	mux.HandleFunc("/mcp", t.guard(t.serveMCP))
 	mux.HandleFunc("/exec", t.guard(t.serveExec))
 	mux.HandleFunc("/metrics", t.guardWith(t.serveMetrics, t.cfg.metricsToken))
 	mux.HandleFunc("/healthz", t.serveHealth)
-	t.server = &http.Server{Handler: countingHandler{mux}, ConnContext: rememberConn, ReadHeaderTimeout: httpHeaderTimeout,
-		ReadTimeout: httpBodyTimeout, IdleTimeout: httpIdleTimeout, MaxHeaderBytes: 64 << 10}
+	t.server = &http.Server{Handler: countingHandler{hostChecked{t.hosts, mux}}, ReadHeaderTimeout: httpHeaderTimeout,
+		ReadTimeout: httpBodyTimeout, IdleTimeout: httpIdleTimeout, MaxHeaderBytes: 64 << 10, ConnContext: withConn}
 	return t, nil
+}
+
+// httpToken is the token of a listener bound to bound, and the file a
+// generated one was written to: the configured token; none with
+// MCP_EXEC_HTTP_AUTH=none (loopback only); else a new one in a private
+// file, which clients read.
+func httpToken(cfg *config, bound *net.TCPAddr) (token []byte, path string, err error) {
+	if err := checkBound(cfg, bound); err != nil {
+		return nil, "", err
+	}
+	if cfg.token != nil || cfg.httpAuthNone {
+		return cfg.token, "", nil
+	}
+	dir, err := httpTokenDir()
+	if err == nil {
+		token, path, err = makeHTTPToken(dir, bound.Port)
+	}
+	if err != nil {
+		return nil, "", fmt.Errorf("no MCP_EXEC_TOKEN or MCP_EXEC_TOKEN_FILE is set and a token could not be generated: %w; set MCP_EXEC_TOKEN_FILE, point XDG_RUNTIME_DIR at a directory of this user, or set MCP_EXEC_HTTP_AUTH=none to let any local user in", err)
+	}
+	return token, path, nil
+}
+
+// hostChecked refuses a request whose Host the guard does not answer,
+// before any handler runs.
+type hostChecked struct {
+	hosts *hostGuard
+	next  http.Handler
+}
+
+func (h hostChecked) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if !h.hosts.allows(r.Host) {
+		w.Header().Set("Connection", "close")
+		httpFail(w, http.StatusMisdirectedRequest, "%s", h.hosts.refusal(r.Host))
+		return
+	}
+	h.next.ServeHTTP(w, r)
 }
 
 // addr is the address the transport listens on.
@@ -130,9 +183,14 @@ func (t *httpTransport) close() {
 	if t.server.Shutdown(ctx) != nil {
 		_ = t.server.Close() // past the grace: drop what is left
 	}
+	if t.tokenPath != "" {
+		_ = os.Remove(t.tokenPath) // the token dies with the server
+	}
 }
 
-// guard checks a request's Origin and bearer token before h sees it.
+// guard checks a request's Origin and bearer token before h sees it. A
+// refused request's connection closes after the answer, so refusals hold
+// no descriptor; an authorized one's is spared by the connection caps.
 func (t *httpTransport) guard(h http.HandlerFunc) http.HandlerFunc { return t.guardWith(h, nil) }
 
 // guardWith is guard where also, when set, the token alsoToken opens h
@@ -140,16 +198,27 @@ func (t *httpTransport) guard(h http.HandlerFunc) http.HandlerFunc { return t.gu
 func (t *httpTransport) guardWith(h http.HandlerFunc, alsoToken []byte) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if o := r.Header.Get("Origin"); o != "" && !slices.Contains(t.cfg.allowedOrigins, o) {
+			w.Header().Set("Connection", "close")
 			httpFail(w, http.StatusForbidden, "origin %q is not allowed (MCP_EXEC_ALLOWED_ORIGINS)", clipText(o))
 			return
 		}
-		if !t.authorized(r, t.cfg.token) && (alsoToken == nil || !t.authorized(r, alsoToken)) {
+		if !t.authorized(r, t.token) && (alsoToken == nil || !t.authorized(r, alsoToken)) {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="mcp-exec"`)
-			httpFail(w, http.StatusUnauthorized, "a bearer token is required: Authorization: Bearer <MCP_EXEC_TOKEN>")
+			w.Header().Set("Connection", "close")
+			httpFail(w, http.StatusUnauthorized, "%s", t.tokenHint())
 			return
 		}
+		authorizeConn(r)
 		h(w, r)
 	}
+}
+
+// tokenHint is a 401's text: which token is wanted, and where it is.
+func (t *httpTransport) tokenHint() string {
+	if t.tokenPath != "" {
+		return "a bearer token is required: Authorization: Bearer <the token in " + t.tokenPath + ", readable by the server's user only>"
+	}
+	return "a bearer token is required: Authorization: Bearer <MCP_EXEC_TOKEN>"
 }
 
 // authorized reports whether r carries token as its bearer token, compared
@@ -573,8 +642,15 @@ func (t *httpTransport) takeIdle(cutoff time.Time) []*httpSession {
 	return taken
 }
 
-// serveHealth says whether the server accepts work; it needs no token.
+// serveHealth says whether the server accepts work; it needs no token. A
+// connection that has shown none is closed after the answer (probes open
+// one each time), so health checks cannot pile up idle descriptors.
 func (t *httpTransport) serveHealth(w http.ResponseWriter, r *http.Request) {
+	if t.authorized(r, t.token) {
+		authorizeConn(r)
+	} else if !connAuthorized(r) {
+		w.Header().Set("Connection", "close")
+	}
 	w.Header().Set("Content-Type", "application/json")
 	if t.srv.isClosing() {
 		w.WriteHeader(http.StatusServiceUnavailable)

@@ -28,7 +28,13 @@ func httpServer(t *testing.T, settings ...string) string {
 func httpTransportFor(t *testing.T, settings ...string) (*httpTransport, string) {
 	t.Helper()
 	onLinux(t)
-	cfg, err := loadConfig(append(testConfig().baseEnv, append([]string{"MCP_EXEC_LISTEN=127.0.0.1:0"}, settings...)...))
+	open := "MCP_EXEC_HTTP_AUTH=none" // a test without a token of its own serves without one
+	for _, s := range settings {
+		if strings.HasPrefix(s, "MCP_EXEC_TOKEN") || strings.HasPrefix(s, "MCP_EXEC_HTTP_AUTH=") {
+			open = "MCP_EXEC_HTTP_AUTH=token"
+		}
+	}
+	cfg, err := loadConfig(append(testConfig().baseEnv, append([]string{"MCP_EXEC_LISTEN=127.0.0.1:0", open}, settings...)...))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -315,13 +321,14 @@ func TestDeclaredOversizeBodyRefusedBeforeItIsRead(t *testing.T) {
 	// Far below httpBodyTimeout: the answer must not wait for the body.
 	const within = 10 * time.Second
 	for _, path := range []string{"/mcp", "/exec"} {
-		head := fmt.Sprintf("POST %s HTTP/1.1\r\nHost: test\r\nContent-Type: application/json\r\nContent-Length: %d", path, 100_000_000)
+		host := strings.TrimPrefix(url, "http://")
+		head := fmt.Sprintf("POST %s HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: %d", path, host, 100_000_000)
 		resp, text := rawRequest(t, url, head, nil, within)
 		if resp.StatusCode != http.StatusRequestEntityTooLarge || !strings.Contains(text, fmt.Sprint(maxLineBytes)) {
 			t.Errorf("%s declaring 100 MB: %d %q, want 413 naming the limit", path, resp.StatusCode, text)
 		}
 
-		head = fmt.Sprintf("POST %s HTTP/1.1\r\nHost: test\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked", path)
+		head = fmt.Sprintf("POST %s HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked", path, host)
 		chunk := fmt.Appendf(nil, "%x\r\n%s\r\n0\r\n\r\n", maxLineBytes+1, strings.Repeat(" ", maxLineBytes+1))
 		if resp, text := rawRequest(t, url, head, chunk, within); resp.StatusCode != http.StatusRequestEntityTooLarge {
 			t.Errorf("%s with a chunked body of %d bytes: %d %q, want 413", path, maxLineBytes+1, resp.StatusCode, text)

@@ -2,19 +2,8 @@ package main
 
 import (
 	"context"
-	"crypto/tls"
-	"net"
 	"syscall"
 )
-
-// connKey is the request context's key for the connection it came on.
-type connKey struct{}
-
-// rememberConn is http.Server's ConnContext: each request's context knows
-// its connection, for peerGone.
-func rememberConn(ctx context.Context, c net.Conn) context.Context {
-	return context.WithValue(ctx, connKey{}, c)
-}
 
 // settleUnlessGone settles h when the final reply was written (err nil) to
 // a client that is still there, and gives it back otherwise: a write into
@@ -30,11 +19,11 @@ func settleUnlessGone(ctx context.Context, err error, h *handoff) {
 // peerGone reports whether the request's client has closed its end of the
 // connection, as far as the kernel knows now; false when it cannot tell.
 func peerGone(ctx context.Context) bool {
-	c, _ := ctx.Value(connKey{}).(net.Conn)
-	if tc, ok := c.(*tls.Conn); ok {
-		c = tc.NetConn()
+	gc, _ := ctx.Value(connKey{}).(*guardedConn) // withConn put it there, beneath any TLS
+	if gc == nil {
+		return false
 	}
-	sc, ok := c.(syscall.Conn)
+	sc, ok := gc.Conn.(syscall.Conn)
 	if !ok {
 		return false
 	}

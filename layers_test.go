@@ -39,6 +39,8 @@ var layers = [][]string{
 	{"main.go"},
 	transports,      // one session on stdin/stdout; sessions over HTTP
 	{"httpconn.go"}, // whether an HTTP client is still there to read its reply
+	// The HTTP listener's guards: bound address, generated token, Host, pending connections.
+	{"httpguard.go"},
 	{"server.go"},   // what is process-wide: sessions, signals, shutdown
 	{"rpc.go"},      // a session: dispatch, replies, notifications
 	{"tasks.go"},    // MCP tasks: a long call the client polls, in both revisions' forms

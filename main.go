@@ -52,6 +52,12 @@ func serveHTTP(srv *server) {
 	if err != nil {
 		exit(2, "%v", err)
 	}
+	switch {
+	case t.tokenPath != "":
+		logf("no MCP_EXEC_TOKEN or MCP_EXEC_TOKEN_FILE is set: clients must send the token generated in %s (readable by this user only)", t.tokenPath)
+	case t.token == nil:
+		logf("MCP_EXEC_HTTP_AUTH=none: no token; every local user can run commands as uid %d here", os.Geteuid())
+	}
 	logf("serving MCP on http%s://%s/mcp (and /healthz, /metrics, /exec)", map[bool]string{true: "s"}[srv.cfg.tlsCert != ""], t.addr())
 	logf("stopping: %s", t.serveUntilDone(srv.stop))
 	srv.shutdown()

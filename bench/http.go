@@ -14,6 +14,10 @@ import (
 	"time"
 )
 
+// benchToken is the bearer token of the benchmarked server: every request
+// carries it, so its check is part of what is measured.
+const benchToken = "bench-token-0123456789abcdef"
+
 // httpServer is mcp-exec serving HTTP on a free loopback port.
 type httpServer struct {
 	cmd    *exec.Cmd
@@ -25,7 +29,7 @@ type httpServer struct {
 // the line it prints on stderr.
 func launchHTTP(bin string) *httpServer {
 	cmd := exec.Command(bin, "--listen", "127.0.0.1:0")
-	cmd.Env = append(os.Environ(), "SHELL=/bin/sh")
+	cmd.Env = append(os.Environ(), "SHELL=/bin/sh", "MCP_EXEC_TOKEN="+benchToken)
 	stderr, err := cmd.StderrPipe()
 	check(err)
 	check(cmd.Start())
@@ -62,6 +66,7 @@ func (h *httpServer) post(sid, body string) (*http.Response, []byte) {
 	check(err)
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Authorization", "Bearer "+benchToken)
 	if sid != "" {
 		req.Header.Set("Mcp-Session-Id", sid)
 	}

@@ -22,6 +22,11 @@ the implementation, the way an agent trying to get out would probe them:
                          (network on too), no key of its user's keyring, no host POSIX
                          message queue, no io_uring, no terminal of the server by its name,
                          and (as nobody) no listing of the server's /proc/PID/fd
+  F  --listen            (binary target) a listen name resolving off loopback needs a
+                         token; a loopback server without a token setting makes one that
+                         another local user cannot read; a foreign Host (DNS rebinding)
+                         is 421; an unauthenticated connection flood never locks out a
+                         client with the token
 
 Every attack is first run UNCONFINED against a fresh target of the same kind, where it
 must visibly work (the control), so no test can pass because of a typo or a missing
@@ -53,6 +58,7 @@ import os
 import platform
 import re
 import shutil
+import select
 import signal
 import socket
 import stat
@@ -1382,7 +1388,8 @@ class HttpSrv:
     container target with the host's network)."""
 
     def __init__(self, lab, user, env):
-        env = lab.full_env(env)
+        self.token = "tok-" + uuid.uuid4().hex  # without one the server would make its own
+        env = lab.full_env(dict(env, MCP_EXEC_TOKEN=self.token))
         self.argv = lab.argv(user, env, listen="127.0.0.1:0", image=image_for(()))
         self.proc = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                      stderr=subprocess.PIPE, env=process_env(env))
@@ -1414,7 +1421,8 @@ class HttpSrv:
             self._cond.notify_all()
 
     def post(self, msg, headers, timeout=JOB_TIMEOUT):
-        h = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+        h = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
+             "Authorization": "Bearer " + self.token}
         h.update(headers)
         c = http.client.HTTPConnection(self.host, self.port, timeout=timeout)
         try:
@@ -1799,3 +1807,295 @@ def test_sandboxed_job_cannot_read_the_servers_terminal(lab, user, mode):
 @pytest.mark.parametrize("user", USERS)
 def test_sandboxed_job_cannot_list_the_servers_descriptors(lab, user, mode):
     host_object_attack(lab, user, mode, (), fd_listing_attack(user))
+
+
+# ==========================================================================
+# F. The HTTP listener: who may reach a server started with --listen
+# ==========================================================================
+#
+# Binary target only: each server is started by the test itself (under unshare,
+# prlimit or setpriv), and the attacker is a client on the same machine.
+
+TOKEN_FILE_LINE = re.compile(r"the token generated in (\S+) \(")
+SYSTEM_PYTHON = "/usr/bin/python3"
+
+
+def need_binary_target():
+    if TARGET != "binary":
+        pytest.skip("the listener attacks start the binary themselves (binary target)")
+
+
+class Listener:
+    """An `mcp-exec --listen` server started by the test, behind `prefix` (commands
+    that exec it: unshare, prlimit, setpriv), with its stderr read as it comes."""
+
+    def __init__(self, lab, user, env, prefix=(), listen="127.0.0.1:0"):
+        argv = list(prefix) + (SETPRIV if user == "nobody" else []) + [lab.binary(user), "--listen", listen]
+        self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.PIPE, env=process_env(lab.full_env(env)))
+        self._cond = threading.Condition()
+        self.lines = []
+        threading.Thread(target=self._read, daemon=True).start()
+        self.host = self.port = None
+        m = self.wait_line(LISTENING, 15 + SLACK)
+        if m:
+            self.host, _, port = m.group(2).rpartition(":")
+            self.port = int(port)
+
+    def _read(self):
+        for raw in iter(self.proc.stderr.readline, b""):
+            with self._cond:
+                self.lines.append(raw.decode("utf-8", "replace"))
+                self._cond.notify_all()
+        with self._cond:
+            self.lines.append(None)
+            self._cond.notify_all()
+
+    @property
+    def text(self):
+        with self._cond:
+            return "".join(l for l in self.lines if l)
+
+    def wait_line(self, pattern, timeout):
+        """The first match of pattern on stderr, or None once the server exited."""
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while True:
+                for line in self.lines:
+                    if line is None:
+                        return None
+                    m = pattern.search(line)
+                    if m:
+                        return m
+                left = deadline - time.monotonic()
+                assert left > 0, "no %r on stderr: %s" % (pattern.pattern, self.text)
+                self._cond.wait(left)
+
+    def request(self, method, path, body=None, headers=None, timeout=JOB_TIMEOUT):
+        """(status, body) of one request on a fresh connection."""
+        c = http.client.HTTPConnection(self.host, self.port, timeout=timeout)
+        try:
+            c.request(method, path, body=body, headers=headers or {})
+            r = c.getresponse()
+            return r.status, r.read()
+        finally:
+            c.close()
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(10 + SLACK)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
+
+
+@pytest.fixture
+def listeners(lab):
+    made = []
+
+    def start(user, env, **kw):
+        srv = Listener(lab, user, env, **kw)
+        made.append(srv)
+        return srv
+
+    yield start
+    for srv in made:
+        srv.stop()
+
+
+def exec_body(argv):
+    return json.dumps({"argv": argv}).encode()
+
+
+def exec_stdout(body):
+    """The stdout of a POST /exec event stream."""
+    out, event = "", None
+    for line in body.decode("utf-8", "replace").splitlines():
+        if line.startswith("event: "):
+            event = line[7:]
+        elif line.startswith("data: ") and event == "stdout":
+            out += json.loads(line[6:])["data"]
+    return out
+
+
+def own_address():
+    """An IPv4 address of this machine other than loopback, or None."""
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        s.connect(("192.0.2.1", 9))  # no packet is sent: this only picks the route's source
+        ip = s.getsockname()[0]
+    except OSError:
+        return None
+    finally:
+        s.close()
+    return None if ip.startswith("127.") else ip
+
+
+@pytest.mark.parametrize("user", USERS)
+def test_listen_name_resolving_off_loopback_needs_a_token(lab, listeners, user):
+    """`--listen localhost:0` where the hosts file sends localhost to this machine's
+    network address: the bound address decides.  Control: with a token the server
+    serves there (the trick works); attack: with no token, and with
+    MCP_EXEC_HTTP_AUTH=none, it refuses to start and names the setting."""
+    need_binary_target()
+    need_user(user)
+    ip = own_address()
+    if not ip or not shutil.which("unshare"):
+        pytest.skip("needs a non-loopback IPv4 address and unshare")
+    hosts = os.path.join(lab.base, "hosts-%s" % uuid.uuid4().hex[:8])
+    with open(hosts, "w") as f:
+        f.write("%s localhost\n" % ip)
+    os.chmod(hosts, 0o644)
+    prefix = ["unshare", "--mount", "sh", "-c", 'mount --bind "$0" /etc/hosts && exec "$@"', hosts]
+    token = uuid.uuid4().hex
+    control = listeners(user, {"MCP_EXEC_TOKEN": token}, prefix=prefix, listen="localhost:0")
+    assert control.host == ip, "control: localhost did not resolve to %s: %s" % (ip, control.text)
+    status, _ = control.request("GET", "/metrics", headers={"Authorization": "Bearer " + token})
+    assert status == 200, "control: the server on %s did not answer with its token" % ip
+    for env in ({}, {"MCP_EXEC_HTTP_AUTH": "none"}):
+        srv = listeners(user, env, prefix=prefix, listen="localhost:0")
+        assert srv.host is None, "with %r the server served %s:%s without a token" % (env, srv.host, srv.port)
+        assert srv.proc.wait(10 + SLACK) == 2 and "MCP_EXEC_TOKEN" in srv.text and ip in srv.text, srv.text
+
+
+NOBODY_CLIENT = r"""
+import http.client, json, re, sys
+port, log = int(sys.argv[1]), sys.argv[2]
+m = re.search(r"the token generated in (\S+) \(", log)
+token = None
+if m:
+    try:
+        token = open(m.group(1)).read().strip()
+    except OSError as e:
+        token = None
+c = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+h = {"Content-Type": "application/json"}
+if token:
+    h["Authorization"] = "Bearer " + token
+c.request("POST", "/exec", body=json.dumps({"argv": ["id", "-u"]}), headers=h)
+r = c.getresponse()
+print(json.dumps({"read_token": token is not None, "status": r.status, "body": r.read().decode()}))
+"""
+
+
+def test_local_user_cannot_run_commands_through_roots_loopback_server(lab, listeners):
+    """A server run by root on 127.0.0.1 with no token setting; the attacker is user
+    nobody on the same machine.  Control: with MCP_EXEC_HTTP_AUTH=none nobody's
+    POST /exec runs `id -u` as root (0).  Attack: by default the server made a token
+    nobody cannot read (0600 in a 0700 directory of root's), and nobody's request
+    is 401: nothing runs."""
+    need_binary_target()
+    need_user("nobody")
+    if not os.access(SYSTEM_PYTHON, os.X_OK):
+        pytest.skip("needs %s for the client run as nobody" % SYSTEM_PYTHON)
+    runtime = lab.mkdir(os.path.join(lab.base, "run-%s" % uuid.uuid4().hex[:8]), "root", 0o700)
+
+    def as_nobody(srv):
+        r = subprocess.run(SETPRIV + [SYSTEM_PYTHON, "-c", NOBODY_CLIENT, str(srv.port), srv.text],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=JOB_TIMEOUT, cwd="/")
+        assert r.returncode == 0, r.stderr
+        return json.loads(r.stdout)
+
+    control = listeners("root", {"MCP_EXEC_HTTP_AUTH": "none", "XDG_RUNTIME_DIR": runtime})
+    got = as_nobody(control)
+    assert got["status"] == 200 and exec_stdout(got["body"].encode()) == "0\n", "control: %r" % got
+    srv = listeners("root", {"XDG_RUNTIME_DIR": runtime})
+    m = TOKEN_FILE_LINE.search(srv.text)
+    assert m, "the server did not say where its token is: %s" % srv.text
+    st, dst = os.lstat(m.group(1)), os.lstat(os.path.dirname(m.group(1)))
+    assert (stat.S_IMODE(st.st_mode), st.st_uid) == (0o600, 0) and stat.S_ISREG(st.st_mode), oct(st.st_mode)
+    assert (stat.S_IMODE(dst.st_mode), dst.st_uid) == (0o700, 0) and stat.S_ISDIR(dst.st_mode), oct(dst.st_mode)
+    token = read_file(m.group(1), "r").strip()
+    assert len(token) >= 32 and token not in srv.text
+    got = as_nobody(srv)
+    assert not got["read_token"] and got["status"] == 401 and "0\n" not in got["body"], got
+    status, body = srv.request("POST", "/exec", exec_body(["id", "-u"]), {"Authorization": "Bearer " + token})
+    assert status == 200 and exec_stdout(body) == "0\n", (status, body)
+
+
+@pytest.mark.parametrize("user", USERS)
+def test_rebound_host_name_cannot_reach_a_loopback_server(lab, listeners, user):
+    """A web page whose name the attacker re-points at 127.0.0.1 (DNS rebinding)
+    sends its own name as Host.  Control: a server that lists the name in
+    MCP_EXEC_HTTP_HOSTS answers it (/metrics, /exec).  Attack: a server with no
+    token (MCP_EXEC_HTTP_AUTH=none) answers 421 naming the setting on every path,
+    and the command does not run."""
+    need_binary_target()
+    need_user(user)
+    name = "rebind-%s.example" % uuid.uuid4().hex[:8]
+    marker_dir = lab.mkdir(os.path.join(lab.base, "rebind-%s" % uuid.uuid4().hex[:8]), user, 0o777)
+    mark = os.path.join(marker_dir, "ran")
+    touch = exec_body(["touch", mark])
+    control = listeners(user, {"MCP_EXEC_HTTP_AUTH": "none", "MCP_EXEC_HTTP_HOSTS": name})
+    host = {"Host": "%s:%d" % (name, control.port), "Content-Type": "application/json"}
+    assert control.request("GET", "/metrics", headers=host)[0] == 200, "control: /metrics by name"
+    assert control.request("POST", "/exec", touch, host)[0] == 200 and os.path.exists(mark), "control: /exec by name"
+    os.unlink(mark)
+    srv = listeners(user, {"MCP_EXEC_HTTP_AUTH": "none"})
+    host = {"Host": "%s:%d" % (name, srv.port), "Content-Type": "application/json"}
+    for method, path, body in (("GET", "/metrics", None), ("GET", "/healthz", None), ("POST", "/exec", touch),
+                               ("POST", "/mcp", b"{}")):
+        status, text = srv.request(method, path, body, host)
+        assert status == 421 and b"MCP_EXEC_HTTP_HOSTS" in text, (path, status, text)
+    assert not os.path.exists(mark), "a request naming a foreign Host ran its command"
+    assert srv.request("GET", "/metrics", headers={"Host": "127.0.0.1:%d" % srv.port})[0] == 200
+
+
+def first_bytes(socks, timeout):
+    """{socket: the first bytes it received (b"" for a close or a reset)} for the
+    sockets that received anything or were closed within timeout."""
+    got, waiting = {}, list(socks)
+    deadline = time.monotonic() + timeout
+    while waiting and time.monotonic() < deadline:
+        ready, _, _ = select.select(waiting, [], [], max(0, deadline - time.monotonic()))
+        for s in ready:
+            try:
+                got[s] = s.recv(64)
+            except OSError:
+                got[s] = b""
+            waiting.remove(s)
+    return got
+
+
+@pytest.mark.parametrize("user", USERS)
+def test_unauthenticated_flood_does_not_lock_out_the_token(lab, listeners, user):
+    """A server with 128 descriptors (prlimit) and a token; 300 keep-alive
+    connections each send a request without the token, and 100 more send nothing,
+    all held open.  Control: the flood is real: it outnumbers the server's
+    descriptors and its requests are answered 401.  Attack: while it is held, a
+    fresh connection with the token still runs a command within the deadline, and
+    again after the flood is closed."""
+    need_binary_target()
+    need_user(user)
+    if not shutil.which("prlimit"):
+        pytest.skip("needs prlimit")
+    token = uuid.uuid4().hex
+    srv = listeners(user, {"MCP_EXEC_TOKEN": token}, prefix=["prlimit", "--nofile=128:128"])
+    limits = read_file("/proc/%d/limits" % srv.proc.pid, "r")
+    nofile = int(re.search(r"^Max open files\s+(\d+)", limits, re.M).group(1))
+    auth = {"Authorization": "Bearer " + token, "Content-Type": "application/json"}
+    flood = []
+    try:
+        for i in range(400):
+            s = socket.create_connection((srv.host, srv.port), timeout=10 + SLACK)
+            flood.append(s)
+            if i < 300:
+                s.sendall(b"GET /metrics HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nConnection: keep-alive\r\n\r\n" % srv.port)
+        assert len(flood) > nofile, "control: the flood (%d) does not outnumber the descriptors (%d)" % (
+            len(flood), nofile)
+        t0 = time.monotonic()
+        status, body = srv.request("POST", "/exec", exec_body(["echo", "during"]), auth, timeout=20 + SLACK)
+        assert status == 200 and exec_stdout(body) == "during\n", (status, body)
+        assert time.monotonic() - t0 < 20 + SLACK
+        answers = first_bytes(flood[:300], 5 + SLACK)
+        refused = sum(1 for a in answers.values() if a.startswith(b"HTTP/1.1 401"))
+        assert refused and all(a == b"" or a.startswith(b"HTTP/1.1 401") for a in answers.values()), (
+            "control: the flood's requests were not refused 401: %r" % sorted(set(a[:12] for a in answers.values())))
+    finally:
+        for s in flood:
+            s.close()
+    status, body = srv.request("POST", "/exec", exec_body(["echo", "after"]), auth, timeout=20 + SLACK)
+    assert status == 200 and exec_stdout(body) == "after\n", (status, body)
+    assert srv.proc.poll() is None, srv.text

@@ -5,8 +5,10 @@
              checked against the body: -32020, -32022, 404 + -32601), JSON or SSE
              replies, a closed response stream cancelling its request
   isolation  each legacy session its own jobs; another's job id answers as unknown
-  auth       bearer token (query strings do not count), 401 + WWW-Authenticate,
-             Origin 403, a non-loopback address without a token refused at start
+  auth       bearer token (query strings do not count), 401 + WWW-Authenticate closing
+             the connection, Origin 403, a non-loopback address without a token refused
+             at start, a generated token in a private file when none is set,
+             MCP_EXEC_HTTP_AUTH=none, a foreign Host 421 (MCP_EXEC_HTTP_HOSTS)
   limits     16 MiB bodies (413), slow header clients cut off, MCP_EXEC_MAX_SESSIONS,
              MCP_EXEC_SESSION_IDLE, MCP_EXEC_MAX_JOBS across sessions
   gateway    /healthz, /metrics, POST /exec (SSE stdout/stderr/exit events)
@@ -50,6 +52,8 @@ ACCEPT_BOTH = "application/json, text/event-stream"
 HEX32 = re.compile(r"[0-9a-f]{32}")
 MIB = 1024 * 1024
 LISTENING = re.compile(r"serving MCP on (https?)://(\S+?)/mcp")
+# Where a server with no token configured says it wrote the one it made.
+TOKEN_FILE = re.compile(r"the token generated in (\S+) \(")
 
 _ids = itertools.count(1)
 
@@ -117,6 +121,7 @@ class HttpServer:
     def __init__(self, env=None, listen="127.0.0.1:0", expect_start=True):
         self.env = dict(env or {})
         self.token = self.env.get("MCP_EXEC_TOKEN")
+        self.token_file = None  # the file of the token the server made, when it made one
         self.proc = subprocess.Popen([server_binary(), "--listen", listen], stdin=subprocess.DEVNULL,
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                      env=process_env(self.env))
@@ -134,6 +139,12 @@ class HttpServer:
             self.addr = m.group(2)
             host, _, port = self.addr.rpartition(":")
             self.host, self.port = host.strip("[]"), int(port)
+            if self.token is None and "MCP_EXEC_TOKEN_FILE" not in self.env:
+                # no token given: the server made one, in a file its user (ours) reads
+                m = TOKEN_FILE.search(self.stderr_text)
+                if m:
+                    self.token_file = m.group(1)
+                    self.token = read_file(self.token_file, "r").strip()
 
     def _read_stderr(self):
         for raw in iter(self.proc.stderr.readline, b""):
@@ -489,7 +500,7 @@ def test_listen_from_the_environment(servers):
     try:
         line = b""
         deadline = time.monotonic() + 10 + SLACK
-        while b"\n" not in line and time.monotonic() < deadline:
+        while not LISTENING.search(line.decode()) and time.monotonic() < deadline:
             line += p.stderr.read1(4096) if hasattr(p.stderr, "read1") else p.stderr.readline()
         m = LISTENING.search(line.decode())
         assert m, "MCP_EXEC_LISTEN did not start the HTTP transport: %r" % line
@@ -520,6 +531,70 @@ def test_non_loopback_with_token_file_starts(servers, tmp_path):
     assert s.request("GET", "/metrics", token=None).status == 401
     assert s.request("GET", "/metrics").status == 200
     Session(s).delete()
+
+
+def test_loopback_without_token_makes_a_private_one(servers, tmp_path):
+    run = tmp_path / "run"
+    run.mkdir(mode=0o700)
+    s = servers({"XDG_RUNTIME_DIR": str(run)})
+    path = run / "mcp-exec" / ("http-%d.token" % s.port)
+    assert s.token_file == str(path), s.stderr_text
+    assert oct(path.stat().st_mode & 0o777) == oct(0o600) and oct(path.parent.stat().st_mode & 0o777) == oct(0o700)
+    assert s.token and s.token not in s.stderr_text
+    r = s.request("GET", "/metrics", token=None)
+    assert r.status == 401 and str(path).encode() in r.body, r
+    assert s.request("GET", "/metrics").status == 200
+    assert s.stop() == 0
+    assert not path.exists(), "the generated token outlived its server"
+
+
+def test_auth_none_serves_without_a_token_and_says_so(servers):
+    s = servers({"MCP_EXEC_HTTP_AUTH": "none"})
+    assert "MCP_EXEC_HTTP_AUTH=none" in s.stderr_text and "token generated" not in s.stderr_text
+    assert s.request("GET", "/metrics", token=None).status == 200
+
+
+@pytest.mark.parametrize("env", [{"MCP_EXEC_HTTP_AUTH": "none", "MCP_EXEC_TOKEN": TOKEN},
+                                 {"MCP_EXEC_HTTP_AUTH": "open"}])
+def test_auth_setting_contradictions_refused(env):
+    r = subprocess.run([server_binary(), "--listen", "127.0.0.1:0"], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, env=process_env(env), timeout=10 + SLACK)
+    assert r.returncode == 2 and b"MCP_EXEC_HTTP_AUTH" in r.stderr and b"serving" not in r.stderr, r.stderr
+
+
+def test_auth_none_off_loopback_refused():
+    r = subprocess.run([server_binary(), "--listen", "0.0.0.0:0"], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, env=process_env({"MCP_EXEC_HTTP_AUTH": "none"}), timeout=10 + SLACK)
+    assert r.returncode == 2 and b"MCP_EXEC_TOKEN" in r.stderr and b"serving" not in r.stderr, r.stderr
+
+
+def test_refused_request_closes_its_connection(srv):
+    sock = raw_socket(srv)
+    try:
+        sock.sendall(b"GET /metrics HTTP/1.1\r\nHost: %s\r\n\r\n" % srv.addr.encode())
+        sock.settimeout(10 + SLACK)
+        data = b""
+        while True:  # the server closes the connection after its 401: recv sees the end
+            chunk = sock.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+        assert data.startswith(b"HTTP/1.1 401") and b"Connection: close" in data, data[:200]
+    finally:
+        sock.close()
+
+
+def test_foreign_host_refused_with_421(srv):
+    r = srv.request("GET", "/metrics", headers={"Host": "rebind.example:%d" % srv.port})
+    assert r.status == 421 and b"MCP_EXEC_HTTP_HOSTS" in r.body, r
+    assert srv.request("GET", "/metrics", headers={"Host": "localhost:%d" % srv.port}).status == 200
+
+
+def test_off_loopback_answers_any_host(servers):
+    s = servers({"MCP_EXEC_TOKEN": TOKEN}, listen="0.0.0.0:0")
+    s.host = "127.0.0.1"
+    assert s.request("GET", "/metrics", headers={"Host": "10.1.2.3:8080"}).status == 200
+    assert s.request("GET", "/metrics", headers={"Host": "mcp-exec.agents.svc:8080"}).status == 200
 
 
 # --------------------------------------------------------------------------
@@ -1230,7 +1305,7 @@ def test_exec_releases_its_job_slot(servers):
     tok = uuid.uuid4().hex
     c = s.conn(30)
     c.request("POST", "/exec", json.dumps({"command": "echo up; sleep 300", "env": {"MCPX_TOKEN": tok}}),
-              {"Content-Type": "application/json"})
+              dict(s.auth_headers(), **{"Content-Type": "application/json"}))
     resp = c.getresponse()
     next(iter_sse(resp))
     vanish(c)
