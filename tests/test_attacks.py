@@ -27,6 +27,9 @@ the implementation, the way an agent trying to get out would probe them:
                          another local user cannot read; a foreign Host (DNS rebinding)
                          is 421; an unauthenticated connection flood never locks out a
                          client with the token
+  G  HTTP reports        one session's terminal descriptors never reach another session's
+                         job; a wait whose client leaves as its job ends either reached the
+                         client or leaves the result for the next wait
 
 Every attack is first run UNCONFINED against a fresh target of the same kind, where it
 must visibly work (the control), so no test can pass because of a typo or a missing
@@ -2099,3 +2102,94 @@ def test_unauthenticated_flood_does_not_lock_out_the_token(lab, listeners, user)
     status, body = srv.request("POST", "/exec", exec_body(["echo", "after"]), auth, timeout=20 + SLACK)
     assert status == 200 and exec_stdout(body) == "after\n", (status, body)
     assert srv.proc.poll() is None, srv.text
+
+
+# ==========================================================================
+# G. What the server says over HTTP: descriptors and delivery
+# ==========================================================================
+
+# What a job's descriptor listing shows beyond 0, 1, 2 and ls's own handle.
+STRAY_FDS = "ls -l /proc/self/fd | grep -v -e ' [012] -> ' -e '/proc/' | grep -e '->' || true"
+
+
+@pytest.mark.parametrize("user", USERS)
+def test_http_terminal_of_one_session_never_reaches_anothers_job(lab, user):
+    """Session 1 starts terminal jobs without pause while session 2's jobs list their
+    descriptors: no listing shows one beyond 0, 1 and 2.  The control: a listing job
+    that opens a descriptor of its own shows it, so the listing would see a stray."""
+    need_user(user)
+    srv = http_server(lab, user, False)
+    s1, s2 = HttpSession(srv), HttpSession(srv)
+    control = s2.job("exec 7</dev/null; " + STRAY_FDS)
+    assert control.ok and "7 -> /dev/null" in control.out, "control: %r" % control
+    stop, failures = threading.Event(), []
+
+    def terminals():
+        while not stop.is_set():
+            try:
+                s1.tool_raw("execute", {"command": "true", "tty": True})
+            except Exception as e:  # the listing side reports it
+                failures.append(e)
+                return
+
+    t = threading.Thread(target=terminals, daemon=True)
+    t.start()
+    listings = 0
+    try:
+        deadline = time.monotonic() + 8
+        while time.monotonic() < deadline:
+            out = s2.job(STRAY_FDS)
+            assert out.ok and out.out == "", "listing %d shows a stray descriptor: %r" % (listings, out)
+            listings += 1
+    finally:
+        stop.set()
+        t.join(30 + SLACK)
+    assert not failures, failures
+    assert listings > 0
+
+
+def wait_shutting_writes(srv, session, jid):
+    """A wait on jid on a connection of its own whose writing end is shut at once (the
+    server sees its client leave); returns what response bytes still arrive."""
+    body = json.dumps({"jsonrpc": "2.0", "id": session.next_id(), "method": "tools/call",
+                       "params": {"name": "wait", "arguments": {"job_ids": [jid], "timeout": 30}}}).encode()
+    headers = {"Host": "%s:%d" % (srv.host, srv.port), "Content-Type": "application/json",
+               "Accept": "application/json, text/event-stream", "Content-Length": str(len(body)),
+               "Authorization": "Bearer " + srv.token}
+    headers.update(session.headers())
+    head = "POST /mcp HTTP/1.1\r\n" + "".join("%s: %s\r\n" % kv for kv in headers.items()) + "\r\n"
+    sock = socket.create_connection((srv.host, srv.port), timeout=JOB_TIMEOUT)
+    try:
+        sock.sendall(head.encode() + body)
+        sock.shutdown(socket.SHUT_WR)
+        got = b""
+        while True:
+            chunk = sock.recv(65536)
+            if not chunk:
+                return got.decode("utf-8", "replace")
+            got += chunk
+    finally:
+        sock.close()
+
+
+@pytest.mark.parametrize("user", USERS)
+def test_http_wait_dropped_as_its_job_ends_loses_no_result(lab, user):
+    """A wait whose client leaves as the result is made either reaches the client (it can
+    still read after shutting its writing end) or leaves the result for the next wait;
+    never "delivered to an earlier call" with nothing received.  The control: a wait
+    that was answered leaves nothing, so the second wait does tell the two apart."""
+    need_user(user)
+    srv = http_server(lab, user, False)
+    s = HttpSession(srv)
+    jid = s.tool("execute", {"command": "echo control", "nowait": True})["job_id"]
+    assert "control" in s.tool_raw("wait", {"job_ids": [jid], "timeout": 30})["content"][0]["text"]
+    again = s.tool_raw("wait", {"job_ids": [jid], "timeout": 30})
+    assert again.get("isError") and "earlier call" in again["content"][0]["text"], "control: %r" % again
+    for n in range(60):  # the client's leaving races the reply: many rounds, as an attacker would
+        word = "round-%d-%s" % (n, uuid.uuid4().hex[:8])
+        jid = s.tool("execute", {"command": "echo " + word, "nowait": True})["job_id"]
+        if word in wait_shutting_writes(srv, s, jid):
+            continue
+        res = s.tool_raw("wait", {"job_ids": [jid], "timeout": 30})
+        assert word in res["content"][0]["text"], (
+            "round %d: the dropped wait received nothing and the next wait found no result: %r" % (n, res))
