@@ -97,6 +97,13 @@ func openHTTP(srv *server) (*httpTransport, error) {
 		ln.Close()
 		return nil, err
 	}
+	if cfg.token == nil && token != nil {
+		// A generated token names its holder as a configured one does: the
+		// sessions see it (tasks/list is offered where a token says who asks).
+		withToken := *cfg
+		withToken.token = token
+		cfg = &withToken
+	}
 	guard := newConnGuard(ln)
 	ln = guard
 	if cfg.tlsCert != "" {

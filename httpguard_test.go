@@ -428,3 +428,22 @@ func TestHTTPHostsSetting(t *testing.T) {
 		}
 	}
 }
+
+// TestGeneratedTokenOffersTasksList: a generated token says who the client
+// is as a configured one does, so tasks/list is offered over HTTP with it
+// (it was offered only with a configured token).
+func TestGeneratedTokenOffersTasksList(t *testing.T) {
+	t.Setenv("XDG_RUNTIME_DIR", t.TempDir())
+	tr, _ := httpTransportFor(t, "MCP_EXEC_HTTP_AUTH=token")
+	if tr.token == nil {
+		t.Fatal("no token was generated")
+	}
+	hs, err := tr.open("test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.srv.end(hs.ss)
+	if !hs.ss.tasksListable() {
+		t.Fatal("a session under a generated token is not offered tasks/list")
+	}
+}
