@@ -349,59 +349,6 @@ func processGroups() map[int][]procInfo {
 	return groups
 }
 
-// blockedReading finds one of members (a job's processes) that is asleep
-// waiting to read end (in a read of it, or a poll, select or epoll wait
-// whose set holds it: readsFrom.waitingOn), and returns its pid and how often it has run (from
-// /proc/PID/schedstat): an unchanged count later means it never woke in
-// between. A terminal's end is also read through /dev/tty by the members of
-// session, the one it controls. It reports false when none is, or /proc
-// cannot tell.
-func blockedReading(members []procInfo, end inputEnd, session int) (pid int, runs uint64, ok bool) {
-	for _, p := range members {
-		if p.state != "S" {
-			continue
-		}
-		reads := readsFrom{dir: "/proc/" + strconv.Itoa(p.pid), end: end, controls: end.terminal && p.sid == session}
-		if reads.waitingOn() {
-			return p.pid, scheduledRuns(p.pid), true
-		}
-	}
-	return 0, 0, false
-}
-
-// readsFrom tells whether a descriptor of the process at dir is end.
-type readsFrom struct {
-	dir      string
-	end      inputEnd
-	controls bool // end is the process's controlling terminal: /dev/tty is end too
-}
-
-// devTTY is the device number of /dev/tty (major 5, minor 0), which stands
-// for a process's controlling terminal.
-var devTTY = unix.Mkdev(5, 0)
-
-// at reports whether descriptor fd is the end, or /dev/tty standing for it.
-func (r readsFrom) at(fd int64) bool {
-	st, ok := r.stat(fd)
-	return ok && r.is(st)
-}
-
-// stat stats the file open at descriptor fd of the process.
-func (r readsFrom) stat(fd int64) (unix.Stat_t, bool) {
-	var st unix.Stat_t
-	err := unix.Stat(r.dir+"/fd/"+strconv.FormatInt(fd, 10), &st)
-	return st, err == nil
-}
-
-// is reports whether the file st describes is the end, or /dev/tty
-// standing for it.
-func (r readsFrom) is(st unix.Stat_t) bool {
-	if uint64(st.Dev) == r.end.dev && uint64(st.Ino) == r.end.ino {
-		return true
-	}
-	return r.controls && st.Mode&unix.S_IFMT == unix.S_IFCHR && uint64(st.Rdev) == devTTY
-}
-
 // scheduledRuns is how many times pid has been put on a CPU.
 func scheduledRuns(pid int) uint64 {
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/schedstat")
