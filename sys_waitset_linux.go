@@ -17,9 +17,9 @@ import (
 
 // blockedReading finds one of members (a job's processes) that is asleep
 // waiting to read end (in a read of it, or a poll, select or epoll wait
-// whose set holds it: readsFrom.waitingOn), and returns its pid and how often it has run (from
-// /proc/PID/schedstat): an unchanged count later means it never woke in
-// between. A terminal's end is also read through /dev/tty by the members of
+// whose set holds it: readsFrom.waitingOn), and returns its pid and how
+// often it has run (from /proc/PID/schedstat): an unchanged count later
+// means it never woke in between. A terminal's end is also read through /dev/tty by the members of
 // session, the one it controls. It reports false when none is, or /proc
 // cannot tell.
 func blockedReading(members []procInfo, end inputEnd, session int) (pid int, runs uint64, ok bool) {
