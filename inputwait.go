@@ -1,5 +1,6 @@
 // Seeing a job wait for input: a process blocked reading its stdin pipe, or
-// its terminal.
+// its terminal, or sleeping in a poll, select or epoll wait whose set holds
+// it (blockedReading); one waiting on other descriptors only is not.
 
 package main
 

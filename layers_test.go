@@ -28,7 +28,7 @@ var transports = []string{"stdio.go", "http.go"}
 // too: add it, or the transports may name it unchecked.
 var coreFiles = []string{
 	"jobs.go", "window.go", "grep.go", "pump.go", "kill.go", "reaper.go", "stdin.go", "until.go",
-	"sys.go", "sys_linux.go",
+	"sys.go", "sys_linux.go", "sys_waitset_linux.go",
 }
 
 // layers orders the server's files from the top (main) to the bottom (the
@@ -77,6 +77,7 @@ var layers = [][]string{
 	{"handoff.go"},              // what a call delivered, until its reply reaches the client
 	{"json.go"},                 // JSON decoding and escaping helpers
 	{"errors.go", "log.go", "ids.go"},
+	{"sys_waitset_linux.go"}, // what a job's process sleeps waiting to read: its stdin, or a set holding it
 	{"sys.go", "sys_linux.go", "sys_other.go", "confine.go", "confine_linux.go", "confine_other.go",
 		"isolate_linux.go", "seccomp_linux.go", "conn_linux.go", "conn_other.go"}, // the kernel's layers a confined job's thread takes on
 }

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -313,23 +312,6 @@ func residentKiB() int {
 	return -1
 }
 
-// waitSyscalls are, by architecture, the numbers of the system calls a
-// process sleeps in while it waits to read: read, readv and pread64 (the
-// descriptor is their first argument), the epoll waits (the first argument
-// is the epoll descriptor, whose fdinfo lists what it watches) and poll and
-// select (whose descriptor sets live in the process's memory: there only
-// stdin itself is checked).
-var waitSyscalls = map[string]struct{ reads, epolls, polls []int }{
-	"amd64":   {reads: []int{0, 19, 17}, epolls: []int{232, 281, 441}, polls: []int{7, 271, 23, 270}},
-	"arm64":   {reads: []int{63, 65, 67}, epolls: []int{22, 441}, polls: []int{73, 72}},
-	"386":     {reads: []int{3, 145, 180}},
-	"arm":     {reads: []int{3, 145, 180}},
-	"riscv64": {reads: []int{63, 65, 67}, epolls: []int{22, 441}, polls: []int{73, 72}},
-	"loong64": {reads: []int{63, 65, 67}, epolls: []int{22, 441}, polls: []int{73, 72}},
-	"ppc64le": {reads: []int{3, 145, 179}},
-	"s390x":   {reads: []int{3, 145, 180}},
-}
-
 // processTree lists pid and its descendants, as far as their main threads'
 // children lists go (a process started by another thread is missed; the
 // shells jobs run in have one thread). It reads a few small files per
@@ -365,87 +347,6 @@ func processGroups() map[int][]procInfo {
 		groups[p.pgid] = append(groups[p.pgid], p)
 	}
 	return groups
-}
-
-// blockedReading finds one of members (a job's processes) that is asleep
-// waiting to read end, and returns its pid and how often it has run (from
-// /proc/PID/schedstat): an unchanged count later means it never woke in
-// between. A terminal's end is also read through /dev/tty by the members of
-// session, the one it controls. It reports false when none is, or /proc
-// cannot tell.
-func blockedReading(members []procInfo, end inputEnd, session int) (pid int, runs uint64, ok bool) {
-	calls := waitSyscalls[runtime.GOARCH]
-	for _, p := range members {
-		if p.state != "S" {
-			continue
-		}
-		dir := "/proc/" + strconv.Itoa(p.pid)
-		b, err := os.ReadFile(dir + "/syscall")
-		if err != nil {
-			continue
-		}
-		fields := strings.Fields(string(b))
-		if len(fields) < 2 {
-			continue // "running", or no permission to look
-		}
-		nr, err1 := strconv.Atoi(fields[0])
-		fd, err2 := strconv.ParseInt(strings.TrimPrefix(fields[1], "0x"), 16, 64)
-		if err1 != nil || err2 != nil {
-			continue
-		}
-		reads := readsFrom{dir: dir, end: end, controls: end.terminal && p.sid == session}
-		var waiting bool
-		switch {
-		case slices.Contains(calls.reads, nr):
-			waiting = reads.at(fd)
-		case slices.Contains(calls.epolls, nr):
-			waiting = reads.watchedBy(fd)
-		case slices.Contains(calls.polls, nr):
-			waiting = reads.at(0)
-		}
-		if waiting {
-			return p.pid, scheduledRuns(p.pid), true
-		}
-	}
-	return 0, 0, false
-}
-
-// readsFrom tells whether a descriptor of the process at dir is end.
-type readsFrom struct {
-	dir      string
-	end      inputEnd
-	controls bool // end is the process's controlling terminal: /dev/tty is end too
-}
-
-// devTTY is the device number of /dev/tty (major 5, minor 0), which stands
-// for a process's controlling terminal.
-var devTTY = unix.Mkdev(5, 0)
-
-// at reports whether descriptor fd is the end, or /dev/tty standing for it.
-func (r readsFrom) at(fd int64) bool {
-	var st unix.Stat_t
-	if unix.Stat(r.dir+"/fd/"+strconv.FormatInt(fd, 10), &st) != nil {
-		return false
-	}
-	if uint64(st.Dev) == r.end.dev && uint64(st.Ino) == r.end.ino {
-		return true
-	}
-	return r.controls && st.Mode&unix.S_IFMT == unix.S_IFCHR && uint64(st.Rdev) == devTTY
-}
-
-// watchedBy reports whether the epoll descriptor epfd watches the end.
-func (r readsFrom) watchedBy(epfd int64) bool {
-	b, err := os.ReadFile(r.dir + "/fdinfo/" + strconv.FormatInt(epfd, 10))
-	if err != nil {
-		return false
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		var fd int64 // a watched descriptor's line: "tfd: N events: ..."
-		if _, err := fmt.Sscanf(line, "tfd:%d", &fd); err == nil && r.at(fd) {
-			return true
-		}
-	}
-	return false
 }
 
 // scheduledRuns is how many times pid has been put on a CPU.

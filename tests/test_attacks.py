@@ -30,6 +30,12 @@ the implementation, the way an agent trying to get out would probe them:
   G  HTTP reports        one session's terminal descriptors never reach another session's
                          job; a wait whose client leaves as its job ends either reached the
                          client or leaves the result for the next wait
+  H  waiting_for_input   a job that polls, selects or waits in epoll on descriptors of its
+                         own (another pipe, a listening socket, python3 -m http.server)
+                         while its stdin is an open pipe is never reported waiting for
+                         input and never yields a blocking execute (a false report makes
+                         an agent type into a process that asked for nothing); the
+                         control, the same wait with stdin in its set, is reported
 
 Every attack is first run UNCONFINED against a fresh target of the same kind, where it
 must visibly work (the control), so no test can pass because of a typo or a missing
@@ -2193,3 +2199,63 @@ def test_http_wait_dropped_as_its_job_ends_loses_no_result(lab, user):
         res = s.tool_raw("wait", {"job_ids": [jid], "timeout": 30})
         assert word in res["content"][0]["text"], (
             "round %d: the dropped wait received nothing and the next wait found no result: %r" % (n, res))
+
+
+# ==========================================================================
+# H. waiting_for_input: waiting on descriptors of its own is not a prompt
+# ==========================================================================
+
+# Each waits about 3 s on descriptors other than its stdin (the job's open pipe),
+# then says done: a blocking execute must run it through.
+INPUT_POLLERS = {
+    "poll-another-pipe": py("import select,os; r,w=os.pipe(); p=select.poll(); p.register(r); p.poll(3000); "
+                            "print(\"done\")"),
+    "select-listening-socket": py("import select,socket; s=socket.socket(); s.bind((\"127.0.0.1\",0)); s.listen(); "
+                                  "select.select([s],[],[],3); print(\"done\")"),
+    "epoll-another-pipe": py("import select,os; r,w=os.pipe(); e=select.epoll(); e.register(r); e.poll(3); "
+                             "print(\"done\")"),
+    "http-server": "timeout 3 python3 -m http.server 0 --bind 127.0.0.1 >/dev/null 2>&1; echo done",
+}
+
+# The control: the same poll with stdin in its set, which is a prompt.
+STDIN_POLLER = py("import select,sys,os; r,w=os.pipe(); p=select.poll(); p.register(r); p.register(sys.stdin); "
+                  "p.poll(); print(\"got\", sys.stdin.readline().strip())")
+
+
+def check_input_control(srv, user, mode):
+    """A poll that holds stdin is reported waiting for input by this server: the
+    detection works in this world, so a missing report below means something."""
+    out = srv.job(STDIN_POLLER, yield_after=30)
+    assert out.r and out.r.get("yielded") is True and out.r.get("waiting_for_input") is True, \
+        "control (%s, %s): a poll on stdin is not reported waiting for input: %r" % (user, mode, out)
+    jid = out.r["job_id"]
+    try:
+        srv.s.tool("input", {"job_id": jid, "data": "line\n"})
+        done = srv.s.collect(jid, timeout=10 + SLACK)
+        assert done["state"] == "success" and done["stdout"]["data"] == "got line\n", done
+    finally:
+        srv.s.cleanup(jid)
+
+
+@pytest.mark.parametrize("poller", sorted(INPUT_POLLERS))
+@pytest.mark.parametrize("mode", ["off"] + MODES)
+@pytest.mark.parametrize("user", USERS)
+def test_poller_on_its_own_descriptors_is_not_waiting_for_input(lab, user, mode, poller):
+    need_user(user)
+    needs = ("python3",)
+    image = image_for(needs)
+    lab.require(user, image, needs)
+    srv = lab.server(user, mode, image)
+    key = ("input", user, mode, image)
+    if key not in lab.controls:
+        check_input_control(srv, user, mode)
+        lab.controls[key] = True
+    out = srv.job(INPUT_POLLERS[poller], yield_after=30)
+    try:
+        assert out.r and "waiting_for_input" not in out.r and "yielded" not in out.r, \
+            "%s (%s, %s) was taken to wait for input: %r" % (poller, user, mode, out)
+        assert out.ok and out.out.endswith("done\n"), out
+    finally:
+        if out.state == "running":
+            srv.s.cleanup(out.r["job_id"])
+    srv.assert_serving("%s (%s)" % (poller, mode))

@@ -4,8 +4,9 @@ A job blocked reading its own stdin (directly, through a duplicated
 descriptor, in a grandchild or in an event loop) is reported as
 waiting_for_input by status, output, wait, list_jobs and progress, and a
 blocking execute yields it long before yield_after; reading another pipe
-is not waiting for input; the flag clears once the reader has its line or
-stdin is closed.  Under the agent profile the first look decides (the job
+is not waiting for input, and neither is a process that polls, selects or
+waits in epoll on other descriptors (a socket, another pipe) while its stdin
+is a pipe; the flag clears once the reader has its line or stdin is closed.  Under the agent profile the first look decides (the job
 blocked reading now and silent for 1 s), and an entry that waits carries
 the job's newest lines in "recent"; a yielded result carries them under
 any profile.
@@ -15,7 +16,7 @@ import time
 
 import pytest
 
-from tests.helpers import SLACK, await_file, marker, poll_status, timed
+from tests.helpers import SLACK, RawServer, await_file, close_module_server, marker, poll_status, timed
 
 # A few seconds of tolerance for "returns at about t".
 LATE = 3.0 + SLACK
@@ -250,3 +251,130 @@ def test_recent_is_left_out_of_a_reply_it_would_not_fit(srv):
         assert small.get("recent") == {"stdout": "fits\n"}, small
     finally:
         srv.cleanup(big["job_id"], small["job_id"])
+
+
+# ==========================================================================
+# Pollers: a process waiting on other descriptors is not waiting for input
+# ==========================================================================
+
+# Each waits about 3 s on descriptors other than stdin, then says done; stdin
+# stays the job's open pipe all along.
+POLLERS = {
+    "poll-another-pipe": "python3 -c 'import select,os; r,w=os.pipe(); p=select.poll(); p.register(r); "
+                         "p.poll(3000); print(\"done\")'",
+    "select-listening-socket": "python3 -c 'import select,socket; s=socket.socket(); s.bind((\"127.0.0.1\",0)); "
+                               "s.listen(); select.select([s],[],[],3); print(\"done\")'",
+    "epoll-another-pipe": "python3 -c 'import select,os; r,w=os.pipe(); e=select.epoll(); e.register(r); "
+                          "e.poll(3); print(\"done\")'",
+    "http-server": "timeout 3 python3 -m http.server 0 --bind 127.0.0.1 >/dev/null 2>&1; echo done",
+}
+
+# A server that answers after 3 s, and curl waiting for it (in poll on its
+# socket): the port comes back through a fifo.
+SLOW_CURL = ("d=$(mktemp -d); mkfifo $d/port; "
+             "python3 -c 'import socket,time; s=socket.socket(); s.bind((\"127.0.0.1\",0)); s.listen(); "
+             "print(s.getsockname()[1], flush=True); c,_=s.accept(); time.sleep(3); "
+             "c.sendall(b\"HTTP/1.0 200 OK\\r\\nContent-Length: 5\\r\\n\\r\\ndone\\n\"); c.close()' >$d/port & "
+             "read port <$d/port; curl -s http://127.0.0.1:$port/; wait; rm -r $d")
+
+
+@pytest.fixture(scope="module")
+def agent_srv(mcp_bin):
+    """A server under the agent profile, where the first look decides."""
+    s = RawServer(env={"MCP_EXEC_PROFILE": "agent"})
+    yield s
+    close_module_server(s)
+
+
+def need(s, *tools):
+    for tool in tools:
+        if s.run("command -v %s >/dev/null" % tool)["exit_code"] != 0:
+            pytest.skip("no %s in the server's world" % tool)
+
+
+def assert_ran_through(s, command):
+    """A blocking execute of command runs to its end, about 3 s, without
+    yielding or a report of input wanted."""
+    r, took = timed(s.tool, "execute", {"command": command, "yield_after": 60}, timeout=70)
+    try:
+        assert "waiting_for_input" not in r and "yielded" not in r, \
+            "a process waiting on other descriptors was taken to wait for input after %.1fs: %r" % (took, r)
+        assert r["state"] == "success" and r["stdout"]["data"].endswith("done\n"), r
+        assert took >= 2.8, took
+    finally:
+        if r.get("state") == "running":
+            s.cleanup(r["job_id"])
+
+
+@pytest.mark.parametrize("profile", ["compat", "agent"])
+@pytest.mark.parametrize("poller", sorted(POLLERS))
+def test_a_poller_on_other_descriptors_does_not_yield_execute(request, poller, profile):
+    # poll or select on a pipe or socket of its own, with stdin a pipe, made
+    # execute yield after a second with waiting_for_input.
+    s = request.getfixturevalue("srv" if profile == "compat" else "agent_srv")
+    need(s, "python3", *(["timeout"] if poller == "http-server" else []))
+    assert_ran_through(s, POLLERS[poller])
+
+
+@pytest.mark.parametrize("profile", ["compat", "agent"])
+def test_curl_waiting_for_a_slow_server_does_not_yield_execute(request, profile):
+    s = request.getfixturevalue("srv" if profile == "compat" else "agent_srv")
+    need(s, "python3", "curl", "mkfifo")
+    assert_ran_through(s, SLOW_CURL)
+
+
+def test_a_poller_is_never_reported_by_status(agent_srv):
+    need(agent_srv, "python3")
+    cmd = "python3 -c 'import select,os; r,w=os.pipe(); p=select.poll(); p.register(r); p.poll()'"
+    jid = agent_srv.job(cmd)
+    try:
+        # it polls from its start: looks over 2.5 s, past the 1 s any report
+        # needs, never see it waiting for input
+        deadline = time.monotonic() + 2.5
+        while time.monotonic() < deadline:
+            st = agent_srv.status(jid)
+            assert st == {"job_id": jid, "state": "running"}, st
+            time.sleep(0.25)
+        entries = [j for j in agent_srv.tool("list_jobs")["jobs"] if j["job_id"] == jid]
+        assert entries == [{"job_id": jid, "state": "running"}], entries
+    finally:
+        agent_srv.cleanup(jid)
+
+
+# Each waits on a set that holds stdin (after a pipe of its own), then echoes
+# the line it reads.
+STDIN_POLLERS = {
+    "select": "python3 -c 'import select,sys,os; r,w=os.pipe(); select.select([r,sys.stdin],[],[]); "
+              "print(\"got\", sys.stdin.readline().strip())'",
+    "poll": "python3 -c 'import select,sys,os; r,w=os.pipe(); p=select.poll(); p.register(r); "
+            "p.register(sys.stdin); p.poll(); print(\"got\", sys.stdin.readline().strip())'",
+    "select-dup": "exec 3<&0 0</dev/null; python3 -c 'import select,os; r,w=os.pipe(); select.select([r,3],[],[]); "
+                  "print(\"got\", os.read(3, 100).decode().strip())'",
+}
+
+
+@pytest.mark.parametrize("poller", sorted(STDIN_POLLERS))
+def test_a_poller_on_stdin_yields_execute_waiting_for_input(srv, poller):
+    need(srv, "python3")
+    r, took = timed(srv.tool, "execute", {"command": STDIN_POLLERS[poller], "yield_after": 60}, timeout=70)
+    try:
+        assert r.get("yielded") is True and r.get("waiting_for_input") is True, r
+        assert took <= 1 + LATE, took
+        srv.tool("input", {"job_id": r["job_id"], "data": "line\n"})
+        done = srv.collect(r["job_id"], timeout=10 + SLACK)
+        assert done["state"] == "success" and done["stdout"]["data"] == "got line\n", done
+    finally:
+        srv.cleanup(r["job_id"])
+
+
+@pytest.mark.parametrize("repl", ["python3", "bash --norc -i"])
+def test_a_repl_on_a_terminal_waits_for_input(srv, repl):
+    # Python's REPL and bash's readline wait for a key in pselect6 on the
+    # terminal, not in read: that set holds the terminal.
+    need(srv, repl.split()[0])
+    r, took = timed(srv.tool, "execute", {"command": repl, "tty": True, "yield_after": 30}, timeout=40)
+    try:
+        assert r.get("yielded") is True and r.get("waiting_for_input") is True, r
+        assert took <= 2 + LATE, took
+    finally:
+        srv.cleanup(r["job_id"])
