@@ -1627,6 +1627,56 @@ NR_E = {
 }.get(platform.machine())
 NR_IO_URING_SETUP = 425
 KEY_SPEC_USER_KEYRING, KEYCTL_UNLINK = -4, 9
+CLONE_NEWNET, CLONE_NEWIPC = 0x40000000, 0x08000000
+TIOCGPTN, TIOCSPTLCK = 0x80045430, 0x40045431
+
+
+def in_namespace_of(hpid, kind, fn):
+    """fn() on a thread that first joined process hpid's namespace of this kind ("net"
+    or "ipc") when it is not the test's own.  The container target's server lives in
+    namespaces of its own, where an abstract socket or a message queue the test made in
+    its own would be out of every job's reach, confined or not; made in the server's,
+    the attack is the one a job there could really make.  Only that thread moves (both
+    kinds allow it in a threaded process), and it ends with fn."""
+    path = "/proc/%d/ns/%s" % (hpid, kind)
+    if os.stat(path).st_ino == os.stat("/proc/self/ns/" + kind).st_ino:
+        return fn()
+    done = {}
+
+    def run():
+        try:
+            fd = os.open(path, os.O_RDONLY)
+            try:
+                if _libc.setns(fd, {"net": CLONE_NEWNET, "ipc": CLONE_NEWIPC}[kind]) != 0:
+                    err = ctypes.get_errno()
+                    raise OSError(err, "setns %s: %s" % (path, os.strerror(err)))
+            finally:
+                os.close(fd)
+            done["value"] = fn()
+        except BaseException as e:  # pytest.skip and failed asserts too, raised again below
+            done["error"] = e
+
+    t = threading.Thread(target=run, name="in-%s-ns-of-%d" % (kind, hpid))
+    t.start()
+    t.join(30 + SLACK)
+    assert not t.is_alive(), "%s still runs in the %s namespace of %d" % (fn, kind, hpid)
+    if "error" in done:
+        raise done["error"]
+    return done["value"]
+
+
+def seccomp_mode(hpid):
+    return status_field(read_file("/proc/%d/status" % hpid, "r") or "", "Seccomp", 10)
+
+
+def refused_unconfined(srv, call, out):
+    """Why call failed for an unconfined job: in a container whose runtime filters system
+    calls (podman's default seccomp profile answers add_key, keyctl and io_uring_setup
+    with ENOSYS) no process there has it, so the sandbox has nothing to take away."""
+    if TARGET == "container" and "Function not implemented" in out.err and seccomp_mode(srv.hpid) == 2:
+        return ("the container runtime's seccomp filter (podman's default profile) refuses %s to "
+                "every process in the container, so even an unconfined job has none: %r" % (call, out))
+    return "%s refused even unconfined: %r" % (call, out)
 
 
 def host_object_attack(lab, user, mode, needs, attack):
@@ -1650,7 +1700,8 @@ def host_object_attack(lab, user, mode, needs, attack):
 
 def abstract_socket_attack(srv, confined):
     name = "mcpx-" + uuid.uuid4().hex
-    lsock = socket.socket(socket.AF_UNIX)
+    # an abstract name lives in the network namespace its socket was made in
+    lsock = in_namespace_of(srv.hpid, "net", lambda: socket.socket(socket.AF_UNIX))
     lsock.bind("\0" + name)
     lsock.listen(4)
     lsock.settimeout(0.2 if confined else 10 + SLACK)
@@ -1665,7 +1716,7 @@ def abstract_socket_attack(srv, confined):
         except OSError:
             reached = False
         if not confined and not (out.ok and reached):
-            return "no connection to the test's abstract socket (another network namespace?): %r" % out
+            return "no connection to the test's abstract socket in the server's network namespace: %r" % out
         if confined:
             assert "Operation not permitted" in out.err or not out.ok, out
         return reached or out.ok
@@ -1681,7 +1732,7 @@ def keyring_attack(srv, confined):
                      % (NR_E["add_key"], KEY_SPEC_USER_KEYRING, NR_E["keyctl"], KEYCTL_UNLINK,
                         KEY_SPEC_USER_KEYRING)))
     if not confined and not out.ok:
-        return "add_key refused unconfined (a container's seccomp profile?): %r" % out
+        return refused_unconfined(srv, "add_key", out)
     if confined:
         assert "Operation not permitted" in out.err, out
     return out.ok
@@ -1699,22 +1750,27 @@ def _mq(name, flags, uid=None):
 
 
 def message_queue_attack(user):
+    """The queue is made in the server's IPC namespace (see in_namespace_of)."""
     def attack(srv, confined):
         name = "mcpx-" + uuid.uuid4().hex
-        err = _mq(name, os.O_CREAT | os.O_RDWR, uid_of(user))
+
+        def in_ipc(fn):
+            return in_namespace_of(srv.hpid, "ipc", fn)
+
+        err = in_ipc(lambda: _mq(name, os.O_CREAT | os.O_RDWR, uid_of(user)))
         if err:
             return "mq_open: %s" % os.strerror(err)
         try:
             out = srv.job(pl('syscall(%d, $ARGV[0]) == 0 or die "mq_unlink: $!"; print "removed\\n"'
                              % NR_E["mq_unlink"], name))
-            gone = _mq(name, os.O_RDONLY) != 0
+            gone = in_ipc(lambda: _mq(name, os.O_RDONLY)) != 0
             if not confined and not gone:
-                return "the queue is not the job's to remove (another IPC namespace?): %r" % out
+                return "the job cannot remove the server's user's queue even unconfined: %r" % out
             if confined:
                 assert "Operation not permitted" in out.err, out
             return gone
         finally:
-            _libc.mq_unlink(("/" + name).encode())
+            in_ipc(lambda: _libc.mq_unlink(("/" + name).encode()))
     return attack
 
 
@@ -1722,24 +1778,42 @@ def io_uring_attack(srv, confined):
     out = srv.job(pl('my $p = "\\0" x 120; my $fd = syscall(%d, 1, $p); $fd >= 0 or die "io_uring_setup: $!"; '
                      'print "ring\\n"' % NR_IO_URING_SETUP))
     if not confined and not out.ok:
-        return "no io_uring here even unconfined: %r" % out
+        return refused_unconfined(srv, "io_uring_setup", out)
     if confined:
         assert "Function not implemented" in out.err, out
     return out.ok
+
+
+def server_side_pty(hpid):
+    """A pty (master, slave, the slave's name as the server sees it) in the devpts the
+    server sees: the container target's /dev/pts is a devpts instance of its own, where
+    a pty the test opened in its own would not exist by any name."""
+    pts = "/proc/%d/root/dev/pts" % hpid
+    if os.stat(pts).st_dev == os.stat("/dev/pts").st_dev:
+        master, slave = os.openpty()
+        return master, slave, os.ttyname(slave)
+    master = os.open(pts + "/ptmx", os.O_RDWR | os.O_NOCTTY)
+    try:
+        fcntl.ioctl(master, TIOCSPTLCK, struct.pack("i", 0))  # unlockpt
+        n = struct.unpack("I", fcntl.ioctl(master, TIOCGPTN, b"\0" * 4))[0]
+        slave = os.open("%s/%d" % (pts, n), os.O_RDWR | os.O_NOCTTY)
+    except BaseException:
+        os.close(master)
+        raise
+    return master, slave, "/dev/pts/%d" % n
 
 
 def terminal_attack(user):
     """The test plays a server on a terminal: a line typed there waits unread, and a
     job tries to read it by the terminal's name."""
     def attack(srv, confined):
-        master, slave = os.openpty()
+        master, slave, name = server_side_pty(srv.hpid)
         try:
             os.fchown(slave, uid_of(user), -1)
-            name = os.ttyname(slave)
             os.write(master, b"secret\n")
             out = srv.job("head -n 1 %s" % name)
             if not confined and out.out != "secret\n":
-                return "the job cannot see %s (another devpts instance?): %r" % (name, out)
+                return "the job cannot read %s even unconfined: %r" % (name, out)
             if confined:
                 assert "Permission denied" in out.err, out
                 os.set_blocking(slave, False)
