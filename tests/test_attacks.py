@@ -29,8 +29,12 @@ tool; then confined, where it must fail and leave the target exactly as it was
 (files: lstat incl. ctime, content, link targets, xattrs and flags, before and after;
 processes: /proc/PID/limits, nice, affinity and I/O priority read from the test side).
 A control that cannot work here (a tool or python3 missing in the image, a capability
-the server's user lacks even unconfined, one CPU, no xattr support) skips with the
-reason.
+the server's user lacks even unconfined, one CPU, no xattr support, a system call the
+container runtime's seccomp profile refuses to everything in the container: podman's
+default answers add_key, keyctl and io_uring_setup with ENOSYS) skips with the reason.
+A host object that belongs to a namespace (an abstract socket's network namespace, a
+message queue's IPC namespace, a pty's devpts instance) is made in the server's, so
+on the container target the attack is the one a job in that container could make.
 
 Each class runs with the server as root and as nobody (65534): for binary and pid1 the
 server is started through `setpriv --reuid=65534 --regid=65534 --clear-groups --`, in
