@@ -43,8 +43,13 @@ tool; then confined, where it must fail and leave the target exactly as it was
 (files: lstat incl. ctime, content, link targets, xattrs and flags, before and after;
 processes: /proc/PID/limits, nice, affinity and I/O priority read from the test side).
 A control that cannot work here (a tool or python3 missing in the image, a capability
-the server's user lacks even unconfined, one CPU, no xattr support) skips with the
-reason.
+the server's user lacks even unconfined, one CPU, no xattr support, a system call the
+container runtime's seccomp profile refuses to everything in the container: podman's
+default answers io_uring_setup with ENOSYS) skips with the reason; where it refuses
+add_key but not keyctl, the keyring attack is spelt with keyctl alone.
+A host object that belongs to a namespace (an abstract socket's network namespace, a
+message queue's IPC namespace, a pty's devpts instance) is made in the server's, so
+on the container target the attack is the one a job in that container could make.
 
 Each class runs with the server as root and as nobody (65534): for binary and pid1 the
 server is started through `setpriv --reuid=65534 --regid=65534 --clear-groups --`, in
@@ -1643,7 +1648,63 @@ NR_E = {
     "aarch64": {"add_key": 217, "keyctl": 219, "mq_unlink": 181},
 }.get(platform.machine())
 NR_IO_URING_SETUP = 425
-KEY_SPEC_USER_KEYRING, KEYCTL_UNLINK = -4, 9
+KEY_SPEC_SESSION_KEYRING, KEY_SPEC_USER_KEYRING, KEYCTL_LINK, KEYCTL_UNLINK = -3, -4, 8, 9
+CLONE_NEWNET, CLONE_NEWIPC = 0x40000000, 0x08000000
+TIOCGPTN, TIOCSPTLCK = 0x80045430, 0x40045431
+
+
+def in_namespace_of(hpid, kind, fn):
+    """fn() on a thread that first joined process hpid's namespace of this kind ("net"
+    or "ipc") when it is not the test's own.  The container target's server lives in
+    namespaces of its own, where an abstract socket or a message queue the test made in
+    its own would be out of every job's reach, confined or not; made in the server's,
+    the attack is the one a job there could really make.  Only that thread moves (both
+    kinds allow it in a threaded process), and it ends with fn."""
+    path = "/proc/%d/ns/%s" % (hpid, kind)
+    if os.stat(path).st_ino == os.stat("/proc/self/ns/" + kind).st_ino:
+        return fn()
+    done = {}
+
+    def run():
+        try:
+            fd = os.open(path, os.O_RDONLY)
+            try:
+                if _libc.setns(fd, {"net": CLONE_NEWNET, "ipc": CLONE_NEWIPC}[kind]) != 0:
+                    err = ctypes.get_errno()
+                    raise OSError(err, "setns %s: %s" % (path, os.strerror(err)))
+            finally:
+                os.close(fd)
+            done["value"] = fn()
+        except BaseException as e:  # pytest.skip and failed asserts too, raised again below
+            done["error"] = e
+
+    t = threading.Thread(target=run, name="in-%s-ns-of-%d" % (kind, hpid))
+    t.start()
+    t.join(30 + SLACK)
+    assert not t.is_alive(), "%s still runs in the %s namespace of %d" % (fn, kind, hpid)
+    if "error" in done:
+        raise done["error"]
+    return done["value"]
+
+
+def seccomp_mode(hpid):
+    return status_field(read_file("/proc/%d/status" % hpid, "r") or "", "Seccomp", 10)
+
+
+def refused_by_runtime(srv, out):
+    """Whether an unconfined job's call failed with ENOSYS under a seccomp filter the
+    container runtime put on the server (an unconfined server installs none)."""
+    return TARGET == "container" and "Function not implemented" in out.err and seccomp_mode(srv.hpid) == 2
+
+
+def refused_unconfined(srv, call, out):
+    """Why call failed for an unconfined job: in a container whose runtime filters system
+    calls (podman's default seccomp profile answers add_key, request_key and the io_uring
+    calls with ENOSYS) no process there has it, so the sandbox has nothing to take away."""
+    if refused_by_runtime(srv, out):
+        return ("the container runtime's seccomp filter (podman's default profile) refuses %s to "
+                "every process in the container, so even an unconfined job has none: %r" % (call, out))
+    return "%s refused even unconfined: %r" % (call, out)
 
 
 def host_object_attack(lab, user, mode, needs, attack):
@@ -1667,7 +1728,8 @@ def host_object_attack(lab, user, mode, needs, attack):
 
 def abstract_socket_attack(srv, confined):
     name = "mcpx-" + uuid.uuid4().hex
-    lsock = socket.socket(socket.AF_UNIX)
+    # an abstract name lives in the network namespace its socket was made in
+    lsock = in_namespace_of(srv.hpid, "net", lambda: socket.socket(socket.AF_UNIX))
     lsock.bind("\0" + name)
     lsock.listen(4)
     lsock.settimeout(0.2 if confined else 10 + SLACK)
@@ -1682,7 +1744,7 @@ def abstract_socket_attack(srv, confined):
         except OSError:
             reached = False
         if not confined and not (out.ok and reached):
-            return "no connection to the test's abstract socket (another network namespace?): %r" % out
+            return "no connection to the test's abstract socket in the server's network namespace: %r" % out
         if confined:
             assert "Operation not permitted" in out.err or not out.ok, out
         return reached or out.ok
@@ -1690,18 +1752,44 @@ def abstract_socket_attack(srv, confined):
         lsock.close()
 
 
-def keyring_attack(srv, confined):
-    # syscall() wants its string arguments in variables (it may write to them)
-    out = srv.job(pl('my ($type, $desc, $data) = ("user", "mcpx-$$", "x"); '
-                     'my $id = syscall(%d, $type, $desc, $data, 1, %d); $id >= 0 or die "add_key: $!"; '
-                     'syscall(%d, %d, $id, %d); print "added\\n"'
-                     % (NR_E["add_key"], KEY_SPEC_USER_KEYRING, NR_E["keyctl"], KEYCTL_UNLINK,
-                        KEY_SPEC_USER_KEYRING)))
-    if not confined and not out.ok:
-        return "add_key refused unconfined (a container's seccomp profile?): %r" % out
-    if confined:
-        assert "Operation not permitted" in out.err, out
-    return out.ok
+def keyring_attack():
+    """A job changes its user's keyring: it adds a key there and unlinks it.  Where the
+    container runtime's filter refuses add_key to everything but allows keyctl (podman's
+    default profile), the job instead links its session keyring into its user's keyring
+    and unlinks it again, a change made with keyctl alone (and in a rootful container
+    the keyring is the host user's).  The confined job tries every spelling the control
+    needed, and each must be refused."""
+    spellings = ["add_key"]
+
+    def job(how):
+        if how == "add_key":
+            # syscall() wants its string arguments in variables (it may write to them)
+            return pl('my ($type, $desc, $data) = ("user", "mcpx-$$", "x"); '
+                      'my $id = syscall(%d, $type, $desc, $data, 1, %d); $id >= 0 or die "add_key: $!"; '
+                      'syscall(%d, %d, $id, %d); print "added\\n"'
+                      % (NR_E["add_key"], KEY_SPEC_USER_KEYRING, NR_E["keyctl"], KEYCTL_UNLINK,
+                         KEY_SPEC_USER_KEYRING))
+        return pl('syscall(%d, %d, %d, %d) == 0 or die "keyctl link: $!"; '
+                  'syscall(%d, %d, %d, %d) == 0 or die "keyctl unlink: $!"; print "linked\\n"'
+                  % (NR_E["keyctl"], KEYCTL_LINK, KEY_SPEC_SESSION_KEYRING, KEY_SPEC_USER_KEYRING,
+                     NR_E["keyctl"], KEYCTL_UNLINK, KEY_SPEC_SESSION_KEYRING, KEY_SPEC_USER_KEYRING))
+
+    def attack(srv, confined):
+        if not confined:
+            out = srv.job(job("add_key"))
+            if not out.ok and refused_by_runtime(srv, out):
+                spellings.append("keyctl")
+                out = srv.job(job("keyctl"))
+            if not out.ok:
+                return refused_unconfined(srv, spellings[-1], out)
+            return True
+        got_through = False
+        for how in spellings:
+            out = srv.job(job(how))
+            assert "Operation not permitted" in out.err, (how, out)
+            got_through = got_through or out.ok
+        return got_through
+    return attack
 
 
 def _mq(name, flags, uid=None):
@@ -1716,22 +1804,27 @@ def _mq(name, flags, uid=None):
 
 
 def message_queue_attack(user):
+    """The queue is made in the server's IPC namespace (see in_namespace_of)."""
     def attack(srv, confined):
         name = "mcpx-" + uuid.uuid4().hex
-        err = _mq(name, os.O_CREAT | os.O_RDWR, uid_of(user))
+
+        def in_ipc(fn):
+            return in_namespace_of(srv.hpid, "ipc", fn)
+
+        err = in_ipc(lambda: _mq(name, os.O_CREAT | os.O_RDWR, uid_of(user)))
         if err:
             return "mq_open: %s" % os.strerror(err)
         try:
             out = srv.job(pl('syscall(%d, $ARGV[0]) == 0 or die "mq_unlink: $!"; print "removed\\n"'
                              % NR_E["mq_unlink"], name))
-            gone = _mq(name, os.O_RDONLY) != 0
+            gone = in_ipc(lambda: _mq(name, os.O_RDONLY)) != 0
             if not confined and not gone:
-                return "the queue is not the job's to remove (another IPC namespace?): %r" % out
+                return "the job cannot remove the server's user's queue even unconfined: %r" % out
             if confined:
                 assert "Operation not permitted" in out.err, out
             return gone
         finally:
-            _libc.mq_unlink(("/" + name).encode())
+            in_ipc(lambda: _libc.mq_unlink(("/" + name).encode()))
     return attack
 
 
@@ -1739,24 +1832,42 @@ def io_uring_attack(srv, confined):
     out = srv.job(pl('my $p = "\\0" x 120; my $fd = syscall(%d, 1, $p); $fd >= 0 or die "io_uring_setup: $!"; '
                      'print "ring\\n"' % NR_IO_URING_SETUP))
     if not confined and not out.ok:
-        return "no io_uring here even unconfined: %r" % out
+        return refused_unconfined(srv, "io_uring_setup", out)
     if confined:
         assert "Function not implemented" in out.err, out
     return out.ok
+
+
+def server_side_pty(hpid):
+    """A pty (master, slave, the slave's name as the server sees it) in the devpts the
+    server sees: the container target's /dev/pts is a devpts instance of its own, where
+    a pty the test opened in its own would not exist by any name."""
+    pts = "/proc/%d/root/dev/pts" % hpid
+    if os.stat(pts).st_dev == os.stat("/dev/pts").st_dev:
+        master, slave = os.openpty()
+        return master, slave, os.ttyname(slave)
+    master = os.open(pts + "/ptmx", os.O_RDWR | os.O_NOCTTY)
+    try:
+        fcntl.ioctl(master, TIOCSPTLCK, struct.pack("i", 0))  # unlockpt
+        n = struct.unpack("I", fcntl.ioctl(master, TIOCGPTN, b"\0" * 4))[0]
+        slave = os.open("%s/%d" % (pts, n), os.O_RDWR | os.O_NOCTTY)
+    except BaseException:
+        os.close(master)
+        raise
+    return master, slave, "/dev/pts/%d" % n
 
 
 def terminal_attack(user):
     """The test plays a server on a terminal: a line typed there waits unread, and a
     job tries to read it by the terminal's name."""
     def attack(srv, confined):
-        master, slave = os.openpty()
+        master, slave, name = server_side_pty(srv.hpid)
         try:
             os.fchown(slave, uid_of(user), -1)
-            name = os.ttyname(slave)
             os.write(master, b"secret\n")
             out = srv.job("head -n 1 %s" % name)
             if not confined and out.out != "secret\n":
-                return "the job cannot see %s (another devpts instance?): %r" % (name, out)
+                return "the job cannot read %s even unconfined: %r" % (name, out)
             if confined:
                 assert "Permission denied" in out.err, out
                 os.set_blocking(slave, False)
@@ -1791,7 +1902,7 @@ def test_sandboxed_job_cannot_reach_an_abstract_socket_with_the_network_on(lab, 
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("user", USERS)
 def test_sandboxed_job_cannot_change_its_users_keyring(lab, user, mode):
-    host_object_attack(lab, user, mode, ("perl",), keyring_attack)
+    host_object_attack(lab, user, mode, ("perl",), keyring_attack())
 
 
 @pytest.mark.parametrize("mode", MODES)
