@@ -1,9 +1,9 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -27,26 +27,24 @@ type killOutcome struct {
 	survivors         string // what was left alive, when terminated is false
 }
 
-// kill signals j's process group per plan and waits for observed death: the
-// direct child reaped and no process left in the group. A job whose tree
-// died is delivered to the kill (see the delivery rule); the caller, which
-// holds j, reports its result.
+// kill signals j's tree (see treeIn) per plan and waits for observed death:
+// the shell reaped and no process of the tree left. What a step did not
+// see go is looked for once more when the reply is made, so terminated is
+// true exactly when that look finds nothing, and survivors names only what
+// it found alive. A job whose tree died is delivered to the kill (see the
+// delivery rule); the caller, which holds j, reports its result.
 func (r *registry) kill(w *waiter, j *job, plan killPlan) (killOutcome, error) {
 	r.watch([]*job{j}, 1)
 	defer r.watch([]*job{j}, -1)
 	var out killOutcome
-	if j.terminal() && !groupAlive(j.pid) {
+	rc := newReach([]*job{j}, false)
+	if j.terminal() && rc.allGone(rc.look()) {
 		out.terminated, out.alreadyTerminated = true, true
 	} else {
 		for i, sig := range plan.signals {
 			out.sent, out.escalated = sig, i > 0
-			if err := j.signal(sig); err != nil {
-				return killOutcome{}, err
-			}
 			var err error
-			if plan.wait <= 0 { // no waiting: look once, and escalate at once
-				out.terminated = j.terminal() && !groupAlive(j.pid)
-			} else if out.terminated, err = j.awaitDeath(w, time.Now().Add(plan.wait)); err != nil {
+			if out.terminated, err = j.killStep(w, rc, sig, plan.wait); err != nil {
 				return killOutcome{}, err
 			}
 			if out.terminated {
@@ -55,11 +53,59 @@ func (r *registry) kill(w *waiter, j *job, plan killPlan) (killOutcome, error) {
 		}
 	}
 	if !out.terminated {
-		out.survivors = describeSurvivors(j)
-		return out, nil
+		left := alive(rc.look()) // just before the reply: a process gone since the wait is not named
+		if len(left) > 0 || !j.terminal() || !rc.allGone(nil) {
+			out.survivors = describeSurvivors(j, left)
+			return out, nil
+		}
+		out.terminated = true
 	}
 	r.deliver(j) // the kill held the job: its result is ours even if a wait took it too
 	return out, nil
+}
+
+// killStep sends sig to j's tree and waits until wait passes for the shell
+// to be reaped and every process found to go; then one more look must find
+// nothing. It reports whether it did. Whole /proc scans are two at most:
+// one to signal, one to confirm; the waiting in between reads only the
+// processes found.
+func (j *job) killStep(w *waiter, rc *reach, sig syscall.Signal, wait time.Duration) (bool, error) {
+	deadline := time.Now().Add(wait)
+	rc.beginStep()
+	if err := rc.send(sig, rc.look()); err != nil {
+		return false, err
+	}
+	if wait <= 0 { // no waiting: look once, and escalate at once
+		return j.terminal() && rc.knownGone() && rc.allGone(rc.look()), nil
+	}
+	describe := func() string { return fmt.Sprintf("waiting for job %s's processes to exit", j.id) }
+	for !j.terminal() {
+		if !time.Now().Before(deadline) {
+			return false, nil
+		}
+		if err := w.sleep(j.done, deadline, describe); err != nil {
+			return false, err
+		}
+	}
+	gone := awaitProcesses(rc.knownGone, deadline, w.ctx.Done())
+	if w.ctx.Err() != nil {
+		return false, errCancelled
+	}
+	if !gone {
+		return false, nil
+	}
+	left := rc.look()
+	if rc.allGone(left) {
+		return true, nil
+	}
+	// Forked since the first look: signalled too, and waited for, but
+	// only the look the reply makes can say the tree is gone now.
+	_ = rc.send(sig, left) // best effort: the group was signalled above
+	awaitProcesses(rc.knownGone, deadline, w.ctx.Done())
+	if w.ctx.Err() != nil {
+		return false, errCancelled
+	}
+	return false, nil
 }
 
 // signal sends sig to the job's process group. A stopped process keeps a TERM
@@ -75,45 +121,36 @@ func (j *job) signal(sig syscall.Signal) error {
 	return err
 }
 
-// awaitDeath waits until the job's direct child has been reaped and its
-// process group has no members left, or deadline. It reports whether both
-// happened.
-func (j *job) awaitDeath(w *waiter, deadline time.Time) (bool, error) {
-	describe := func() string { return fmt.Sprintf("waiting for job %s's process group to exit", j.id) }
-	for !j.terminal() {
-		if !time.Now().Before(deadline) {
-			return false, nil
-		}
-		if err := w.sleep(j.done, deadline, describe); err != nil {
-			return false, err
-		}
-	}
-	gone := awaitGroupGone(j.pid, deadline, w.ctx.Done())
-	if !gone && w.ctx.Err() != nil {
-		return false, errCancelled
-	}
-	return gone, nil
-}
+// survivorsNamed bounds how many processes a report names: a fork bomb's
+// thousand survivors would drown the rest.
+const survivorsNamed = 10
 
-// describeSurvivors names what is left of a job's tree and what to do next.
-func describeSurvivors(j *job) string {
-	members := groupMembers(j.pid)
+// describeSurvivors names what is left of a job's tree (left, alive when
+// the reply is made) and what to do next.
+func describeSurvivors(j *job, left []procInfo) string {
 	what := "the shell has not exited"
-	if j.terminal() {
+	switch {
+	case len(left) > 0:
+		what = fmt.Sprintf("%d process(es) of the job's tree (process group and session %d, and what they started) survived: %s",
+			len(left), j.pid, namedProcesses(left))
+	case j.terminal():
 		what = "the shell exited but its process group still has members"
 	}
-	if len(members) > 0 {
-		what = fmt.Sprintf("%d process(es) in group %d survived:", len(members), j.pid)
-		const named = 10 // a fork bomb's thousand survivors would drown the rest
-		for i, m := range members {
-			if i == named {
-				what += fmt.Sprintf(" and %d more", len(members)-named)
-				break
-			}
-			what += fmt.Sprintf(" %d (%s, %s)", m.pid, m.comm, stateWords(m.state))
-		}
-	}
 	return what + "; send signal KILL, use ASSURED, or call kill again with a longer timeout"
+}
+
+// namedProcesses names procs, the first survivorsNamed of them, as
+// "PID (COMM, STATE)".
+func namedProcesses(procs []procInfo) string {
+	var named []string
+	for i, p := range procs {
+		if i == survivorsNamed {
+			named = append(named, fmt.Sprintf("and %d more", len(procs)-survivorsNamed))
+			break
+		}
+		named = append(named, fmt.Sprintf("%d (%s, %s)", p.pid, p.comm, stateWords(p.state)))
+	}
+	return strings.Join(named, ", ")
 }
 
 // stateWords explains a /proc process state letter for a survivor report.
@@ -131,24 +168,19 @@ func stateWords(state string) string {
 	return "sleeping"
 }
 
-// teardown terminates the job's tree: TERM, then KILL after grace, and waits
-// for the group to be gone (bounded). Used when nobody will collect the job.
+// teardown terminates the job's tree: TERM, then KILL after grace to
+// whatever is found, and waits for it to be gone (bounded). Used when
+// nobody will collect the job.
 func (j *job) teardown(grace time.Duration) {
-	w := &waiter{ctx: context.Background()}
-	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGKILL} {
-		_ = j.signal(sig) // best effort: errors mean the group is gone
-		if dead, _ := j.awaitDeath(w, time.Now().Add(grace)); dead {
-			return
-		}
-	}
+	_, _ = endTrees([]*job{j}, false, grace, 2*grace) // best effort: nobody is told what survived
 }
 
 // killAtOnce is the grace of a time limit that sends KILL without a TERM
 // first, as the Shell toolkit's contract has it.
 const killAtOnce time.Duration = -1
 
-// limitTime ends j if it still runs after limit: TERM to its process group,
-// then, grace later, KILL to whatever of the group is left (or KILL alone
+// limitTime ends j if it still runs after limit: TERM to its tree, then,
+// grace later, KILL to whatever of it is left (or KILL alone
 // when grace is killAtOnce). Its result then says timed_out. The timer
 // stops when the job ends first.
 func (j *job) limitTime(limit, grace time.Duration) {
@@ -157,14 +189,18 @@ func (j *job) limitTime(limit, grace time.Duration) {
 			return
 		}
 		j.timedOut.Store(true)
+		rc := newReach([]*job{j}, false)
 		if grace == killAtOnce {
-			_ = j.signal(syscall.SIGKILL) // best effort: errors mean the group is gone
+			rc.beginStep()
+			_ = rc.send(syscall.SIGKILL, rc.look()) // best effort: errors mean the group is gone
 			return
 		}
-		_ = j.signal(syscall.SIGTERM) // best effort: errors mean the group is gone
+		rc.beginStep()
+		_ = rc.send(syscall.SIGTERM, rc.look()) // best effort, as above
 		time.AfterFunc(grace, func() {
-			if groupAlive(j.pid) {
-				_ = j.signal(syscall.SIGKILL) // best effort, as above
+			if !rc.knownGone() {
+				rc.beginStep()
+				_ = rc.send(syscall.SIGKILL, rc.look()) // best effort, as above
 			}
 		})
 	})

@@ -29,6 +29,7 @@ type procInfo struct {
 	pid, ppid, pgid, sid int
 	comm                 string
 	state                string
+	start                uint64 // when it started, in clock ticks since boot: a reused pid has another
 }
 
 // inputEnd is the file a job's processes read their input from, its stdin
