@@ -87,7 +87,7 @@ type procTable struct {
 	byPid    map[int]procInfo
 	kids     map[int][]int // pid to its children's pids
 	inGroup  map[int][]int // process group id to its members
-	inSessn  map[int][]int // session id to its members
+	inSession  map[int][]int // session id to its members
 	selfPid  int
 	isLeader func(pid int) bool // a job's shell this process started and has not reaped
 }
@@ -95,12 +95,12 @@ type procTable struct {
 // newProcTable indexes procs (from procSnapshot).
 func newProcTable(procs []procInfo) procTable {
 	t := procTable{byPid: make(map[int]procInfo, len(procs)), kids: map[int][]int{}, inGroup: map[int][]int{},
-		inSessn: map[int][]int{}, selfPid: os.Getpid(), isLeader: children.tracks}
+		inSession: map[int][]int{}, selfPid: os.Getpid(), isLeader: children.tracks}
 	for _, p := range procs {
 		t.byPid[p.pid] = p
 		t.kids[p.ppid] = append(t.kids[p.ppid], p.pid)
 		t.inGroup[p.pgid] = append(t.inGroup[p.pgid], p.pid)
-		t.inSessn[p.sid] = append(t.inSessn[p.sid], p.pid)
+		t.inSession[p.sid] = append(t.inSession[p.sid], p.pid)
 	}
 	return t
 }
@@ -121,7 +121,7 @@ func (j *job) treeIn(t procTable) []procInfo {
 		for _, pid := range t.inGroup[j.pid] {
 			add(pid)
 		}
-		for _, pid := range t.inSessn[j.pid] {
+		for _, pid := range t.inSession[j.pid] {
 			add(pid)
 		}
 	}
