@@ -84,12 +84,12 @@ func (t *jobTree) remember(members []procInfo) {
 // procTable is one reading of every process in /proc, indexed the ways a
 // job's tree is found.
 type procTable struct {
-	byPid    map[int]procInfo
-	kids     map[int][]int // pid to its children's pids
-	inGroup  map[int][]int // process group id to its members
-	inSession  map[int][]int // session id to its members
-	selfPid  int
-	isLeader func(pid int) bool // a job's shell this process started and has not reaped
+	byPid     map[int]procInfo
+	kids      map[int][]int // pid to its children's pids
+	inGroup   map[int][]int // process group id to its members
+	inSession map[int][]int // session id to its members
+	selfPid   int
+	isLeader  func(pid int) bool // a job's shell this process started and has not reaped
 }
 
 // newProcTable indexes procs (from procSnapshot).
