@@ -205,6 +205,8 @@ type reach struct {
 	grouped    bool           // the current step signalled the jobs' groups
 }
 
+// newReach returns a reach over jobs (and with everything over every
+// descendant) that has found nothing yet. One goroutine uses it at a time.
 func newReach(jobs []*job, everything bool) *reach {
 	return &reach{jobs: jobs, everything: everything, known: map[int]uint64{}}
 }
