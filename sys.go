@@ -107,3 +107,7 @@ type notFoundError struct{ text string }
 
 func (e notFoundError) Error() string { return e.text }
 func (e notFoundError) Unwrap() error { return syscall.ENOENT }
+
+// fileKey identifies an open file as stat shows it through any descriptor
+// or /proc/PID/fd link: device and inode. A pipe's two ends share one.
+type fileKey struct{ dev, ino uint64 }
