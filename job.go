@@ -61,6 +61,7 @@ type job struct {
 	contract *jobContract  // what the caller that started it asked of it; nil: the defaults
 	silent   bool          // it sends no events
 	inputEnd inputEnd      // its stdin pipe or terminal, to see a process blocked reading it
+	tree     jobTree       // what links processes outside its group to it
 	inputMu  sync.Mutex    // guards sighting
 	sighting inputSighting // the last time a process was seen blocked reading input
 	// prompts: 1.2's reports of input wanted apply (waitingForInput),

@@ -28,7 +28,7 @@ var transports = []string{"stdio.go", "http.go"}
 // too: add it, or the transports may name it unchecked.
 var coreFiles = []string{
 	"jobs.go", "window.go", "grep.go", "pump.go", "kill.go", "reaper.go", "stdin.go", "until.go",
-	"sys.go", "sys_linux.go", "sys_waitset_linux.go",
+	"sys.go", "sys_linux.go", "sys_waitset_linux.go", "tree.go", "sys_tree_linux.go",
 }
 
 // layers orders the server's files from the top (main) to the bottom (the
@@ -56,7 +56,7 @@ var layers = [][]string{
 	{"recent.go"},           // a running job's newest lines: a prompt, or progress
 	{"shellview.go"},        // the Shell toolkit's view of a stream
 	{"args.go"},             // typed tool arguments and their schemas
-	{"kill.go", "until.go"}, // kill and teardown of a job's process group; a wait ending early
+	{"kill.go", "until.go"}, // kill and teardown of a job's tree; a wait ending early
 	{"jobs.go"},             // the registry: starting, waiting, delivery, expiry
 	{"joblog.go"},           // the job log: a line per start, end and refusal
 	{"spawn.go", "inputwait.go", "expiry.go"}, // a job's launch: pipes, terminal, env, cwd; input wanted; forgotten ids
@@ -70,6 +70,7 @@ var layers = [][]string{
 	{"config.go"},               // settings from the environment
 	{"grep.go"},                 // the complete lines of a window, and searching them
 	{"window.go"},               // the bounded output window
+	{"tree.go"},                 // what ties processes outside its group to a job: its pipes, earlier looks
 	{"reaper.go"},               // the one owner of child exit statuses
 	{"specs.go"},                // stream, capture and signal specs
 	{"memory.go", "metrics.go"}, // handing memory back when idle; process-wide counters
@@ -78,7 +79,7 @@ var layers = [][]string{
 	{"json.go"},                 // JSON decoding and escaping helpers
 	{"errors.go", "log.go", "ids.go"},
 	{"sys_waitset_linux.go"}, // what a job's process sleeps waiting to read: its stdin, or a set holding it
-	{"sys.go", "sys_linux.go", "sys_other.go", "confine.go", "confine_linux.go", "confine_other.go",
+	{"sys.go", "sys_linux.go", "sys_other.go", "sys_tree_linux.go", "confine.go", "confine_linux.go", "confine_other.go",
 		"isolate_linux.go", "seccomp_linux.go", "conn_linux.go", "conn_other.go"}, // the kernel's layers a confined job's thread takes on
 }
 

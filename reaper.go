@@ -130,6 +130,24 @@ func (t *childTable) counts() (tracked, orphans int) {
 	return len(t.byPid), t.orphans
 }
 
+// tracks reports whether pid is a child spawn started that the reaper has
+// not collected yet: a job's shell.
+func (t *childTable) tracks(pid int) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	_, ok := t.byPid[pid]
+	return ok
+}
+
+// tracksAfterForks is tracks once every fork under way has recorded its
+// child: a child that still holds the server's descriptors between fork
+// and exec is then seen as the job's shell it is about to be.
+func (t *childTable) tracksAfterForks(pid int) bool {
+	t.gate.Lock() // waits out the forks; nothing but the lookup is done under it
+	defer t.gate.Unlock()
+	return t.tracks(pid)
+}
+
 // reapedSignal returns a channel that is closed after the next reap batch.
 // Waiters for a process group to drain select on it instead of spinning.
 func (t *childTable) reapedSignal() <-chan struct{} {

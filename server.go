@@ -214,9 +214,13 @@ func prepareProcess(undumpable bool) {
 		logf("%v", err)
 	}
 	if os.Getpid() != 1 {
-		if _, err := becomeSubreaper(); err != nil {
+		ok, err := becomeSubreaper()
+		if err != nil {
 			logf("cannot become a child subreaper (%v); orphans go to the system's init", err)
 		}
+		orphansReturn.Store(ok)
+	} else {
+		orphansReturn.Store(true)
 	}
 	if os.Getpid() == 1 || hasChildren() {
 		// Orphans may come back to us before any job: as PID 1 from
@@ -226,41 +230,26 @@ func prepareProcess(undumpable bool) {
 	}
 }
 
-// terminateAll sends TERM to every job's group (and with sweep to every
-// descendant), waits up to the grace, then KILLs what is left and waits.
+// shutdownSweepDuration bounds a teardown of sessions' jobs from its TERM:
+// after the grace, KILL goes to whatever is found, again and again, for
+// the rest of it.
+const shutdownSweepDuration = teardownGraceDuration + 3*time.Second
+
+// terminateAll sends TERM to every job's tree (and with sweep to every
+// descendant), gives them the grace, then KILLs whatever is left, looking
+// again until nothing is or shutdownSweepDuration passes (see endTrees).
+// A sweep says on stderr how long it took, and any teardown what it left.
 // With no job and no child it returns at once, having read nothing.
 func terminateAll(jobs []*job, sweep bool) {
 	sweep = sweep && hasChildren()
 	if len(jobs) == 0 && !sweep {
 		return
 	}
-	steps := []struct {
-		sig  syscall.Signal
-		wait time.Duration // how long the processes get to go after sig
-	}{{syscall.SIGTERM, teardownGraceDuration}, {syscall.SIGKILL, shutdownKillDuration}}
-	for _, step := range steps {
-		for _, j := range jobs {
-			_ = j.signal(step.sig) // best effort: the group may be gone
-		}
-		if sweep {
-			for _, p := range descendants(os.Getpid()) {
-				_ = syscall.Kill(p.pid, step.sig) // best effort: it may have exited
-			}
-		}
-		if awaitAllGone(jobs, sweep, time.Now().Add(step.wait)) {
-			return
-		}
+	left, took := endTrees(jobs, sweep, teardownGraceDuration, shutdownSweepDuration)
+	switch {
+	case len(left) > 0:
+		logf("ending %d job(s): %s still alive after %v", len(jobs), namedProcesses(left), took.Round(time.Millisecond))
+	case sweep:
+		logf("shutdown: every process the server started is gone (%d job(s), %v)", len(jobs), took.Round(time.Millisecond))
 	}
-}
-
-// awaitAllGone waits until no job group, and with sweep no child (so no
-// descendant), is left. Children are reaped by our reaper, whose every
-// batch wakes the wait: no /proc is read for it.
-func awaitAllGone(jobs []*job, sweep bool, deadline time.Time) bool {
-	for _, j := range jobs {
-		if !awaitGroupGone(j.pid, deadline, nil) {
-			return false
-		}
-	}
-	return !sweep || awaitProcesses(func() bool { return !hasChildren() }, deadline, nil)
 }

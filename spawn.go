@@ -78,6 +78,7 @@ func (j *job) launch(cfg *config, req startRequest, onExit func(exitStatus)) err
 	j.stdin = newStdinPipe(in.ours)
 	j.stdin.eofByte = req.tty != nil
 	j.inputEnd = inputEndOf(in.child, req.tty != nil)
+	j.tree.notePipes(in.child, out.child, errp.child)
 	j.prompts = cfg.profile == profileAgent || req.tty != nil
 	if req.streamed {
 		j.outGate, j.errGate = newReadGate(), newReadGate()

@@ -29,6 +29,7 @@ type procInfo struct {
 	pid, ppid, pgid, sid int
 	comm                 string
 	state                string
+	start                uint64 // when it started, in clock ticks since boot: a reused pid has another
 }
 
 // inputEnd is the file a job's processes read their input from, its stdin
@@ -106,3 +107,7 @@ type notFoundError struct{ text string }
 
 func (e notFoundError) Error() string { return e.text }
 func (e notFoundError) Unwrap() error { return syscall.ENOENT }
+
+// fileKey identifies an open file as stat shows it through any descriptor
+// or /proc/PID/fd link: device and inode. A pipe's two ends share one.
+type fileKey struct{ dev, ino uint64 }

@@ -80,7 +80,11 @@ func readProc(pid int) (procInfo, bool) {
 	ppid, _ := strconv.Atoi(rest[1])
 	pgid, _ := strconv.Atoi(rest[2])
 	sid, _ := strconv.Atoi(rest[3])
-	return procInfo{pid: pid, ppid: ppid, pgid: pgid, sid: sid, comm: s[open+1 : end], state: rest[0]}, true
+	var start uint64
+	if len(rest) > 19 {
+		start, _ = strconv.ParseUint(rest[19], 10, 64) // field 22, starttime
+	}
+	return procInfo{pid: pid, ppid: ppid, pgid: pgid, sid: sid, comm: s[open+1 : end], state: rest[0], start: start}, true
 }
 
 // sessionMembers lists the processes in group or session id: a job's, whose

@@ -131,3 +131,16 @@ func threadsOfSelf() int { return 0 }
 
 // onMainThread cannot tell here; nothing restricts a thread on this system.
 func onMainThread() bool { return false }
+
+// procSnapshot needs /proc; elsewhere a job's tree is its process group.
+func procSnapshot() []procInfo { return nil }
+
+// procNow cannot read a process's start time without /proc: it reports
+// whether pid exists, with a zero start time, as the looks here record.
+func procNow(pid int) (procInfo, bool) {
+	err := syscall.Kill(pid, 0)
+	return procInfo{pid: pid}, err == nil || errors.Is(err, syscall.EPERM)
+}
+
+// holdsAny needs /proc to read another process's descriptors.
+func holdsAny(pid int, files []fileKey) bool { return false }

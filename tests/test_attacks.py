@@ -36,6 +36,10 @@ the implementation, the way an agent trying to get out would probe them:
                          input and never yields a blocking execute (a false report makes
                          an agent type into a process that asked for nothing); the
                          control, the same wait with stdin in its set, is reported
+  I  kill reach          a job's process that left its group and session with setsid, and
+                         outlived the shell that started it, cannot dodge `kill`: a signal to
+                         the job's group misses it (the control), the server's kill still ends
+                         it, and says terminated only once it is gone
 
 Every attack is first run UNCONFINED against a fresh target of the same kind, where it
 must visibly work (the control), so no test can pass because of a typo or a missing
@@ -85,8 +89,8 @@ import uuid
 
 import pytest
 
-from tests.helpers import (IS_ROOT, PODMAN, SLACK, TARGET, Server, process_env, read_file, server_binary,
-                      token_processes, wait_until)
+from tests.helpers import (IS_ROOT, PODMAN, SLACK, TARGET, Server, await_no_token_processes, process_env, read_file,
+                      server_binary, token_processes, wait_until)
 
 SH = "/bin/sh"
 STD_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -2370,3 +2374,34 @@ def test_poller_on_its_own_descriptors_is_not_waiting_for_input(lab, user, mode,
         if out.state == "running":
             srv.s.cleanup(out.r["job_id"])
     srv.assert_serving("%s (%s)" % (poller, mode))
+
+
+# ==========================================================================
+# I. kill reach: a process that left its job's group with setsid
+# ==========================================================================
+
+@pytest.mark.parametrize("user", USERS)
+def test_setsid_process_cannot_dodge_kill(lab, user):
+    need_user(user)
+    srv = lab.server(user, "off", image_for(()))
+    token = uuid.uuid4().hex
+    jid = srv.s.job("setsid sh -c 'trap \"\" TERM; exec sleep 1000' & echo $$; exec sleep 1000",
+                    env={"MCPX_TOKEN": token})
+    pid = int(srv.s.poll_output(jid, lambda d: d.endswith("\n"))["stdout"]["data"])
+    wait_until(lambda: len(token_processes(token)) == 2, 10 + SLACK, "the job's two sleeps")
+    try:
+        # The control: TERM to the job's process group, sent by a sibling job,
+        # ends its shell but not the TERM-ignoring sleep in a session of its own.
+        out = srv.job("kill -TERM -%d" % pid)
+        assert out.ok, out
+        left = wait_until(lambda: len(token_processes(token)) == 1 and token_processes(token),
+                          10 + SLACK, "the group's sleep to die and the setsid one to stay")
+        (escaped,) = left
+        # The attack: it still holds the job's pipes; kill ASSURED reaches it.
+        k = srv.s.tool("kill", {"job_id": jid, "signal": "ASSURED", "timeout": 1 + SLACK})
+        assert k["terminated"] is True, "kill did not end the setsid process: %r" % k
+        assert not k.get("already_terminated"), "kill called a job whose process lives already gone: %r" % k
+        state = (read_file("/proc/%d/stat" % escaped, "r") or ") X").rsplit(")", 1)[1].split()[0]
+        assert state in ("X", "Z"), "kill answered terminated while %d lives: %r" % (escaped, k)
+    finally:
+        await_no_token_processes(token, timeout=0)

@@ -6,9 +6,15 @@ C library or the kernel names; anything past the real-time range is
 refused without touching the job.
 """
 
+import os
+import re
+import shutil
+import signal
+
 import pytest
 
-from tests.helpers import SLACK, Server, assert_forgotten, assert_kill_delivered, close_module_server, kill
+from tests.helpers import (SLACK, Server, assert_forgotten, assert_kill_delivered, close_module_server, kill,
+                           needs_binary_target, read_file, wait_until)
 
 
 @pytest.fixture(scope="module")
@@ -94,3 +100,65 @@ def test_kill_refuses_signal_beyond_realtime_range(ds, spelling):
 # ==========================================================================
 # 3. A server started with SIGHUP / SIGINT ignored
 # ==========================================================================
+
+
+# ==========================================================================
+# The job's whole tree: setsid children, and survivors that are alive
+# ==========================================================================
+
+def _state(pid):
+    """The /proc state letter of pid, or None when there is no such process."""
+    stat = read_file("/proc/%d/stat" % pid, "r")
+    return None if stat is None else stat[stat.rindex(")") + 2:].split()[0]
+
+
+def _named_pids(detail):
+    """The pids a kill's detail names as survivors: "PID (COMM, STATE)"."""
+    return [int(p) for p in re.findall(r"(\d+) \(", detail)]
+
+
+def _kill_is_truthful(k, pids=()):
+    """A kill answer never claims a dead tree while one of pids lives, and
+    names no process that is gone."""
+    if k["terminated"]:
+        for pid in pids:
+            assert _state(pid) in (None, "Z"), "kill answered terminated while %d lives: %r" % (pid, k)
+        return
+    for pid in _named_pids(k["detail"]):
+        state = _state(pid)
+        assert state is not None, "kill named %d, which is gone: %r" % (pid, k)
+
+
+def test_kill_of_an_http_server_started_with_until_names_no_dead_process(ds):
+    needs_binary_target()  # the test reads the server's pids from its own /proc
+    if shutil.which("python3") is None:
+        pytest.skip("needs python3")
+    for _ in range(6):
+        r = ds.tool("execute", {"command": "python3 -u -m http.server 0 --bind 127.0.0.1",
+                                "until": {"pattern": "^Serving HTTP"}})
+        assert r["state"] == "running" and "matched" in r, r
+        k = kill(ds, r["job_id"], "TERM")
+        _kill_is_truthful(k)
+        if k["terminated"]:
+            assert_kill_delivered(k, r["job_id"])
+        else:
+            ds.cleanup(r["job_id"])
+
+
+@pytest.mark.parametrize("command", [
+    "setsid sleep 1000 & echo $!; wait",
+    "(setsid sleep 1000 & echo $!); exec sleep 1000",
+    "(setsid sleep 1000 & echo $!)",
+], ids=["setsid-child", "double-fork", "shell-exited"])
+def test_kill_reaches_a_process_that_left_the_group_with_setsid(ds, command):
+    needs_binary_target()
+    jid = ds.job(command)
+    pid = int(ds.poll_output(jid, lambda data: data.endswith("\n"))["stdout"]["data"].strip())
+    try:
+        wait_until(lambda: (read_file("/proc/%d/comm" % pid, "r") or "").strip() == "sleep", 10, "the setsid sleep")
+        k = kill(ds, jid, "TERM")
+        _kill_is_truthful(k, [pid])
+        assert k["terminated"], "a sleep that dies of TERM survived: %r" % k
+    finally:
+        if (read_file("/proc/%d/comm" % pid, "r") or "").strip() == "sleep":
+            os.kill(pid, signal.SIGKILL)

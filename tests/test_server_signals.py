@@ -13,7 +13,8 @@ import time
 
 import pytest
 
-from tests.helpers import EXIT_WITHIN, SLACK, needs_binary_target, server_binary
+from tests.helpers import (EXIT_WITHIN, SLACK, await_no_token_processes, marker, needs_binary_target, server_binary,
+                           token_processes, wait_until)
 
 # A server that must NOT exit is watched this long after the signal: the
 # absence of an event cannot be awaited, only given time to happen.  A server
@@ -108,3 +109,38 @@ def test_normally_started_server_exits_promptly_on_sighup(launch):
         raise AssertionError("the server did not exit within %ss of SIGHUP" % EXIT_WITHIN)
     assert rc == 0, "shutdown on SIGHUP must exit with status 0; stderr: %s" % s.stderr_text[-2000:]
     assert time.monotonic() - t0 < EXIT_WITHIN
+
+
+# A job that leaves its group twice over: a TERM-ignoring sleep in a session of
+# its own, and a shell that keeps starting a new session for its successor.
+_ESCAPING = ("setsid sh -c 'trap \"\" TERM; exec sleep 1000' & "
+             "setsid sh -c 'trap \"\" TERM; while :; do setsid sh -c \"trap \\\"\\\" TERM; sleep 0.05\" & sleep 0.02; done' & "
+             "echo up; wait")
+
+
+@pytest.mark.parametrize("how", ["stdin-closed", "SIGTERM"])
+def test_shutdown_leaves_no_setsid_process_behind(launch, how):
+    needs_binary_target()
+    token = marker().rsplit("-", 1)[1]
+    s = launch([server_binary()])
+    jid = s.job(_ESCAPING, env={"MCPX_TOKEN": token})
+    s.poll_output(jid, lambda d: d == "up\n")
+    wait_until(lambda: len(token_processes(token)) >= 3, 10, "the escaped processes")
+    t0 = time.monotonic()
+    if how == "SIGTERM":
+        s.send_signal(signal.SIGTERM)
+    else:
+        s.close_stdin()
+    try:
+        rc = s.proc.wait(EXIT_WITHIN)
+    except subprocess.TimeoutExpired:
+        raise AssertionError("the server did not exit within %ss" % EXIT_WITHIN)
+    assert rc == 0, s.stderr_text[-2000:]
+    assert time.monotonic() - t0 < EXIT_WITHIN
+    # Nothing it started is left once it has exited (zombies re-parented to
+    # our init may still wait to be reaped).
+    left = {p: d for p, d in token_processes(token).items() if not d.endswith(" Z")}
+    if left:
+        await_no_token_processes(token, timeout=0)  # kills them, so they cannot disturb later tests
+    assert not left, "processes outlived the server's shutdown: %r; stderr: %s" % (left, s.stderr_text[-2000:])
+    assert "shutdown: every process the server started is gone" in s.stderr_text, s.stderr_text[-2000:]

@@ -1,0 +1,105 @@
+// Which processes a job has beyond its process group, as /proc shows
+// them: what the server keeps of each job to find them (its pipes, the
+// processes a look found), and one reading of every process, indexed.
+
+package main
+
+import (
+	"os"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"syscall"
+)
+
+// A job's tree, without cgroups, is what /proc can link to it: the members
+// of its process group and of its session (the shell leads both, so their
+// ids are its pid); every process below one of those by parent links; the
+// processes seen in the tree at an earlier look that still live (same pid,
+// same start time), so a grandchild re-parented to the server after its
+// parent died is still the job's; and the orphans re-parented to the
+// server (its subreaper role) that hold one of the job's pipes, which is
+// what ties a daemon to a job whose shell is gone. A daemon whose parent
+// had already exited before any look, and that closed the job's pipes, is
+// linked to nothing: only a cgroup could tell.
+
+// pipeKeyOf is the fileKey of the pipe open at fd; false when fd is no
+// pipe or fstat fails.
+func pipeKeyOf(fd int) (fileKey, bool) {
+	var st syscall.Stat_t
+	if syscall.Fstat(fd, &st) != nil || st.Mode&syscall.S_IFMT != syscall.S_IFIFO {
+		return fileKey{}, false
+	}
+	return fileKey{dev: uint64(st.Dev), ino: uint64(st.Ino)}, true // the fields' types differ by system
+}
+
+// jobTree is what the server keeps to find a job's processes beyond its
+// group.
+type jobTree struct {
+	pipes []fileKey // the job's stdin, stdout and stderr pipes (or terminal); set before the spawn, read-only after
+
+	mu   sync.Mutex     // guards seen
+	seen map[int]uint64 // pid to start time of each process the last look found in the tree
+}
+
+// notePipes records the pipes handed to the job as its fds 0, 1 and 2.
+// Only pipes count: a terminal's number, and so its inode, is given again
+// once it is closed, to another job's.
+func (t *jobTree) notePipes(fds ...int) {
+	for _, fd := range fds {
+		if k, ok := pipeKeyOf(fd); ok && !slices.Contains(t.pipes, k) {
+			t.pipes = append(t.pipes, k)
+		}
+	}
+}
+
+// remembered is a copy of the processes seen at the last look.
+func (t *jobTree) remembered() map[int]uint64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	seen := make(map[int]uint64, len(t.seen))
+	for pid, start := range t.seen {
+		seen[pid] = start
+	}
+	return seen
+}
+
+// remember replaces what the tree remembers with the processes of a look.
+func (t *jobTree) remember(members []procInfo) {
+	seen := make(map[int]uint64, len(members))
+	for _, p := range members {
+		seen[p.pid] = p.start
+	}
+	t.mu.Lock()
+	t.seen = seen
+	t.mu.Unlock()
+}
+
+// procTable is one reading of every process in /proc, indexed the ways a
+// job's tree is found.
+type procTable struct {
+	byPid     map[int]procInfo
+	kids      map[int][]int // pid to its children's pids
+	inGroup   map[int][]int // process group id to its members
+	inSession map[int][]int // session id to its members
+	selfPid   int
+	isLeader  func(pid int) bool // a job's shell this process started and has not reaped
+}
+
+// newProcTable indexes procs (from procSnapshot).
+func newProcTable(procs []procInfo) procTable {
+	t := procTable{byPid: make(map[int]procInfo, len(procs)), kids: map[int][]int{}, inGroup: map[int][]int{},
+		inSession: map[int][]int{}, selfPid: os.Getpid(), isLeader: children.tracks}
+	for _, p := range procs {
+		t.byPid[p.pid] = p
+		t.kids[p.ppid] = append(t.kids[p.ppid], p.pid)
+		t.inGroup[p.pgid] = append(t.inGroup[p.pgid], p.pid)
+		t.inSession[p.sid] = append(t.inSession[p.sid], p.pid)
+	}
+	return t
+}
+
+// orphansReturn is set once this process is PID 1 or a child subreaper:
+// every descendant is then below one of its children, and a shutdown
+// sweep can follow its own process tree alone.
+var orphansReturn atomic.Bool
