@@ -24,32 +24,17 @@ func httpServer(t *testing.T, settings ...string) string {
 }
 
 // httpTransportFor is httpServer that also returns the transport. Its idle
-// sweep does not run: a test calls takeIdle itself.
+// sweep does not run: a test calls takeIdle itself. A test that sets no
+// token or MCP_EXEC_HTTP_AUTH of its own serves without a token.
 func httpTransportFor(t *testing.T, settings ...string) (*httpTransport, string) {
 	t.Helper()
-	onLinux(t)
-	open := "MCP_EXEC_HTTP_AUTH=none" // a test without a token of its own serves without one
+	open := "MCP_EXEC_HTTP_AUTH=none"
 	for _, s := range settings {
 		if strings.HasPrefix(s, "MCP_EXEC_TOKEN") || strings.HasPrefix(s, "MCP_EXEC_HTTP_AUTH=") {
 			open = "MCP_EXEC_HTTP_AUTH=token"
 		}
 	}
-	cfg, err := loadConfig(append(testConfig().baseEnv, append([]string{"MCP_EXEC_LISTEN=127.0.0.1:0", open}, settings...)...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.shell = "/bin/sh"
-	srv := newServer(cfg)
-	tr, err := openHTTP(srv)
-	if err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = tr.server.Serve(tr.listener) }()
-	t.Cleanup(func() {
-		srv.shutdown()
-		tr.close()
-	})
-	return tr, "http://" + tr.addr()
+	return guardedTransport(t, append([]string{open}, settings...)...)
 }
 
 // post sends one JSON-RPC body to /mcp with the given headers.
