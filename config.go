@@ -389,6 +389,7 @@ func validToolPrefix(v string) bool {
 	return true
 }
 
+// isLetter says whether b is an ASCII letter.
 func isLetter(b byte) bool { return b >= 'a' && b <= 'z' || b >= 'A' && b <= 'Z' }
 
 // oneOf returns v if it is one of choices, which the error lists.

@@ -56,10 +56,10 @@ var posixShells = []string{"sh", "dash", "bash", "ash", "ksh", "ksh93", "mksh", 
 // os.File would offer each descriptor to the runtime's poller, which
 // refuses a regular file, and flip its flags to and fro on every job.
 type cwdReport struct {
-	once sync.Once
-	fd   int    // the file the shell writes, held open; -1: none
-	path string // its name
-	dir  string // what the shell wrote, trimmed; "" when nothing
+	once sync.Once // reads the file once: finalDir's answer, kept in dir
+	fd   int       // the file the shell writes, held open; -1: none
+	path string    // its name
+	dir  string    // what the shell wrote, trimmed; "" when nothing
 }
 
 // cwdReportSeq numbers the report files of this process: each name is
@@ -208,8 +208,8 @@ func (r *cwdReport) release() { r.finalDir() }
 // none. Every method takes its lock only to read or write its fields:
 // directories are resolved, and files read, outside it.
 type cwdKeeper struct {
-	mu  sync.Mutex
-	dir string // resolved; "": none kept, a call starts where it would without the setting
+	mu  sync.Mutex // guards dir, moves and pending
+	dir string     // resolved; "": none kept, a call starts where it would without the setting
 	// moves counts the times dir was set: a yielded execute moves the
 	// directory when it is delivered only if nothing set it since.
 	moves uint64

@@ -119,10 +119,8 @@ type typedResult struct {
 	body       any
 }
 
-// dressResult gives an encoded result object the modern era's members.
-func dressResult(res []byte) []byte { return dressResultAs(res, "complete") }
-
-// dressResultAs is dressResult with another resultType.
+// dressResultAs gives an encoded result object the modern era's members,
+// with resultType.
 func dressResultAs(res []byte, resultType string) []byte {
 	head := modernResultHeadAs(resultType)
 	body := bytes.TrimSpace(res[1:]) // after the object's "{"

@@ -155,6 +155,8 @@ type hostChecked struct {
 	next  http.Handler
 }
 
+// ServeHTTP answers 421, closing the connection, when the Host is not
+// one the guard allows, and passes the request on otherwise.
 func (h hostChecked) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !h.hosts.allows(r.Host) {
 		w.Header().Set("Connection", "close")
@@ -548,6 +550,7 @@ func newResponseStream() *responseStream {
 // abandon says the request was cancelled and gets no reply.
 func (s *responseStream) abandon() { s.once.Do(func() { close(s.abandoned) }) }
 
+// send queues a message that delivers nothing (a notification).
 func (s *responseStream) send(msg []byte) { s.sendHanded(msg, nil) }
 
 // sendHanded queues the reply; what it delivered (h) is settled once the
@@ -591,6 +594,7 @@ func (s *responseStream) end() {
 // discard is a replySink for messages nobody reads.
 type discard struct{}
 
+// send drops msg.
 func (discard) send([]byte) {}
 
 // deleteSession ends a legacy session and tears its jobs down.
@@ -726,6 +730,7 @@ type sseSink struct {
 	begun bool // the status line and headers went out
 }
 
+// begin starts the event stream; its caller sends the first event next.
 func (s *sseSink) begin() {
 	beginEventStream(s.w)
 	s.begun = true
@@ -748,11 +753,13 @@ func (s *sseSink) event(name string, data any) bool {
 	return err == nil
 }
 
+// flush pushes the events written so far to the client.
 func (s *sseSink) flush() { _ = http.NewResponseController(s.w).Flush() }
 
 // countingHandler counts every response by status, for /metrics.
 type countingHandler struct{ next http.Handler }
 
+// ServeHTTP serves the request and counts its response's status.
 func (c countingHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rec := &statusRecorder{ResponseWriter: w, code: http.StatusOK}
 	c.next.ServeHTTP(rec, r)
@@ -765,6 +772,7 @@ type statusRecorder struct {
 	code int
 }
 
+// WriteHeader records code and writes it.
 func (s *statusRecorder) WriteHeader(code int) {
 	s.code = code
 	s.ResponseWriter.WriteHeader(code)

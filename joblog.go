@@ -34,8 +34,8 @@ const (
 // A nil *jobLog is the log switched off: every method does nothing.
 type jobLog struct {
 	out       io.Writer
-	serverCwd string // where a job without a cwd runs
-	queue     chan []byte
+	serverCwd string        // where a job without a cwd runs
+	queue     chan []byte   // carries whole lines to the writing goroutine; bounded, never waited on
 	pending   atomic.Int64  // lines queued and not yet written
 	open      atomic.Int64  // jobs whose start was queued and whose end was not
 	dropped   atomic.Int64  // lines dropped since the last written, the queue being full

@@ -255,6 +255,9 @@ func jobsInstructions(cfg *config) string {
 		"wait with a timeout below that, and capture {\"tail\": N} on noisy output; replies are cut at {budget}.{keep_cwd}"
 }
 
+// runExecute is the execute tool: it starts the command as a job and, unless
+// nowait, waits as the arguments say (to its end, a yield, an until match or
+// a prompt); a job that ended is delivered to this call.
 func runExecute(c *toolCall, a *executeArgs) (any, error) {
 	run, err := executeRun(c.cfg, a)
 	if err != nil {
@@ -355,6 +358,9 @@ func startRequestOf(cfg *config, a *executeArgs) (startRequest, error) {
 	return req, nil
 }
 
+// runWait is the wait tool: it blocks on the jobs the call holds until one
+// ends, the timeout passes, until matches or the call is cancelled, and
+// answers one entry per job id; finished jobs are delivered to it.
 func runWait(c *toolCall, a *waitArgs) (any, error) {
 	timeout := c.cfg.defaultTimeout
 	if a.Timeout != nil {
@@ -414,6 +420,8 @@ func runningEntry(j *job, hit *untilHit, waiting bool) *resultJSON {
 	return r
 }
 
+// runStatus is the status tool: a held job's state, without output and
+// without delivering it.
 func runStatus(c *toolCall, a *statusArgs) (any, error) {
 	r := liveStatusOf(c.job(a.JobID))
 	return recentWithin(c, r, r), nil
@@ -455,6 +463,8 @@ func recentWithin(c *toolCall, res any, results ...*resultJSON) any {
 	return res
 }
 
+// runOutput is the output tool: slices (or a grep) of a held job's windows
+// from the offsets asked; it delivers nothing.
 func runOutput(c *toolCall, a *outputArgs) (any, error) {
 	if err := c.roomForReply(); err != nil {
 		return nil, err
@@ -533,6 +543,8 @@ func plainGrep(g *grepJSON) {
 	}
 }
 
+// runInput is the input tool: it writes data to a held job's stdin (or
+// terminal), closing it when asked, and answers the job's status.
 func runInput(c *toolCall, a *inputArgs) (any, error) {
 	j := c.job(a.JobID)
 	if err := j.input(c.waiter, a.Data, a.Close); err != nil {
@@ -541,6 +553,8 @@ func runInput(c *toolCall, a *inputArgs) (any, error) {
 	return statusOf(j), nil
 }
 
+// runKill is the kill tool: it signals a held job's tree per the call's
+// plan and answers whether it died; a job that died is delivered to it.
 func runKill(c *toolCall, a *killArgs) (any, error) {
 	plan := killPlan{signals: []syscall.Signal{syscall.SIGTERM}, wait: 5 * time.Second}
 	if a.Timeout != nil {

@@ -334,6 +334,7 @@ func clip(r json.RawMessage) string {
 	return string(r)
 }
 
+// isNull says whether r is the JSON literal null.
 func isNull(r json.RawMessage) bool { return string(r) == "null" }
 
 // parseInteger accepts a JSON number with no fractional part; values beyond

@@ -42,6 +42,7 @@ type rpcError struct {
 
 func (e *rpcError) Error() string { return e.Message }
 
+// newError is a JSON-RPC error with code and a formatted message.
 func newError(code int, format string, args ...any) *rpcError {
 	return &rpcError{Code: code, Message: fmt.Sprintf(format, args...)}
 }

@@ -312,10 +312,15 @@ var (
 	graphCached *fileGraph
 )
 
-// packageGraph returns the package's file graph, type-checked once per test
-// binary. The type-check runs in a re-executed test binary: it runs
-// `go list`, whose exit status this process's reaper would otherwise
-// collect first.
+// graphPlatforms are the GOOS values the package is type-checked for: Linux
+// first, and macOS, whose twins (sys_other.go, confine_other.go, …) no
+// Linux build reads.
+var graphPlatforms = []string{"linux", "darwin"}
+
+// packageGraph returns the package's file graph, the union of its graphs on
+// graphPlatforms, type-checked once per test binary. Each type-check runs
+// in a re-executed test binary: it runs `go list`, whose exit status this
+// process's reaper would otherwise collect first.
 func packageGraph(t *testing.T) fileGraph {
 	t.Helper()
 	onLinux(t)
@@ -324,14 +329,18 @@ func packageGraph(t *testing.T) fileGraph {
 	if graphCached != nil {
 		return *graphCached
 	}
-	code, out := runChild(t, append(os.Environ(), childModeEnv+"=layers"))
-	if code != 0 {
-		t.Fatalf("type-check (exit %d): %s", code, out)
+	var g fileGraph
+	for _, goos := range graphPlatforms {
+		code, out := runChild(t, append(os.Environ(), childModeEnv+"=layers", "GOOS="+goos, "CGO_ENABLED=0"))
+		if code != 0 {
+			t.Fatalf("type-check for %s (exit %d): %s", goos, code, out)
+		}
+		if err := g.parse(out); err != nil {
+			t.Fatal(err)
+		}
 	}
-	g, err := parseGraph(out)
-	if err != nil {
-		t.Fatal(err)
-	}
+	slices.Sort(g.files)
+	g.files = slices.Compact(g.files)
 	graphCached = &g
 	return g
 }
@@ -359,8 +368,9 @@ func init() {
 	}
 }
 
-func parseGraph(out string) (fileGraph, error) {
-	var g fileGraph
+// parse adds a type-check child's lines to g (its files unsorted, with
+// repeats, until the caller sorts them).
+func (g *fileGraph) parse(out string) error {
 	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
 		fields := strings.Split(line, "\t")
 		switch {
@@ -369,14 +379,14 @@ func parseGraph(out string) (fileGraph, error) {
 		case len(fields) == 4 && fields[0] == "ref":
 			g.addRef(fields[1], fields[2], fields[3])
 		default:
-			return fileGraph{}, fmt.Errorf("type-check child wrote %q, want a file or ref line", line)
+			return fmt.Errorf("type-check child wrote %q, want a file or ref line", line)
 		}
 	}
-	return g, nil
+	return nil
 }
 
 // typeCheckGraph type-checks the package's non-test files that build on
-// this platform and records each use of a package-level name (a method or
+// the platform $GOOS names (build.Default reads it) and records each use of a package-level name (a method or
 // field counts as declared where its declaration is) from a file other
 // than the one declaring it.
 func typeCheckGraph() (fileGraph, error) {

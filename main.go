@@ -15,6 +15,8 @@ import (
 	"strings"
 )
 
+// main is a job's launcher when started as one; else it serves one client
+// on stdio, or many over HTTP with --listen, until the end, and exits 0.
 func main() {
 	if isLauncher(os.Args) {
 		runLauncher(os.Args) // a job's launcher, never the server: does not return

@@ -14,7 +14,7 @@ import (
 
 // jobSlots counts running jobs across sessions, for MCP_EXEC_MAX_JOBS.
 type jobSlots struct {
-	running atomic.Int64
+	running atomic.Int64 // jobs started and not finished, in every session sharing it
 }
 
 // take takes a slot if fewer than most (0: no limit) are taken; a nil

@@ -266,6 +266,7 @@ type bpfJump struct {
 	jt, jf string
 }
 
+// emit appends one instruction.
 func (a *bpfAsm) emit(code uint16, k uint32) {
 	a.prog = append(a.prog, unix.SockFilter{Code: code, K: k})
 }
@@ -286,6 +287,8 @@ func (a *bpfAsm) jge(k uint32, jt, jf string) {
 // jmp jumps to to, always.
 func (a *bpfAsm) jmp(to string) { a.jump(unix.BPF_JMP|unix.BPF_JA, 0, to, "") }
 
+// jump appends a conditional jump to the labels jt and jf ("": the next
+// instruction), resolved once the program is complete.
 func (a *bpfAsm) jump(code uint16, k uint32, jt, jf string) {
 	a.jumps = append(a.jumps, bpfJump{len(a.prog), jt, jf})
 	a.emit(code, k)

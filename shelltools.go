@@ -227,6 +227,9 @@ func shellStreams(cfg *config, j *job, from shellCursor, b shellBudget, finished
 	return res, shellCursor{out.end, errs.end}
 }
 
+// runShellRun is the shell set's run tool: an allowlisted program runs to
+// its end (or its time limit) and the answer is its streams as the shell
+// set's budget shows them.
 func runShellRun(c *toolCall, a *shellRunArgs) (any, error) {
 	run, err := shellRun(c.cfg, a, false)
 	if err != nil {
@@ -342,6 +345,9 @@ func shellExit(o outcome) int {
 	return o.exitCode
 }
 
+// runShellStart is the shell set's start tool: an allowlisted program
+// starts in the background and the answer names its job for poll, output
+// and kill.
 func runShellStart(c *toolCall, a *shellRunArgs) (any, error) {
 	run, err := shellRun(c.cfg, a, true)
 	if err != nil {
@@ -399,6 +405,8 @@ type shellPollJSON struct {
 	TimedOut    bool    `json:"timed-out"`
 }
 
+// runShellPoll is the shell set's poll tool: a job's state, runtime and
+// start time, without its output.
 func runShellPoll(c *toolCall, a *shellJobArgs) (any, error) {
 	j, err := shellJob(c, a.Job)
 	if err != nil {
@@ -418,6 +426,9 @@ func runShellPoll(c *toolCall, a *shellJobArgs) (any, error) {
 // seconds3 is d in seconds, to the millisecond.
 func seconds3(d time.Duration) float64 { return math.Round(d.Seconds()*1000) / 1000 }
 
+// runShellOutput is the shell set's output tool: what a job wrote from the
+// call's cursor (from the start without one) within the budget, the cursor
+// to go on from, and eof once the job has finished.
 func runShellOutput(c *toolCall, a *shellOutputArgs) (any, error) {
 	j, err := shellJob(c, a.Job)
 	if err != nil {
@@ -440,6 +451,9 @@ func runShellOutput(c *toolCall, a *shellOutputArgs) (any, error) {
 	}), nil
 }
 
+// runShellKill is the shell set's kill tool: KILL to a running job's tree,
+// at once and without waiting, as the toolkit's contract has it; the
+// answer says whether it was killed and its state now.
 func runShellKill(c *toolCall, a *shellJobArgs) (any, error) {
 	j, err := shellJob(c, a.Job)
 	if err != nil {
@@ -468,6 +482,8 @@ func shellEvent(cfg *config, j *job, event string) map[string]any {
 	return params
 }
 
+// runShellAllowed is the shell set's allowed tool: the programs the
+// allowlist lets run, one a line, or a sentence saying any may.
 func runShellAllowed(c *toolCall, _ *noArgs) (any, error) {
 	if c.cfg.allow == nil {
 		return textResult("Any program may run: no allow list is set (MCP_EXEC_ALLOW)."), nil

@@ -16,8 +16,18 @@ import (
 
 // launch creates the job's pipes and starts `$SHELL -c command` with them.
 // onExit runs on the reaper's goroutine once the shell has exited, possibly
-// before launch returns; everything it touches exists before the fork.
-func (j *job) launch(cfg *config, req startRequest, onExit func(exitStatus)) error {
+// before launch returns; everything it touches exists before the fork. A
+// launch that fails gives back all it made: the private TMPDIR, our ends of
+// the pipes (which ends the pumps) and the child's ends.
+func (j *job) launch(cfg *config, req startRequest, onExit func(exitStatus)) (err error) {
+	var undo []func() // what a failed launch gives back, run last first
+	defer func() {
+		if err != nil {
+			for i := len(undo) - 1; i >= 0; i-- {
+				undo[i]()
+			}
+		}
+	}()
 	if req.dir != "" {
 		if err := checkDir(req.dir); err != nil {
 			return err
@@ -56,6 +66,7 @@ func (j *job) launch(cfg *config, req startRequest, onExit func(exitStatus)) err
 		}
 		j.tmpDir, confine = tmp, confinementFor(cfg, tmp)
 		env = mergeEnv(env, map[string]string{"TMPDIR": tmp})
+		undo = append(undo, j.removeTemp)
 	}
 	if req.argv == nil && req.cwdReport != nil {
 		argv[len(argv)-1] = req.cwdReport.wrap(j.tmpDir, req.command) // the command is last, after any launcher
@@ -64,7 +75,6 @@ func (j *job) launch(cfg *config, req startRequest, onExit func(exitStatus)) err
 		path, argv = launcherArgv(confine.rlimits, path, argv)
 	}
 	if err := processRoom(); err != nil {
-		j.removeTemp()
 		return err
 	}
 	in, out, errp, err := makeJobPipes()
@@ -72,9 +82,17 @@ func (j *job) launch(cfg *config, req startRequest, onExit func(exitStatus)) err
 		in, out, errp, err = onTerminal(in, out, errp, *req.tty)
 	}
 	if err != nil {
-		j.removeTemp()
-		return err
+		return err // both close what they made when they fail
 	}
+	childEnds := true // the child's ends are still ours to close
+	undo = append(undo, func() {
+		closeAll([]*os.File{in.ours, out.ours, errp.ours}) // the pumps end at the close
+		if childEnds {
+			for _, p := range []jobPipe{in, out, errp} {
+				_ = syscall.Close(p.child) // best effort: nothing was started
+			}
+		}
+	})
 	j.stdin = newStdinPipe(in.ours)
 	j.stdin.eofByte = req.tty != nil
 	j.inputEnd = inputEndOf(in.child, req.tty != nil)
@@ -89,11 +107,6 @@ func (j *job) launch(cfg *config, req startRequest, onExit func(exitStatus)) err
 	j.errPump = startPump(errp.ours, j.stderr, j.errGate, j.endSeen)
 	dir, release, err := pinDir(cfg, req.dir)
 	if err != nil {
-		closeAll([]*os.File{in.ours, out.ours, errp.ours})
-		for _, p := range []jobPipe{in, out, errp} {
-			_ = syscall.Close(p.child) // best effort: nothing was started
-		}
-		j.removeTemp()
 		return err
 	}
 	confine.cwd = req.dir // admitted and resolved: found again in the job's own mounts
@@ -110,9 +123,8 @@ func (j *job) launch(cfg *config, req startRequest, onExit func(exitStatus)) err
 	for _, p := range []jobPipe{in, out, errp} {
 		_ = syscall.Close(p.child) // best effort: the child has its copy; ours would hide EOF
 	}
+	childEnds = false
 	if err != nil {
-		closeAll([]*os.File{in.ours, out.ours, errp.ours}) // the pumps end at the close
-		j.removeTemp()
 		switch {
 		case errors.Is(err, syscall.EAGAIN):
 			return processesExhausted(err)

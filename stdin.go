@@ -26,6 +26,7 @@ type stdinPipe struct {
 	lastWrite stamp
 }
 
+// newStdinPipe wraps our end of a job's stdin pipe, its write token free.
 func newStdinPipe(f *os.File) *stdinPipe {
 	s := &stdinPipe{f: f, token: make(chan struct{}, 1)}
 	s.token <- struct{}{}

@@ -114,8 +114,8 @@ type writer struct {
 // when msg is nil.
 type outItem struct {
 	msg     []byte
-	flushed chan struct{}
-	handoff *handoff // what the reply delivered; given back if it is never written
+	flushed chan struct{} // a flush marker's: closed once everything before it is written or dropped
+	handoff *handoff      // what the reply delivered; given back if it is never written
 }
 
 // lost gives back what a reply that was never written delivered.

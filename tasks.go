@@ -115,7 +115,7 @@ type taskBoard struct {
 	ctx     context.Context // ended with the session
 	end     context.CancelFunc
 
-	mu    sync.Mutex
+	mu    sync.Mutex // guards tasks
 	tasks map[string]*task
 }
 

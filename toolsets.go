@@ -133,17 +133,11 @@ type toolListKey struct {
 // changes only when the server restarts with other settings.
 const toolListTTLMs = 3600000
 
-// toolListFor is the tools/list result under cfg: the table, with the
-// values in force written into the descriptions; structured (2025-06-18
-// on) with titles and output schemas, modern (2026-07-28) with caching
-// advice.
-func toolListFor(cfg *config, structured, modern bool) map[string]any {
-	return toolListWith(cfg, structured, modern, tasksOff)
-}
-
-// toolListWith is toolListFor for a client of the tasks form given: the
-// tools that run as tasks say so (in 2025-11-25 also with
-// execution.taskSupport).
+// toolListWith is the tools/list result under cfg for a client of the
+// tasks form given: the table, with the values in force written into the
+// descriptions; structured (2025-06-18 on) with titles and output
+// schemas, modern (2026-07-28) with caching advice; the tools that run as
+// tasks say so (in 2025-11-25 also with execution.taskSupport).
 func toolListWith(cfg *config, structured, modern bool, tasks taskForm) map[string]any {
 	key := toolListKey{cfg, structured, modern, tasks}
 	if l, ok := toolLists.Load(key); ok {

@@ -100,3 +100,9 @@ func TestToolListSizes(t *testing.T) {
 		t.Errorf("agent instructions are %d bytes, more than 700", n)
 	}
 }
+
+// toolListFor is the tools/list result under cfg for a client that
+// declared no tasks.
+func toolListFor(cfg *config, structured, modern bool) map[string]any {
+	return toolListWith(cfg, structured, modern, tasksOff)
+}

@@ -15,6 +15,7 @@ type broadcast struct {
 	ch chan struct{} // closed at the next announce
 }
 
+// newBroadcast returns a broadcast nobody waits on yet.
 func newBroadcast() broadcast { return broadcast{ch: make(chan struct{})} }
 
 // next returns the channel the next announce closes. Caller holds the lock.

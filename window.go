@@ -49,7 +49,9 @@ type window struct {
 
 // windowHeld counts one window's chunk bytes. It lives apart from the
 // window, so the window's cleanup can subtract them once it is garbage.
-type windowHeld struct{ bytes atomic.Int64 }
+type windowHeld struct {
+	bytes atomic.Int64 // chunk bytes the window holds now
+}
 
 // windowMemory is process-wide state: what all windows of every session
 // hold together, and its bound. startServer sets the bound
