@@ -86,6 +86,25 @@ func TestLookupWaitsForAReplyOnItsWay(t *testing.T) {
 	}
 }
 
+// TestLookupPastTheHandingBoundAnswersDelivered: a reply that stays on its
+// way longer than the lookup's bound (a client that stopped reading) makes
+// a later lookup answer "delivered", never an empty lookup: the old loop
+// returned no jobs and no error, and the call then used a nil job.
+func TestLookupPastTheHandingBoundAnswersDelivered(t *testing.T) {
+	onLinux(t)
+	t.Parallel()
+	reg := newRegistry(testConfig())
+	j := startJob(t, reg, "true")
+	h := &handoff{}
+	deliveredTo(t, reg, j, h)
+	defer h.settled()
+	jobs, err := reg.lookupAll([]string{j.id}, false)
+	var dj deliveredJob
+	if !errors.As(err, &dj) || jobs != nil {
+		t.Fatalf("past the bound: %v, %v; want delivered to an earlier call", jobs, err)
+	}
+}
+
 // failingWriter is a stdout whose client is gone.
 type failingWriter struct{}
 

@@ -467,23 +467,22 @@ func (r *registry) list() []*job {
 func (r *registry) lookupAll(ids []string, readKept bool) ([]*job, error) {
 	deadline := time.Now().Add(handingLookupDuration)
 	for {
-		jobs, handing, err := r.tryLookupAll(ids, readKept)
-		if handing == nil || !waitFor(handing, time.Until(deadline)) {
-			if handing != nil {
-				jobs, _, err = r.tryLookupAll(ids, readKept)
-			}
+		jobs, handing, err := r.tryLookupAll(ids, readKept, time.Now().Before(deadline))
+		if handing == nil {
 			return jobs, err
 		}
+		waitFor(handing, time.Until(deadline))
 	}
 }
 
-// tryLookupAll is one try of lookupAll: when an id names a job still
-// handing, it returns the channel that announces the next change instead.
-func (r *registry) tryLookupAll(ids []string, readKept bool) ([]*job, <-chan struct{}, error) {
+// tryLookupAll is one try of lookupAll: when waitHanding is set and an id
+// names a job still handing, it returns the channel that announces the
+// next change instead; past the wait a handing job counts as delivered.
+func (r *registry) tryLookupAll(ids []string, readKept, waitHanding bool) ([]*job, <-chan struct{}, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, id := range ids {
-		if _, waitable := r.jobs[id]; !waitable && r.handing[id] != nil {
+		if _, waitable := r.jobs[id]; waitHanding && !waitable && r.handing[id] != nil {
 			return nil, r.changed.next(), nil
 		}
 	}
