@@ -2,18 +2,31 @@ package main
 
 import "golang.org/x/sys/unix"
 
-// socketHungUp reports whether the peer of a connected socket has shut
-// its end (POLLRDHUP) or the connection failed, without waiting.
-func socketHungUp(fd int) bool {
-	fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLRDHUP}}
+// socketDelivery reports, without waiting, what the kernel knows of the
+// bytes written to a connected TCP socket: all acknowledged by the peer,
+// some still unacknowledged, or the connection failed. A peer that closed
+// before the bytes arrived answers them with a reset, so "acknowledged"
+// means the bytes reached the client's socket while it was open.
+func socketDelivery(fd int) delivery {
+	// The queue first, then the error: a reset empties the queue, and a
+	// reset that lands between the two looks is then still seen as one.
+	unacked, err := unix.IoctlGetInt(fd, unix.SIOCOUTQ)
+	if err != nil {
+		return deliveryUnknown
+	}
+	fds := []unix.PollFd{{Fd: int32(fd)}} // POLLERR and POLLHUP are always reported
 	for {
-		n, err := unix.Poll(fds, 0)
+		_, err := unix.Poll(fds, 0)
 		switch {
 		case err == unix.EINTR:
 			continue
-		case err != nil || n == 0:
-			return false
+		case err != nil:
+			return deliveryUnknown
+		case fds[0].Revents&(unix.POLLERR|unix.POLLHUP|unix.POLLNVAL) != 0:
+			return deliveryFailed
+		case unacked > 0:
+			return deliveryPending
 		}
-		return fds[0].Revents&(unix.POLLRDHUP|unix.POLLHUP|unix.POLLERR) != 0
+		return deliveryAcked
 	}
 }

@@ -2,6 +2,6 @@
 
 package main
 
-// socketHungUp cannot tell here without reading: a peer's close is seen
-// when a later write fails.
-func socketHungUp(int) bool { return false }
+// socketDelivery cannot tell here: a peer's close is seen when a later
+// write fails.
+func socketDelivery(int) delivery { return deliveryUnknown }

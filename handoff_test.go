@@ -153,32 +153,104 @@ func TestResponseStreamGivesBackWhatItNeverWrote(t *testing.T) {
 	}
 }
 
-// TestPeerGoneSeesAClosedClient: a write into a socket whose client closed
-// succeeds, so the handoff asks the kernel whether the client is there.
-func TestPeerGoneSeesAClosedClient(t *testing.T) {
-	onLinux(t)
+// tcpPair returns both ends of a loopback TCP connection, closed with t.
+func tcpPair(t *testing.T) (server, client *net.TCPConn) {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer ln.Close()
-	client, err := net.Dial("tcp", ln.Addr().String())
+	c, err := net.Dial("tcp", ln.Addr().String())
 	if err != nil {
 		t.Fatal(err)
 	}
-	server, err := ln.Accept()
+	s, err := ln.Accept()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer server.Close()
+	t.Cleanup(func() { c.Close(); s.Close() })
+	return s.(*net.TCPConn), c.(*net.TCPConn)
+}
+
+// awaitClientEOF returns once the server's end has seen its client's FIN.
+func awaitClientEOF(t *testing.T, server net.Conn) {
+	t.Helper()
+	if err := server.SetReadDeadline(time.Now().Add(jobDeadline)); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := server.Read(make([]byte, 1)); n != 0 || err != io.EOF {
+		t.Fatalf("the server's read: %d, %v; want the client's EOF", n, err)
+	}
+}
+
+// replyOutcome delivers a job to a call, writes the call's reply on a
+// fresh connection with client doing what the case says around it, then
+// settles or gives back as the HTTP transport does. It reports whether
+// the job was counted delivered.
+func replyOutcome(t *testing.T, beforeReply, afterReply func(server, client *net.TCPConn)) bool {
+	t.Helper()
+	onLinux(t)
+	reg := newRegistry(testConfig())
+	j := startJob(t, reg, "true")
+	h := &handoff{}
+	deliveredTo(t, reg, j, h)
+	server, client := tcpPair(t)
 	ctx := context.WithValue(context.Background(), connKey{}, &guardedConn{Conn: server})
-	if peerGone(ctx) {
-		t.Fatal("a connected client counted as gone")
+	beforeReply(server, client)
+	_, err := server.Write([]byte("reply"))
+	afterReply(server, client)
+	settleUnlessGone(ctx, err, h)
+	var dj deliveredJob
+	_, err = reg.lookup(j.id)
+	return errors.As(err, &dj)
+}
+
+// readReply reads the five bytes of replyOutcome's reply.
+func readReply(t *testing.T, client *net.TCPConn) {
+	t.Helper()
+	got := make([]byte, 5)
+	if _, err := io.ReadFull(client, got); err != nil || string(got) != "reply" {
+		t.Fatalf("the client read %q, %v", got, err)
 	}
-	client.Close()
-	eventually(t, jobDeadline, "the closed client seen as gone", func() bool { return peerGone(ctx) })
-	if _, err := server.Write([]byte("reply")); err != nil {
-		t.Logf("the write failed as well: %v", err)
+}
+
+// TestReplyReadThenClosedIsDelivered: a client that read its whole reply
+// and closed at once (as a one-request HTTP client does) got its result;
+// the server once took the close it saw after its write for a client that
+// had left, and a second wait got the result again.
+func TestReplyReadThenClosedIsDelivered(t *testing.T) {
+	delivered := replyOutcome(t, func(_, _ *net.TCPConn) {}, func(server, client *net.TCPConn) {
+		readReply(t, client)
+		client.Close()
+		awaitClientEOF(t, server) // the close is known before the server looks
+	})
+	if !delivered {
+		t.Fatal("a reply the client read, then closed, was given back")
+	}
+}
+
+// TestReplyToAClientThatLeftIsGivenBack: a write into the socket of a
+// client that closed succeeds; the client's reset tells the server.
+func TestReplyToAClientThatLeftIsGivenBack(t *testing.T) {
+	left := func(server, client *net.TCPConn) {
+		client.Close()
+		awaitClientEOF(t, server)
+	}
+	if replyOutcome(t, left, func(_, _ *net.TCPConn) {}) {
+		t.Fatal("a reply written after its client closed was counted delivered")
+	}
+}
+
+// TestReplyToAHalfClosedClientIsDelivered: a client that shut only its
+// writing end still reads its reply.
+func TestReplyToAHalfClosedClientIsDelivered(t *testing.T) {
+	shut := func(server, client *net.TCPConn) {
+		client.CloseWrite()
+		awaitClientEOF(t, server)
+	}
+	if !replyOutcome(t, shut, func(_, client *net.TCPConn) { readReply(t, client) }) {
+		t.Fatal("a reply read by a half-closed client was given back")
 	}
 }
 
