@@ -62,5 +62,8 @@ type confineError struct {
 	err    error
 }
 
+// Error is the confinement's failure as the kernel said it.
 func (e *confineError) Error() string { return e.err.Error() }
+
+// Unwrap gives the kernel's error, for errors.Is on its errno.
 func (e *confineError) Unwrap() error { return e.err }

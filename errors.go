@@ -34,8 +34,10 @@ type tooManyJobs struct {
 	active int
 }
 
+// Error is the refusal's text, naming the limit and the jobs running.
 func (e tooManyJobs) Error() string { return e.text }
 
+// Is makes the refusal both errRefused and errTooManyJobs.
 func (e tooManyJobs) Is(target error) bool { return target == errRefused || target == errTooManyJobs }
 
 // refusingSetting names the setting behind the refusal, for the job log.
@@ -51,8 +53,13 @@ type refusal struct {
 // refusedBy marks err, a refusal, as setting's.
 func refusedBy(setting string, err error) error { return refusal{setting, err} }
 
-func (e refusal) Error() string           { return e.err.Error() }
-func (e refusal) Unwrap() error           { return e.err }
+// Error is the refusal's own text.
+func (e refusal) Error() string { return e.err.Error() }
+
+// Unwrap gives the refusal, which wraps errRefused.
+func (e refusal) Unwrap() error { return e.err }
+
+// refusingSetting names the setting that refused, for the job log.
 func (e refusal) refusingSetting() string { return e.setting }
 
 // refusingSetting is the setting that refused err, or "" when err is no

@@ -39,15 +39,21 @@ func (e *expiredJobs) add(id, why string) {
 // MCP_EXEC_MAX_FINISHED, saying why.
 type expiredJob struct{ id, why string }
 
+// Error names the id and why it was forgotten.
 func (e expiredJob) Error() string {
 	return fmt.Sprintf("%v: %s (expired: %s)", errUnknownJob, e.id, e.why)
 }
+
+// Unwrap makes an expired job an unknown one.
 func (e expiredJob) Unwrap() error { return errUnknownJob }
 
 // deliveredJob is errUnknownJob for a job whose result an earlier call took.
 type deliveredJob struct{ id string }
 
+// Error names the id and that an earlier call took its result.
 func (e deliveredJob) Error() string {
 	return fmt.Sprintf("%v: %s (delivered to an earlier call)", errUnknownJob, e.id)
 }
+
+// Unwrap makes a delivered job an unknown one.
 func (e deliveredJob) Unwrap() error { return errUnknownJob }

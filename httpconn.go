@@ -6,16 +6,6 @@ import (
 	"time"
 )
 
-// delivery is what the kernel knows of the bytes written to a connection.
-type delivery int
-
-const (
-	deliveryUnknown delivery = iota // the kernel cannot say (not TCP, not Linux)
-	deliveryPending                 // some bytes are not yet acknowledged
-	deliveryAcked                   // the peer's socket took every byte
-	deliveryFailed                  // the connection was reset or closed
-)
-
 // replyAckDuration bounds how long a flushed final reply waits for the
 // client's acknowledgement before its jobs are given back: below the
 // handing bound, so a second wait on the same job sees the outcome.

@@ -40,6 +40,7 @@ type rpcError struct {
 	Data    any    `json:"data,omitempty"`
 }
 
+// Error is the message the client is sent.
 func (e *rpcError) Error() string { return e.Message }
 
 // newError is a JSON-RPC error with code and a formatted message.

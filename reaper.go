@@ -290,11 +290,6 @@ func signalGroup(pgid int, sig syscall.Signal) error {
 // group pgid. EPERM means a member exists that we may not signal.
 func groupAlive(pgid int) bool { return !errors.Is(signalGroup(pgid, 0), errGroupGone) }
 
-// awaitGroupGone is awaitProcesses for the members of group pgid.
-func awaitGroupGone(pgid int, deadline time.Time, stop <-chan struct{}) bool {
-	return awaitProcesses(func() bool { return !groupAlive(pgid) }, deadline, stop)
-}
-
 // awaitProcesses blocks until gone reports true, stop is closed, or deadline
 // passes, and reports gone's last answer. Processes end without telling us
 // directly, so it re-checks on every reap batch (our children and orphans

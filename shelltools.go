@@ -123,6 +123,7 @@ func shellRun(cfg *config, a *shellRunArgs, background bool) (jobRun, error) {
 	if cfg.allow != nil && !slices.Contains(cfg.allow, a.Command) {
 		// The shell set's own words, pinned by its contract; not errRefused,
 		// which would change how the reply maps it.
+		//lint:ignore ST1005 the shell set's texts are pinned by its wire contract, capital first
 		return jobRun{}, refusedBy("MCP_EXEC_ALLOW", fmt.Errorf("Command '%s' is not allowlisted. Allowed: %s", a.Command, strings.Join(sortedAllow(cfg), ", ")))
 	}
 	def := time.Duration(0) // a background job has no timeout unless asked
@@ -156,6 +157,7 @@ func shellRunJob(c *toolCall, run jobRun) (ranJob, error) {
 		for _, r := range c.reg.runningJobs() {
 			ids = append(ids, r.id)
 		}
+		//lint:ignore ST1005 the shell set's texts are pinned by its wire contract, capital first
 		return ran, fmt.Errorf("Too many jobs are running (at most %d, MCP_EXEC_MAX_JOBS): %s. Wait for one to finish or kill one first",
 			c.cfg.maxJobs, strings.Join(ids, ", "))
 	}
@@ -371,8 +373,10 @@ func shellJob(c *toolCall, id string) (*job, error) {
 		return j, nil
 	}
 	if gone := (expiredJob{}); errors.As(err, &gone) {
+		//lint:ignore ST1005 the shell set's texts are pinned by its wire contract, capital first
 		return nil, fmt.Errorf("Job '%s' has expired (%s); start a new job rather than hoping", gone.id, gone.why)
 	}
+	//lint:ignore ST1005 the shell set's texts are pinned by its wire contract, capital first
 	return nil, fmt.Errorf("Unknown job '%s'", clipText(id))
 }
 
@@ -521,6 +525,7 @@ func cursorMAC(id, payload string) string {
 
 // parseShellCursor takes back a cursor handed out for j.
 func parseShellCursor(s string, j *job) (shellCursor, error) {
+	//lint:ignore ST1005 the shell set's texts are pinned by its wire contract, capital first
 	bad := fmt.Errorf("Invalid cursor for job '%s': pass back a cursor exactly as the output tool returned it for this job, or none for the whole output", j.id)
 	enc, mac, ok := strings.Cut(s, ".")
 	raw, err := base64.RawURLEncoding.DecodeString(enc)

@@ -105,9 +105,22 @@ func envValue(env []string, name string) string {
 // notFoundError is a program missing from PATH: ENOENT, as exec would say.
 type notFoundError struct{ text string }
 
+// Error says which program was not found, and where it was looked for.
 func (e notFoundError) Error() string { return e.text }
+
+// Unwrap makes the error ENOENT, as exec's would be.
 func (e notFoundError) Unwrap() error { return syscall.ENOENT }
 
 // fileKey identifies an open file as stat shows it through any descriptor
 // or /proc/PID/fd link: device and inode. A pipe's two ends share one.
 type fileKey struct{ dev, ino uint64 }
+
+// delivery is what the kernel knows of the bytes written to a connection.
+type delivery int
+
+const (
+	deliveryUnknown delivery = iota // the kernel cannot say (not TCP, not Linux)
+	deliveryPending                 // some bytes are not yet acknowledged
+	deliveryAcked                   // the peer's socket took every byte
+	deliveryFailed                  // the connection was reset or closed
+)

@@ -93,11 +93,6 @@ func sessionMembers(id int) []procInfo {
 	return procsWhere(func(p procInfo) bool { return p.pgid == id || p.sid == id })
 }
 
-// groupMembers lists the processes in group pgid.
-func groupMembers(pgid int) []procInfo {
-	return procsWhere(func(p procInfo) bool { return p.pgid == pgid })
-}
-
 // procsWhere lists the processes in /proc that keep accepts; nil for none.
 func procsWhere(keep func(procInfo) bool) []procInfo {
 	var found []procInfo

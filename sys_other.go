@@ -60,9 +60,6 @@ func becomeSubreaper() (bool, error) { return false, nil }
 // descriptors our own parent leaked to us never reach a job.
 func closeInheritedOnExec() { cloexecListed("/dev/fd") }
 
-// groupMembers needs /proc; without it survivors are reported by count only.
-func groupMembers(pgid int) []procInfo { return nil }
-
 // sessionMembers lists nothing: there is no /proc to read.
 func sessionMembers(id int) []procInfo { return nil }
 
