@@ -2388,7 +2388,10 @@ def test_setsid_process_cannot_dodge_kill(lab, user):
     jid = srv.s.job("setsid sh -c 'trap \"\" TERM; exec sleep 1000' & echo $$; exec sleep 1000",
                     env={"MCPX_TOKEN": token})
     pid = int(srv.s.poll_output(jid, lambda d: d.endswith("\n"))["stdout"]["data"])
-    wait_until(lambda: len(token_processes(token)) == 2, 10 + SLACK, "the job's two sleeps")
+    # Both must have become sleep: a child still running setsid (or its sh, before the
+    # trap) is in the job's group and dies of the control's TERM with the rest.
+    wait_until(lambda: sorted(v.split()[0] for v in token_processes(token).values()) == ["sleep", "sleep"],
+               10 + SLACK, "the job's two sleeps")
     try:
         # The control: TERM to the job's process group, sent by a sibling job,
         # ends its shell but not the TERM-ignoring sleep in a session of its own.
