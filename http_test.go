@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"fmt"
 	"io"
 	"net"
@@ -333,26 +332,30 @@ func TestIdleSweepSparesTheSessionARequestFound(t *testing.T) {
 	body := `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"execute","arguments":{"command":"echo found"}}}`
 	r := httptest.NewRequest(http.MethodPost, "/mcp", strings.NewReader(body))
 	r.Header.Set("Mcp-Session-Id", id)
-	m, _, _ := decodeMessage([]byte(body))
+	req, _, _ := decodeRequest([]byte(body))
 
 	// The request finds its session; the sweep runs, every session past its
 	// idle time; the request goes on in the session it found.
-	hs, _, rerr := tr.sessionFor(httptest.NewRecorder(), r, m, false)
+	hs, _, rerr := tr.sessionFor(httptest.NewRecorder(), r, req, false)
 	if rerr != nil {
 		t.Fatalf("the session of a fresh initialize: %v", rerr)
 	}
 	if taken := tr.takeIdle(time.Now().Add(time.Hour)); len(taken) != 0 {
 		t.Fatalf("the sweep took %d sessions while a request was in the one it had found", len(taken))
 	}
-	reply := newResponseStream()
-	hs.handle([]byte(body), reply)
+	reply := newResponseStream(req.m.id)
+	hs.handle(req.m, req.era, reply)
 	select {
 	case <-reply.ready:
 	case <-time.After(jobDeadline):
 		t.Fatalf("no reply within %v", jobDeadline)
 	}
-	msgs, _ := reply.take()
-	if got := string(bytes.Join(msgs, nil)); !strings.Contains(got, `found\\n`) {
+	outs, _ := reply.take()
+	var got string
+	for _, out := range outs {
+		got += string(out.msg)
+	}
+	if !strings.Contains(got, `found\\n`) {
 		t.Fatalf("the request in the session it found: %s", got)
 	}
 	hs.release()
