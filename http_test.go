@@ -466,3 +466,127 @@ func TestHTTPTerminalOfOneSessionNeverReachesAnothersJob(t *testing.T) {
 	}
 	t.Logf("%d listings, none with a stray descriptor", listings)
 }
+
+// modernHeaders are the headers of a 2026-07-28 request for method.
+func modernHeaders(method string) map[string]string {
+	return map[string]string{"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": method}
+}
+
+// modernMeta is the _meta of a 2026-07-28 request, with more members.
+func modernMeta(more string) string {
+	return `{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}` + more + `}`
+}
+
+// TestHTTPRepliesNameTheClientsIDExactly: every reply names the request
+// by the id its client sent, byte for byte (an integer past 2^64, a string
+// with escapes that decode to other bytes), in a legacy session and in the
+// modern era's shared one (where the session knows the request by an id of
+// the server's own), as a JSON body and as the last event of a stream, for
+// a result and for an error; an id that is no id (a fraction, an exponent,
+// null) is refused 400 naming id null.
+func TestHTTPRepliesNameTheClientsIDExactly(t *testing.T) {
+	url := httpServer(t)
+	resp, _ := post(t, url, initBody, nil)
+	legacy := map[string]string{"Mcp-Session-Id": resp.Header.Get("Mcp-Session-Id")}
+	ids := []string{`7`, `-12`, `123456789012345678901234567890`, `"a\u0041\"\\\/\u00e9é<&>"`, `""`}
+	for _, id := range ids {
+		cases := []struct {
+			name, body string
+			headers    map[string]string
+			status     int
+			stream     bool
+		}{
+			{"legacy result", `{"jsonrpc":"2.0","id":` + id + `,"method":"ping"}`, legacy, http.StatusOK, false},
+			{"legacy stream", `{"jsonrpc":"2.0","id":` + id + `,"method":"ping","params":{"_meta":{"progressToken":1}}}`, legacy, http.StatusOK, true},
+			{"legacy error", `{"jsonrpc":"2.0","id":` + id + `,"method":"no/such"}`, legacy, http.StatusOK, false},
+			{"modern result", `{"jsonrpc":"2.0","id":` + id + `,"method":"tools/list","params":{"_meta":` + modernMeta("") + `}}`,
+				modernHeaders("tools/list"), http.StatusOK, false},
+			{"modern stream", `{"jsonrpc":"2.0","id":` + id + `,"method":"tools/list","params":{"_meta":` + modernMeta(`,"progressToken":"p"`) + `}}`,
+				modernHeaders("tools/list"), http.StatusOK, true},
+			{"modern unknown method", `{"jsonrpc":"2.0","id":` + id + `,"method":"no/such","params":{"_meta":` + modernMeta("") + `}}`,
+				modernHeaders("no/such"), http.StatusNotFound, false},
+		}
+		for _, c := range cases {
+			resp, got := post(t, url, c.body, c.headers)
+			want := `{"jsonrpc":"2.0","id":` + id + `,`
+			if c.stream {
+				last := strings.LastIndex(got, "data: ")
+				if resp.Header.Get("Content-Type") != "text/event-stream" || last < 0 {
+					t.Errorf("id %s, %s: %s %q; want an event stream", id, c.name, resp.Header.Get("Content-Type"), got)
+					continue
+				}
+				got = got[last+len("data: "):]
+			}
+			if resp.StatusCode != c.status || !strings.HasPrefix(got, want) {
+				t.Errorf("id %s, %s: %d %q; want %d starting %q", id, c.name, resp.StatusCode, got, c.status, want)
+			}
+		}
+	}
+	for _, id := range []string{`1.0`, `1e3`, `null`} {
+		resp, got := post(t, url, `{"jsonrpc":"2.0","id":`+id+`,"method":"ping"}`, legacy)
+		if resp.StatusCode != http.StatusBadRequest || !strings.HasPrefix(got, `{"jsonrpc":"2.0","id":null,"error":{"code":-32600,`) {
+			t.Errorf("id %s: %d %q; want 400, -32600 naming id null", id, resp.StatusCode, got)
+		}
+	}
+}
+
+// firstProgress posts body and returns the data of the first progress
+// notification its event stream carries, then leaves (which cancels the
+// request); it fails the test when none comes within jobDeadline.
+func firstProgress(t *testing.T, url, body string, headers map[string]string) string {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, url+"/mcp", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	for k, v := range headers {
+		req.Header.Set(k, v)
+	}
+	client := &http.Client{Timeout: jobDeadline}
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	lines := bufio.NewScanner(resp.Body)
+	for lines.Scan() {
+		if data, ok := strings.CutPrefix(lines.Text(), "data: "); ok && strings.Contains(data, `"notifications/progress"`) {
+			return data
+		}
+	}
+	t.Fatalf("no progress notification within %v (%s): %v", jobDeadline, resp.Header.Get("Content-Type"), lines.Err())
+	return ""
+}
+
+// TestHTTPModernProgressTokenKeptExactly: a modern request's progress
+// notifications carry its progressToken as the client wrote it. The
+// transport used to re-encode a modern body to give it its own id, which
+// escaped <, > and & in the token ("\u003c"): a client comparing bytes
+// never matched its progress to its request.
+func TestHTTPModernProgressTokenKeptExactly(t *testing.T) {
+	url := httpServer(t, "MCP_EXEC_PROGRESS_INTERVAL=0.05")
+	body := `{"jsonrpc":"2.0","id":"c","method":"tools/call","params":{"name":"execute","arguments":{"command":"sleep 30"},` +
+		`"_meta":` + modernMeta(`,"progressToken":"<p&q>"`) + `}}`
+	headers := modernHeaders("tools/call")
+	headers["Mcp-Name"] = "execute"
+	if got := firstProgress(t, url, body, headers); !strings.Contains(got, `"progressToken":"<p&q>"`) {
+		t.Errorf("progress of a modern request: %s; want the token as sent", got)
+	}
+}
+
+// TestHTTPProgressTokenOutsideMetaAsksNoStream: only _meta.progressToken
+// asks for progress; a member of that name elsewhere in params did make
+// the reply an event stream, searched for by bytes, with nothing before
+// the reply. It is a JSON body, as for any request that asked for nothing.
+func TestHTTPProgressTokenOutsideMetaAsksNoStream(t *testing.T) {
+	url := httpServer(t)
+	resp, _ := post(t, url, initBody, nil)
+	legacy := map[string]string{"Mcp-Session-Id": resp.Header.Get("Mcp-Session-Id")}
+	body := `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"execute","arguments":{"command":"echo plain"},"progressToken":1}}`
+	resp, got := post(t, url, body, legacy)
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "application/json" || !strings.Contains(got, `plain\\n`) {
+		t.Errorf("a call with progressToken outside _meta: %d %s %s; want a JSON body", resp.StatusCode, resp.Header.Get("Content-Type"), got)
+	}
+}
