@@ -590,3 +590,49 @@ func TestHTTPProgressTokenOutsideMetaAsksNoStream(t *testing.T) {
 		t.Errorf("a call with progressToken outside _meta: %d %s %s; want a JSON body", resp.StatusCode, resp.Header.Get("Content-Type"), got)
 	}
 }
+
+// BenchmarkHTTPPost measures one POSTed request through the transport and
+// the session (no process is spawned): a legacy ping and a modern
+// server/discover, each with a small and a large params member.
+func BenchmarkHTTPPost(b *testing.B) {
+	cfg, err := loadConfig(append(testConfig().baseEnv, "MCP_EXEC_LISTEN=127.0.0.1:0", "MCP_EXEC_HTTP_AUTH=none"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	srv := newServer(cfg)
+	tr, err := openHTTP(srv)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { srv.shutdown(); tr.close() })
+	w := httptest.NewRecorder()
+	tr.post(w, httptest.NewRequest(http.MethodPost, "/mcp", strings.NewReader(initBody)))
+	legacy := map[string]string{"Mcp-Session-Id": w.Header().Get("Mcp-Session-Id")}
+	for _, size := range []int{100, 256 << 10} {
+		pad := strings.Repeat("x", size)
+		b.Run(fmt.Sprintf("legacy-%dB", size), func(b *testing.B) {
+			benchPost(b, tr, `{"jsonrpc":"2.0","id":5,"method":"ping","params":{"pad":"`+pad+`"}}`, legacy)
+		})
+		b.Run(fmt.Sprintf("modern-%dB", size), func(b *testing.B) {
+			benchPost(b, tr, `{"jsonrpc":"2.0","id":5,"method":"server/discover","params":{"pad":"`+pad+`","_meta":`+modernMeta("")+`}}`,
+				modernHeaders("server/discover"))
+		})
+	}
+}
+
+// benchPost posts body with headers b.N times, each answered 200.
+func benchPost(b *testing.B, tr *httpTransport, body string, headers map[string]string) {
+	b.ReportAllocs()
+	b.SetBytes(int64(len(body)))
+	for i := 0; i < b.N; i++ {
+		r := httptest.NewRequest(http.MethodPost, "/mcp", strings.NewReader(body))
+		for k, v := range headers {
+			r.Header.Set(k, v)
+		}
+		w := httptest.NewRecorder()
+		tr.post(w, r)
+		if w.Code != http.StatusOK {
+			b.Fatalf("%d %s", w.Code, w.Body)
+		}
+	}
+}
