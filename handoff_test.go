@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -139,11 +140,11 @@ func TestResponseStreamGivesBackWhatItNeverWrote(t *testing.T) {
 		j := startJob(t, reg, "true")
 		h := &handoff{}
 		deliveredTo(t, reg, j, h)
-		s := newResponseStream()
+		s := newResponseStream(json.RawMessage("1"))
 		if endFirst {
 			s.end()
 		}
-		s.sendHanded([]byte("{}\n"), h)
+		s.sendParts(replyParts{result: struct{}{}}, h)
 		if !endFirst {
 			s.end()
 		}

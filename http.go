@@ -59,7 +59,7 @@ type httpTransport struct {
 // httpSession is a session served over HTTP.
 type httpSession struct {
 	ss       *session
-	dispatch sync.Mutex   // one handleMessage at a time, as the session requires
+	dispatch sync.Mutex   // one handleDecoded at a time, as the session requires
 	lastUsed atomic.Int64 // unix nanoseconds of the last request's end
 	// active counts requests in flight. It goes up only in the lookup that
 	// finds the session, under the sweep's lock: no sweep ends a found one.
@@ -289,7 +289,8 @@ func readBody(w http.ResponseWriter, r *http.Request) (body []byte, tooLarge boo
 	return body, errors.As(err, &tooBig), err
 }
 
-// post handles one JSON-RPC message.
+// post handles one JSON-RPC message. Its body is decoded here, once, and
+// its era chosen once; the session is handed the decoded message.
 func (t *httpTransport) post(w http.ResponseWriter, r *http.Request) {
 	body, tooLarge, err := readBody(w, r)
 	switch {
@@ -300,21 +301,22 @@ func (t *httpTransport) post(w http.ResponseWriter, r *http.Request) {
 		httpFail(w, http.StatusBadRequest, "reading the body: %v", err)
 		return
 	}
-	m, replyID, rerr := decodeMessage(body)
+	req, replyID, rerr := decodeRequest(body)
 	if rerr != nil {
 		rpcFail(w, http.StatusBadRequest, replyID, rerr)
 		return
 	}
-	modern, _, rerr := modernRequest(m.params)
-	if rerr != nil {
-		rpcFail(w, http.StatusBadRequest, m.id, rerr)
+	m := req.m
+	if req.era.rerr != nil {
+		rpcFail(w, http.StatusBadRequest, m.id, req.era.rerr)
 		return
 	}
+	modern := req.era.modern
 	if !modern && m.id == nil && r.Header.Get("Mcp-Session-Id") == "" &&
 		slices.Contains(modernVersions, r.Header.Get("MCP-Protocol-Version")) {
 		modern = true // a modern notification (notifications/cancelled) carries no _meta, only the header
 	}
-	hs, status, rerr := t.sessionFor(w, r, m, modern)
+	hs, status, rerr := t.sessionFor(w, r, req, modern)
 	if rerr != nil {
 		rpcFail(w, status, m.id, rerr)
 		return
@@ -324,42 +326,64 @@ func (t *httpTransport) post(w http.ResponseWriter, r *http.Request) {
 		if !(modern && m.method == "notifications/cancelled") {
 			// A modern cancellation names the client's id, which other clients
 			// may use too: such a request is cancelled by closing its response.
-			hs.handle(body, discard{})
+			hs.handle(m, req.era, discard{})
 		}
 		w.WriteHeader(http.StatusAccepted)
 		return
 	}
-	reply := newResponseStream()
-	clientID := m.id
+	reply := newResponseStream(m.id) // the reply names the id the client gave, byte for byte
 	if modern {
 		// Every client's modern requests share one session: each gets an id
 		// of the server's own there, so clients' ids never collide.
-		if body, m.id, err = t.ownID(body); err != nil {
-			rpcFail(w, http.StatusBadRequest, clientID, newError(codeInvalidRequest, "invalid request: %v", err))
-			return
-		}
+		m.id = t.ownID()
 	}
-	hs.handle(body, reply)
-	t.answer(w, r, hs, m, reply, modern, clientID)
+	hs.handle(m, req.era, reply)
+	t.answer(w, r, hs, m.id, reply, modern, req.streams(modern))
 }
 
-// ownID gives a request body an id unique in this server, and returns it.
-func (t *httpTransport) ownID(body []byte) ([]byte, json.RawMessage, error) {
-	obj, err := decodeObject(body)
-	if err != nil {
-		return nil, nil, err
-	}
-	id := json.RawMessage(fmt.Sprintf(`"mcp-exec-%d"`, t.nextID.Add(1)))
-	obj["id"] = id
-	body, err = json.Marshal(obj)
-	return body, id, err
+// httpRequest is a POSTed message, decoded once: what the transport reads
+// of it, and what it hands the session.
+type httpRequest struct {
+	m      message
+	era    eraChoice
+	params map[string]json.RawMessage // m's params, split; nil when absent or not an object
+	meta   map[string]json.RawMessage // params' _meta, split; nil when absent or not an object
 }
 
-// sessionFor finds the session of request m, or makes one for initialize,
+// decodeRequest decodes a POSTed body; on failure, the error and the id to
+// send it with, as decodeMessage says.
+func decodeRequest(body []byte) (httpRequest, json.RawMessage, *rpcError) {
+	m, replyID, rerr := decodeMessage(body)
+	if rerr != nil {
+		return httpRequest{}, replyID, rerr
+	}
+	req := httpRequest{m: m, era: chooseEra(m.params)}
+	req.params, _ = decodeObject(m.params) // not an object: the session's checks answer it
+	req.meta, _ = decodeObject(req.params["_meta"])
+	return req, nil, nil
+}
+
+// streams says whether the request asked for what comes before its reply
+// (progress, or a modern request's log messages), which an event stream
+// carries to a client that accepts one.
+func (req httpRequest) streams(modern bool) bool {
+	_, progress := req.meta["progressToken"]
+	_, logs := req.meta[metaLogLevel]
+	return progress || modern && logs
+}
+
+// ownID is an id unique in this server, for a modern request in the
+// shared session.
+func (t *httpTransport) ownID() json.RawMessage {
+	return json.RawMessage(fmt.Sprintf(`"mcp-exec-%d"`, t.nextID.Add(1)))
+}
+
+// sessionFor finds the session of request req, or makes one for initialize,
 // acquired for it; or else the error to answer, with its HTTP status.
-func (t *httpTransport) sessionFor(w http.ResponseWriter, r *http.Request, m message, modern bool) (*httpSession, int, *rpcError) {
+func (t *httpTransport) sessionFor(w http.ResponseWriter, r *http.Request, req httpRequest, modern bool) (*httpSession, int, *rpcError) {
+	m := req.m
 	if modern {
-		if rerr := checkModernHeaders(r, m); m.id != nil && rerr != nil {
+		if rerr := checkModernHeaders(r, req); m.id != nil && rerr != nil {
 			return nil, http.StatusBadRequest, rerr
 		}
 		hs, rerr := t.modernSession()
@@ -391,11 +415,10 @@ func (t *httpTransport) sessionFor(w http.ResponseWriter, r *http.Request, m mes
 
 // checkModernHeaders checks the headers a 2026-07-28 request must carry
 // against its body.
-func checkModernHeaders(r *http.Request, m message) *rpcError {
-	p, _ := decodeObject(m.params)
-	meta, _ := decodeObject(p["_meta"])
+func checkModernHeaders(r *http.Request, req httpRequest) *rpcError {
+	m := req.m
 	var version string
-	_ = json.Unmarshal(meta[metaProtocolVersion], &version) // modernRequest checked it
+	_ = json.Unmarshal(req.meta[metaProtocolVersion], &version) // the era's choice checked it
 	if got := r.Header.Get("MCP-Protocol-Version"); got != version {
 		return newError(codeHeaderMismatch, "header mismatch: MCP-Protocol-Version %q, _meta says %q", clipText(got), version)
 	}
@@ -404,7 +427,7 @@ func checkModernHeaders(r *http.Request, m message) *rpcError {
 	}
 	if m.method == "tools/call" {
 		var name string
-		_ = json.Unmarshal(p["name"], &name)
+		_ = json.Unmarshal(req.params["name"], &name)
 		if got := r.Header.Get("Mcp-Name"); got != name {
 			return newError(codeHeaderMismatch, "header mismatch: Mcp-Name %q, the tool is %q", clipText(got), clipText(name))
 		}
@@ -459,18 +482,19 @@ func (t *httpTransport) open(kind string) (*httpSession, error) {
 	return hs, nil
 }
 
-// handle passes one message to the session.
-func (hs *httpSession) handle(body []byte, sink replySink) {
+// handle passes one decoded message, of era era, to the session.
+func (hs *httpSession) handle(m message, era eraChoice, sink replySink) {
 	hs.dispatch.Lock()
 	defer hs.dispatch.Unlock()
-	hs.ss.handleMessage(body, sink)
+	hs.ss.handleDecoded(m, era, sink)
 }
 
-// answer writes the reply to request m as JSON, or as SSE after its progress
-// or messages when asked for them. A client that goes away cancels it.
-func (t *httpTransport) answer(w http.ResponseWriter, r *http.Request, hs *httpSession, m message, reply *responseStream, modern bool, clientID json.RawMessage) {
-	asked := bytes.Contains(m.params, []byte(`"progressToken"`)) || modern && bytes.Contains(m.params, []byte(metaLogLevel))
-	stream := strings.Contains(r.Header.Get("Accept"), "text/event-stream") && asked
+// answer writes the reply to the request the session knows by id, of the
+// modern era or not, as JSON; or, when stream (it asked for progress or
+// messages) and the client accepts one, as an event stream after them. A
+// client that goes away cancels it.
+func (t *httpTransport) answer(w http.ResponseWriter, r *http.Request, hs *httpSession, id json.RawMessage, reply *responseStream, modern, stream bool) {
+	stream = stream && strings.Contains(r.Header.Get("Accept"), "text/event-stream")
 	rc := http.NewResponseController(w)
 	if stream {
 		beginEventStream(w)
@@ -479,7 +503,7 @@ func (t *httpTransport) answer(w http.ResponseWriter, r *http.Request, hs *httpS
 	for {
 		select {
 		case <-r.Context().Done():
-			hs.ss.cancelID(m.id, true) // nobody is there to read a reply
+			hs.ss.cancelID(id, true) // nobody is there to read a reply
 			reply.end()
 			return
 		case <-reply.abandoned:
@@ -489,31 +513,27 @@ func (t *httpTransport) answer(w http.ResponseWriter, r *http.Request, hs *httpS
 			return
 		case <-reply.ready:
 		}
-		msgs, handed := reply.take()
-		for _, msg := range msgs {
-			final := bytes.HasPrefix(msg, []byte(replyHead))
-			if final && !bytes.Equal(clientID, m.id) { // the reply names the id the client gave
-				msg = concat(replyHead, clientID, msg[len(replyHead)+len(m.id):])
-			}
-			httpReplyBytes.Add(int64(len(msg)))
+		outs, handed := reply.take()
+		for _, out := range outs {
+			httpReplyBytes.Add(int64(len(out.msg)))
 			var err error
 			switch {
 			case stream:
 				_ = rc.SetWriteDeadline(time.Now().Add(httpWriteTimeout))
-				if _, err = fmt.Fprintf(w, "event: message\ndata: %s\n\n", bytes.TrimSuffix(msg, []byte("\n"))); err == nil {
+				if _, err = fmt.Fprintf(w, "event: message\ndata: %s\n\n", bytes.TrimSuffix(out.msg, []byte("\n"))); err == nil {
 					err = rc.Flush()
 				}
-			case final:
+			case out.final:
 				w.Header().Set("Content-Type", "application/json")
 				// Said before the flush below, which would otherwise make the
 				// response chunked.
-				w.Header().Set("Content-Length", strconv.Itoa(len(msg)))
-				w.WriteHeader(replyStatus(msg, modern))
-				if _, err = w.Write(msg); err == nil {
+				w.Header().Set("Content-Length", strconv.Itoa(len(out.msg)))
+				w.WriteHeader(replyStatus(out.code, modern))
+				if _, err = w.Write(out.msg); err == nil {
 					err = rc.Flush() // now, not after the handler: its error decides the handoff
 				}
 			}
-			if final {
+			if out.final {
 				settleUnlessGone(r.Context(), err, handed)
 				return
 			}
@@ -521,20 +541,30 @@ func (t *httpTransport) answer(w http.ResponseWriter, r *http.Request, hs *httpS
 	}
 }
 
-// replyStatus is the HTTP status of a JSON reply: 200, except that the
-// modern era answers an unknown method 404.
-func replyStatus(msg []byte, modern bool) int {
-	if modern && bytes.Contains(msg, []byte(`"error":{"code":-32601,`)) {
+// replyStatus is the HTTP status of a JSON reply whose error has code
+// (0: a result): 200, except that the modern era answers an unknown
+// method 404.
+func replyStatus(code int, modern bool) int {
+	if modern && code == codeNoMethod {
 		return http.StatusNotFound
 	}
 	return http.StatusOK
 }
 
+// outgoing is one message of a request's response, encoded once.
+type outgoing struct {
+	msg   []byte // the whole message, ending in a newline
+	final bool   // the request's reply: nothing follows it
+	code  int    // a final reply's JSON-RPC error code; 0 for a result
+}
+
 // responseStream carries what a session sends for one request: progress
 // notifications, then the reply. send never blocks.
 type responseStream struct {
+	clientID json.RawMessage // the id the reply names: the client's own, byte for byte
+
 	mu        sync.Mutex    // guards queue, handoff and ended
-	queue     [][]byte      // messages not yet written
+	queue     []outgoing    // messages not yet written
 	handoff   *handoff      // what the queued reply delivered
 	ended     bool          // the response is over: a reply now can reach nobody
 	ready     chan struct{} // 1-buffered: the queue may have messages
@@ -542,27 +572,39 @@ type responseStream struct {
 	once      sync.Once     // closes abandoned once
 }
 
-// newResponseStream returns an empty stream.
-func newResponseStream() *responseStream {
-	return &responseStream{ready: make(chan struct{}, 1), abandoned: make(chan struct{})}
+// newResponseStream returns an empty stream for the request its client
+// calls clientID.
+func newResponseStream(clientID json.RawMessage) *responseStream {
+	return &responseStream{clientID: clientID, ready: make(chan struct{}, 1), abandoned: make(chan struct{})}
 }
 
 // abandon says the request was cancelled and gets no reply.
 func (s *responseStream) abandon() { s.once.Do(func() { close(s.abandoned) }) }
 
 // send queues a message that delivers nothing (a notification).
-func (s *responseStream) send(msg []byte) { s.sendHanded(msg, nil) }
+func (s *responseStream) send(msg []byte) { s.queueOut(outgoing{msg: msg}, nil) }
 
-// sendHanded queues the reply; what it delivered (h) is settled once the
-// response carried it to a client still there, and given back otherwise.
-func (s *responseStream) sendHanded(msg []byte, h *handoff) {
+// sendParts encodes the reply, naming the client's id, and queues it; what
+// it delivered (h) is settled once the response carried it to a client
+// still there, and given back otherwise.
+func (s *responseStream) sendParts(r replyParts, h *handoff) {
+	code := 0
+	if r.err != nil {
+		code = rpcErrorOf(r.err).Code
+	}
+	msg := encodeReply(s.clientID, r.shape, r.result, r.err)
+	s.queueOut(outgoing{msg: msg, final: true, code: code}, h)
+}
+
+// queueOut queues out, with h, what a final reply delivered (nil: nothing).
+func (s *responseStream) queueOut(out outgoing, h *handoff) {
 	s.mu.Lock()
 	if s.ended {
 		s.mu.Unlock()
 		h.giveBack() // the client left before its reply was made
 		return
 	}
-	s.queue = append(s.queue, msg)
+	s.queue = append(s.queue, out)
 	if h != nil {
 		s.handoff = h
 	}
@@ -572,7 +614,7 @@ func (s *responseStream) sendHanded(msg []byte, h *handoff) {
 
 // take returns and clears the queued messages, and the handoff of the
 // reply among them.
-func (s *responseStream) take() ([][]byte, *handoff) {
+func (s *responseStream) take() ([]outgoing, *handoff) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	q, h := s.queue, s.handoff

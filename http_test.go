@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"fmt"
 	"io"
 	"net"
@@ -333,26 +332,30 @@ func TestIdleSweepSparesTheSessionARequestFound(t *testing.T) {
 	body := `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"execute","arguments":{"command":"echo found"}}}`
 	r := httptest.NewRequest(http.MethodPost, "/mcp", strings.NewReader(body))
 	r.Header.Set("Mcp-Session-Id", id)
-	m, _, _ := decodeMessage([]byte(body))
+	req, _, _ := decodeRequest([]byte(body))
 
 	// The request finds its session; the sweep runs, every session past its
 	// idle time; the request goes on in the session it found.
-	hs, _, rerr := tr.sessionFor(httptest.NewRecorder(), r, m, false)
+	hs, _, rerr := tr.sessionFor(httptest.NewRecorder(), r, req, false)
 	if rerr != nil {
 		t.Fatalf("the session of a fresh initialize: %v", rerr)
 	}
 	if taken := tr.takeIdle(time.Now().Add(time.Hour)); len(taken) != 0 {
 		t.Fatalf("the sweep took %d sessions while a request was in the one it had found", len(taken))
 	}
-	reply := newResponseStream()
-	hs.handle([]byte(body), reply)
+	reply := newResponseStream(req.m.id)
+	hs.handle(req.m, req.era, reply)
 	select {
 	case <-reply.ready:
 	case <-time.After(jobDeadline):
 		t.Fatalf("no reply within %v", jobDeadline)
 	}
-	msgs, _ := reply.take()
-	if got := string(bytes.Join(msgs, nil)); !strings.Contains(got, `found\\n`) {
+	outs, _ := reply.take()
+	var got string
+	for _, out := range outs {
+		got += string(out.msg)
+	}
+	if !strings.Contains(got, `found\\n`) {
 		t.Fatalf("the request in the session it found: %s", got)
 	}
 	hs.release()
@@ -462,4 +465,174 @@ func TestHTTPTerminalOfOneSessionNeverReachesAnothersJob(t *testing.T) {
 		}
 	}
 	t.Logf("%d listings, none with a stray descriptor", listings)
+}
+
+// modernHeaders are the headers of a 2026-07-28 request for method.
+func modernHeaders(method string) map[string]string {
+	return map[string]string{"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": method}
+}
+
+// modernMeta is the _meta of a 2026-07-28 request, with more members.
+func modernMeta(more string) string {
+	return `{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}` + more + `}`
+}
+
+// TestHTTPRepliesNameTheClientsIDExactly: every reply names the request
+// by the id its client sent, byte for byte (an integer past 2^64, a string
+// with escapes that decode to other bytes), in a legacy session and in the
+// modern era's shared one (where the session knows the request by an id of
+// the server's own), as a JSON body and as the last event of a stream, for
+// a result and for an error; an id that is no id (a fraction, an exponent,
+// null) is refused 400 naming id null.
+func TestHTTPRepliesNameTheClientsIDExactly(t *testing.T) {
+	url := httpServer(t)
+	resp, _ := post(t, url, initBody, nil)
+	legacy := map[string]string{"Mcp-Session-Id": resp.Header.Get("Mcp-Session-Id")}
+	ids := []string{`7`, `-12`, `123456789012345678901234567890`, `"a\u0041\"\\\/\u00e9é<&>"`, `""`}
+	for _, id := range ids {
+		cases := []struct {
+			name, body string
+			headers    map[string]string
+			status     int
+			stream     bool
+		}{
+			{"legacy result", `{"jsonrpc":"2.0","id":` + id + `,"method":"ping"}`, legacy, http.StatusOK, false},
+			{"legacy stream", `{"jsonrpc":"2.0","id":` + id + `,"method":"ping","params":{"_meta":{"progressToken":1}}}`, legacy, http.StatusOK, true},
+			{"legacy error", `{"jsonrpc":"2.0","id":` + id + `,"method":"no/such"}`, legacy, http.StatusOK, false},
+			{"modern result", `{"jsonrpc":"2.0","id":` + id + `,"method":"tools/list","params":{"_meta":` + modernMeta("") + `}}`,
+				modernHeaders("tools/list"), http.StatusOK, false},
+			{"modern stream", `{"jsonrpc":"2.0","id":` + id + `,"method":"tools/list","params":{"_meta":` + modernMeta(`,"progressToken":"p"`) + `}}`,
+				modernHeaders("tools/list"), http.StatusOK, true},
+			{"modern unknown method", `{"jsonrpc":"2.0","id":` + id + `,"method":"no/such","params":{"_meta":` + modernMeta("") + `}}`,
+				modernHeaders("no/such"), http.StatusNotFound, false},
+		}
+		for _, c := range cases {
+			resp, got := post(t, url, c.body, c.headers)
+			want := `{"jsonrpc":"2.0","id":` + id + `,`
+			if c.stream {
+				last := strings.LastIndex(got, "data: ")
+				if resp.Header.Get("Content-Type") != "text/event-stream" || last < 0 {
+					t.Errorf("id %s, %s: %s %q; want an event stream", id, c.name, resp.Header.Get("Content-Type"), got)
+					continue
+				}
+				got = got[last+len("data: "):]
+			}
+			if resp.StatusCode != c.status || !strings.HasPrefix(got, want) {
+				t.Errorf("id %s, %s: %d %q; want %d starting %q", id, c.name, resp.StatusCode, got, c.status, want)
+			}
+		}
+	}
+	for _, id := range []string{`1.0`, `1e3`, `null`} {
+		resp, got := post(t, url, `{"jsonrpc":"2.0","id":`+id+`,"method":"ping"}`, legacy)
+		if resp.StatusCode != http.StatusBadRequest || !strings.HasPrefix(got, `{"jsonrpc":"2.0","id":null,"error":{"code":-32600,`) {
+			t.Errorf("id %s: %d %q; want 400, -32600 naming id null", id, resp.StatusCode, got)
+		}
+	}
+}
+
+// firstProgress posts body and returns the data of the first progress
+// notification its event stream carries, then leaves (which cancels the
+// request); it fails the test when none comes within jobDeadline.
+func firstProgress(t *testing.T, url, body string, headers map[string]string) string {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, url+"/mcp", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	for k, v := range headers {
+		req.Header.Set(k, v)
+	}
+	client := &http.Client{Timeout: jobDeadline}
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	lines := bufio.NewScanner(resp.Body)
+	for lines.Scan() {
+		if data, ok := strings.CutPrefix(lines.Text(), "data: "); ok && strings.Contains(data, `"notifications/progress"`) {
+			return data
+		}
+	}
+	t.Fatalf("no progress notification within %v (%s): %v", jobDeadline, resp.Header.Get("Content-Type"), lines.Err())
+	return ""
+}
+
+// TestHTTPModernProgressTokenKeptExactly: a modern request's progress
+// notifications carry its progressToken as the client wrote it. The
+// transport used to re-encode a modern body to give it its own id, which
+// escaped <, > and & in the token ("\u003c"): a client comparing bytes
+// never matched its progress to its request.
+func TestHTTPModernProgressTokenKeptExactly(t *testing.T) {
+	url := httpServer(t, "MCP_EXEC_PROGRESS_INTERVAL=0.05")
+	body := `{"jsonrpc":"2.0","id":"c","method":"tools/call","params":{"name":"execute","arguments":{"command":"sleep 30"},` +
+		`"_meta":` + modernMeta(`,"progressToken":"<p&q>"`) + `}}`
+	headers := modernHeaders("tools/call")
+	headers["Mcp-Name"] = "execute"
+	if got := firstProgress(t, url, body, headers); !strings.Contains(got, `"progressToken":"<p&q>"`) {
+		t.Errorf("progress of a modern request: %s; want the token as sent", got)
+	}
+}
+
+// TestHTTPProgressTokenOutsideMetaAsksNoStream: only _meta.progressToken
+// asks for progress; a member of that name elsewhere in params did make
+// the reply an event stream, searched for by bytes, with nothing before
+// the reply. It is a JSON body, as for any request that asked for nothing.
+func TestHTTPProgressTokenOutsideMetaAsksNoStream(t *testing.T) {
+	url := httpServer(t)
+	resp, _ := post(t, url, initBody, nil)
+	legacy := map[string]string{"Mcp-Session-Id": resp.Header.Get("Mcp-Session-Id")}
+	body := `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"execute","arguments":{"command":"echo plain"},"progressToken":1}}`
+	resp, got := post(t, url, body, legacy)
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "application/json" || !strings.Contains(got, `plain\\n`) {
+		t.Errorf("a call with progressToken outside _meta: %d %s %s; want a JSON body", resp.StatusCode, resp.Header.Get("Content-Type"), got)
+	}
+}
+
+// BenchmarkHTTPPost measures one POSTed request through the transport and
+// the session (no process is spawned): a legacy ping and a modern
+// server/discover, each with a small and a large params member.
+func BenchmarkHTTPPost(b *testing.B) {
+	cfg, err := loadConfig(append(testConfig().baseEnv, "MCP_EXEC_LISTEN=127.0.0.1:0", "MCP_EXEC_HTTP_AUTH=none"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	srv := newServer(cfg)
+	tr, err := openHTTP(srv)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { srv.shutdown(); tr.close() })
+	w := httptest.NewRecorder()
+	tr.post(w, httptest.NewRequest(http.MethodPost, "/mcp", strings.NewReader(initBody)))
+	legacy := map[string]string{"Mcp-Session-Id": w.Header().Get("Mcp-Session-Id")}
+	for _, size := range []int{100, 256 << 10} {
+		pad := strings.Repeat("x", size)
+		b.Run(fmt.Sprintf("legacy-%dB", size), func(b *testing.B) {
+			benchPost(b, tr, `{"jsonrpc":"2.0","id":5,"method":"ping","params":{"pad":"`+pad+`"}}`, legacy)
+		})
+		b.Run(fmt.Sprintf("modern-%dB", size), func(b *testing.B) {
+			benchPost(b, tr, `{"jsonrpc":"2.0","id":5,"method":"server/discover","params":{"pad":"`+pad+`","_meta":`+modernMeta("")+`}}`,
+				modernHeaders("server/discover"))
+		})
+	}
+}
+
+// benchPost posts body with headers b.N times, each answered 200.
+func benchPost(b *testing.B, tr *httpTransport, body string, headers map[string]string) {
+	b.ReportAllocs()
+	b.SetBytes(int64(len(body)))
+	for i := 0; i < b.N; i++ {
+		r := httptest.NewRequest(http.MethodPost, "/mcp", strings.NewReader(body))
+		for k, v := range headers {
+			r.Header.Set(k, v)
+		}
+		w := httptest.NewRecorder()
+		tr.post(w, r)
+		if w.Code != http.StatusOK {
+			b.Fatalf("%d %s", w.Code, w.Body)
+		}
+	}
 }

@@ -87,13 +87,34 @@ type handingSink interface {
 
 // sendReply sends a request's final reply, carrying h to a sink that can
 // tell whether the reply arrived.
-func sendReply(sink replySink, msg []byte, h *handoff) {
+func sendReply(sink replySink, r replyParts, h *handoff) {
+	if ps, ok := sink.(partsSink); ok {
+		ps.sendParts(r, h)
+		return
+	}
+	msg := encodeReply(r.id, r.shape, r.result, r.err)
 	if hs, ok := sink.(handingSink); ok {
 		hs.sendHanded(msg, h)
 		return
 	}
 	sink.send(msg)
 	h.settled()
+}
+
+// replyParts is a request's final reply before it is encoded.
+type replyParts struct {
+	id     json.RawMessage // the request's id in the session
+	shape  replyShape
+	result any
+	err    error // when set, the reply is this error and result is unused
+}
+
+// partsSink is a replySink that encodes a request's final reply itself,
+// once, from its parts: a sink that serves one request's response (HTTP)
+// names the id its client gave and reads the error code as a value. It
+// settles or gives back h as a handingSink does.
+type partsSink interface {
+	sendParts(r replyParts, h *handoff)
 }
 
 // dropSink is a replySink that may drop a message the client can do
@@ -257,13 +278,6 @@ func hasBufferedLine(r *bufio.Reader) bool {
 	return bytes.IndexByte(b, '\n') >= 0
 }
 
-// handleMessage handles one message whose replies and progress go to sink
-// (a response stream per request). One goroutine at a time may call it.
-func (s *session) handleMessage(msg []byte, sink replySink) {
-	s.dispatchTo(msg, sink)
-	s.startPending()
-}
-
 // startPending starts the requests dispatch prepared. Only the reading
 // goroutine calls it.
 func (s *session) startPending() {
@@ -294,6 +308,34 @@ func (s *session) dispatchTo(line []byte, sink replySink) {
 		sink.send(encodeReply(replyID, replyShape{}, nil, rerr))
 		return
 	}
+	s.dispatchDecoded(m, chooseEra(m.params), sink)
+}
+
+// handleDecoded handles one message its transport decoded, of the era it
+// chose from the same params (the session decodes neither again); its
+// replies and progress go to sink (a response stream per request). One
+// goroutine at a time may call it.
+func (s *session) handleDecoded(m message, era eraChoice, sink replySink) {
+	s.dispatchDecoded(m, era, sink)
+	s.startPending()
+}
+
+// eraChoice is a message's era as modernRequest decides it from its params.
+type eraChoice struct {
+	modern bool
+	caps   json.RawMessage // a modern request's clientCapabilities, as sent
+	rerr   *rpcError       // the params' _meta is refused: the request's answer
+}
+
+// chooseEra decides the era of a message with these params.
+func chooseEra(params json.RawMessage) eraChoice {
+	modern, caps, rerr := modernRequest(params)
+	return eraChoice{modern: modern, caps: caps, rerr: rerr}
+}
+
+// dispatchDecoded handles a decoded message of era era, whose replies go
+// to sink.
+func (s *session) dispatchDecoded(m message, era eraChoice, sink replySink) {
 	if m.response {
 		return // nothing to answer
 	}
@@ -305,12 +347,12 @@ func (s *session) dispatchTo(line []byte, sink replySink) {
 		return // notifications are never answered
 	}
 	m.replyTo = sink
-	modern, caps, rerr := modernRequest(m.params)
-	if rerr != nil {
-		m.fail(rerr)
+	if era.rerr != nil {
+		m.fail(era.rerr)
 		return
 	}
-	m.shape, m.clientCaps = shapeOf(modern, s.negotiated), caps
+	modern := era.modern
+	m.shape, m.clientCaps = shapeOf(modern, s.negotiated), era.caps
 	switch {
 	case !known || spec.modernOnly && !modern: // a legacy probe of server/discover must fail fast, as 1.0 did
 		m.fail(newError(codeNoMethod, "method not found: %s", clipText(m.method)))
@@ -322,15 +364,23 @@ func (s *session) dispatchTo(line []byte, sink replySink) {
 		m.fail(newError(codeInvalidParams, "invalid params: params must be an object"))
 	case spec.inline:
 		res, err := spec.call(s, context.Background(), m)
-		m.replyTo.send(encodeReply(m.id, m.shape, res, err))
+		m.reply(m.shape, res, err)
 	default:
 		s.start(m, spec)
 	}
 }
 
 // fail answers the request m with an error.
-func (m message) fail(err *rpcError) {
-	m.replyTo.send(encodeReply(m.id, replyShape{}, nil, err))
+func (m message) fail(err *rpcError) { m.reply(replyShape{}, nil, err) }
+
+// reply answers the request m, on the spot, with res dressed in shape or
+// with err; the reply delivers nothing to be handed over.
+func (m message) reply(shape replyShape, res any, err error) {
+	if ps, ok := m.replyTo.(partsSink); ok {
+		ps.sendParts(replyParts{id: m.id, shape: shape, result: res, err: err}, nil)
+		return
+	}
+	m.replyTo.send(encodeReply(m.id, shape, res, err))
 }
 
 // dispatchBatch handles a batch (2025-03-26 allows them): each message as
@@ -442,7 +492,7 @@ func (s *session) start(m message, spec methodSpec) {
 			m.handoff.giveBack() // nobody will read what the call delivered
 		}
 		if !silenced {
-			sendReply(m.replyTo, encodeReply(m.id, m.shape, res, err), m.handoff)
+			sendReply(m.replyTo, replyParts{id: m.id, shape: m.shape, result: res, err: err}, m.handoff)
 		} else if a, ok := m.replyTo.(abandoner); ok {
 			a.abandon() // no reply will come: a transport waiting for one may stop
 		}
