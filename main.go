@@ -23,6 +23,9 @@ func main() {
 	}
 	settings := handleFlags(os.Args[1:])
 	cfg := mustLoadConfig(append(os.Environ(), settings...))
+	// Before any job or session exists: every look for input wanted reads
+	// it without a lock.
+	inputWaitDuration = cfg.inputWait
 	jobLog, err := openJobLog(cfg.jobLog)
 	if err != nil {
 		exit(2, "configuration error: %v", err)
