@@ -44,7 +44,7 @@ type server struct {
 func startServer(cfg *config, jobLog *jobLog) *server {
 	s := newServer(cfg)
 	s.stop, s.ownsProcess, s.jobLog = watchSignals(), true, jobLog
-	setWindowMemoryBound(func() int64 {
+	theProcess.windows.setBound(func() int64 {
 		bound := cfg.memoryBound()
 		limitRuntimeMemory(bound, os.Getenv("GOMEMLIMIT") != "")
 		return bound
