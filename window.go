@@ -23,9 +23,9 @@ type window struct {
 	limit     int // maximum retained bytes, fixed at creation
 	headLimit int // the stream's first bytes kept even after the ring moves on
 
-	// mu guards chunks, total and every field below. It is taken while
-	// the windowMemory's mu is held (enforce calls dropOldest), so nothing
-	// under it takes that lock.
+	// mu guards the fields below it, but for held (set at creation, its
+	// count atomic). It is taken while the windowMemory's mu is held
+	// (enforce calls dropOldest), so nothing under it takes that lock.
 	mu sync.Mutex
 	// chunks hold the ring: ring position q (the byte at absolute offset p
 	// has q = p % limit) lives in chunks[q/windowChunkBytes]. A chunk is
