@@ -55,8 +55,8 @@ type windowHeld struct {
 
 // makeWindow returns an empty window that retains at most the last limit
 // bytes, and also the first headLimit bytes (0: none), and counts its chunk
-// bytes into all too, for as long as it lives. Jobs' windows come from
-// newWindow, which also bounds them.
+// bytes into all (not nil) too, for as long as it lives. Jobs' windows
+// come from newWindow, which also bounds them.
 func makeWindow(limit, headLimit int, all *atomic.Int64) *window {
 	if limit < 1 {
 		limit = 1
