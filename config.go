@@ -56,6 +56,7 @@ type config struct {
 	jobEvents   bool            // legacy stdio sessions get notifications/job
 	memoryLimit int64           // bytes all output windows may hold together; 0: no bound; memoryLimitAuto: see memoryBound
 	jobLog      string          // where the job log goes: "" off, jobLogStderr, or a file's path (see openJobLog)
+	inputWait   time.Duration   // how long a job's process must wait reading its input before the job counts as waiting for input
 
 	// HTTP; listen "" serves stdio only.
 	listen         string        // the address to serve HTTP on
@@ -190,6 +191,11 @@ var configVars = []configVar{
 		func(c *config, v string) (err error) { c.jobEvents, err = parseSwitch(v); return }},
 	{"MCP_EXEC_JOB_LOG", "", "", "stderr, or the path of a file opened for appending: one JSON line when a job starts, ends or is refused by policy (who ran what, where, how it ended; never its output); unset: no job log",
 		func(c *config, v string) (err error) { c.jobLog, err = parseJobLog(v); return }},
+	{"MCP_EXEC_INPUT_WAIT_MS", "1000", "", "milliseconds a job's process must be blocked reading its stdin (or, with prompts, the job silent) before the job is reported waiting_for_input (10 to 60000)",
+		func(c *config, v string) (err error) {
+			c.inputWait, err = parseMillis(v, minInputWait, maxInputWait)
+			return
+		}},
 	{"MCP_EXEC_LISTEN", "", "", "HOST:PORT to serve MCP over Streamable HTTP (/mcp) and /healthz, /metrics, /exec instead of stdio (also --listen); a non-loopback address needs a token",
 		func(c *config, v string) error {
 			if v == "" {
@@ -521,6 +527,24 @@ func parseBytes(v string, least int) (int, error) {
 		return 0, fmt.Errorf("must be a whole number of bytes, at least %d", least)
 	}
 	return n, nil
+}
+
+// The bounds of MCP_EXEC_INPUT_WAIT_MS. Below the least, a process that
+// reads its stdin between bursts of work would be reported waiting; past
+// the most, a prompt would hold a blocking call for longer than a client
+// would wait for it.
+const (
+	minInputWait = 10 * time.Millisecond
+	maxInputWait = time.Minute
+)
+
+// parseMillis reads a whole number of milliseconds from least to most.
+func parseMillis(v string, least, most time.Duration) (time.Duration, error) {
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < least.Milliseconds() || n > most.Milliseconds() {
+		return 0, fmt.Errorf("must be a whole number of milliseconds from %d to %d", least.Milliseconds(), most.Milliseconds())
+	}
+	return time.Duration(n) * time.Millisecond, nil
 }
 
 // parseSeconds reads a number of seconds; zero is allowed only if zeroOK.

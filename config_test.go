@@ -306,3 +306,38 @@ func findConfigVar(name string) (configVar, bool) {
 	}
 	return configVar{}, false
 }
+
+// TestInputWaitSetting: MCP_EXEC_INPUT_WAIT_MS is milliseconds within its
+// bounds, and unset it keeps the one second a 1.0 client sees, in the
+// config and in the value the looks read before main sets it.
+func TestInputWaitSetting(t *testing.T) {
+	t.Parallel()
+	if inputWaitDuration != time.Second {
+		t.Errorf("the looks' wait before main sets it is %v, want 1s", inputWaitDuration)
+	}
+	for _, tc := range []struct {
+		env  []string
+		want time.Duration
+	}{
+		{nil, time.Second},
+		{[]string{"MCP_EXEC_PROFILE=agent"}, time.Second},
+		{[]string{"MCP_EXEC_INPUT_WAIT_MS="}, time.Second},
+		{[]string{"MCP_EXEC_INPUT_WAIT_MS=200"}, 200 * time.Millisecond},
+		{[]string{"MCP_EXEC_INPUT_WAIT_MS=10"}, 10 * time.Millisecond},
+		{[]string{"MCP_EXEC_INPUT_WAIT_MS=60000"}, time.Minute},
+	} {
+		cfg, err := loadConfig(tc.env)
+		if err != nil {
+			t.Fatalf("%v: %v", tc.env, err)
+		}
+		if cfg.inputWait != tc.want {
+			t.Errorf("%v: input wait %v, want %v", tc.env, cfg.inputWait, tc.want)
+		}
+	}
+	for _, v := range []string{"9", "60001", "0", "-5", "1.5", "1s", "fast"} {
+		_, err := loadConfig([]string{"MCP_EXEC_INPUT_WAIT_MS=" + v})
+		if err == nil || !strings.Contains(err.Error(), "MCP_EXEC_INPUT_WAIT_MS") || !strings.Contains(err.Error(), "milliseconds from 10 to 60000") {
+			t.Errorf("MCP_EXEC_INPUT_WAIT_MS=%s: %v; want a refusal naming the range", v, err)
+		}
+	}
+}

@@ -7,8 +7,10 @@ package main
 import "time"
 
 // inputWaitDuration is how long a job must have waited, its process blocked
-// reading its input, for the job to count as waiting for input.
-const inputWaitDuration = time.Second
+// reading its input, for the job to count as waiting for input. main sets
+// it once from MCP_EXEC_INPUT_WAIT_MS (default 1 s), before any job starts:
+// read without a lock from then on.
+var inputWaitDuration = time.Second
 
 // inputProbeInterval is how often a blocked call looks for input wanted.
 const inputProbeInterval = 250 * time.Millisecond

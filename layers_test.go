@@ -27,7 +27,7 @@ var transports = []string{"stdio.go", "http.go"}
 // session and tool layers. A file split out of one of these belongs here
 // too: add it, or the transports may name it unchecked.
 var coreFiles = []string{
-	"jobs.go", "window.go", "grep.go", "pump.go", "kill.go", "reaper.go", "stdin.go", "until.go",
+	"jobs.go", "window.go", "windowmemory.go", "grep.go", "pump.go", "kill.go", "reaper.go", "stdin.go", "until.go",
 	"sys.go", "sys_linux.go", "sys_waitset_linux.go", "tree.go", "sys_tree_linux.go",
 }
 
@@ -67,8 +67,10 @@ var layers = [][]string{
 	{"sandbox.go"},              // the launcher that confines a job before it runs
 	{"stdin.go"},                // a job's stdin pipe
 	{"pump.go"},                 // copying a job's output pipes, settling at exit
+	{"process.go"},              // what the process owns once: window memory, counters, temporary directories
 	{"config.go"},               // settings from the environment
 	{"grep.go"},                 // the complete lines of a window, and searching them
+	{"windowmemory.go"},         // what all windows hold together, and its bound
 	{"window.go"},               // the bounded output window
 	{"tree.go"},                 // what ties processes outside its group to a job: its pipes, earlier looks
 	{"reaper.go"},               // the one owner of child exit statuses

@@ -2,9 +2,11 @@
 // execute, wait, status, output, input, kill and list_jobs.
 //
 // Its package-level variables are read-only once the program starts:
-// tables, sentinel errors and facts read once (sync.OnceValue), except the
-// few whose comment calls them process-wide state and names who writes
-// them. The configuration is not one of them: loadConfig builds it once
+// tables, sentinel errors and facts read once (sync.OnceValue), except
+// theProcess (what the process owns once: process.go), the few whose
+// comment calls them process-wide state and names who writes them, and
+// inputWaitDuration, which main sets from the configuration before it
+// serves. The configuration is not one of them: loadConfig builds it once
 // and it is passed down, read-only.
 package main
 
@@ -23,6 +25,9 @@ func main() {
 	}
 	settings := handleFlags(os.Args[1:])
 	cfg := mustLoadConfig(append(os.Environ(), settings...))
+	// Before any job or session exists: every look for input wanted reads
+	// it without a lock.
+	inputWaitDuration = cfg.inputWait
 	jobLog, err := openJobLog(cfg.jobLog)
 	if err != nil {
 		exit(2, "configuration error: %v", err)

@@ -39,9 +39,13 @@ type childTable struct {
 	// and exclusively by the reaper while it looks a reaped pid up. So a pid
 	// the reaper collects is either recorded already or not ours at all.
 	// It is the one lock held across a syscall (fork), and only for that.
+	// Lock order: gate, then mu (spawnNotify records the pid, route and
+	// tracksAfterForks look it up, under both); never gate under mu.
 	gate sync.RWMutex
 
-	mu      sync.Mutex               // guards byPid, reaped and orphans
+	// mu guards byPid, reaped and orphans. It is taken alone or under
+	// gate, never the other way, and nothing else is locked under it.
+	mu      sync.Mutex
 	byPid   map[int]func(exitStatus) // live children and who to tell of their exit
 	reaped  broadcast                // announced after each reap batch
 	orphans int                      // statuses discarded because no job owned them
@@ -51,6 +55,9 @@ type childTable struct {
 
 // children is process-wide state: the child table. spawnNotify records each
 // child it starts, and the reaper's loop (route) removes it as it reaps.
+// It is a variable of its own, not a part of theProcess (process.go):
+// process.go sits below the files that name it (kill.go, tree.go, rpc.go)
+// but above this one, so moving it there means changing those files too.
 var children = &childTable{
 	byPid:   map[int]func(exitStatus){},
 	reaped:  newBroadcast(),

@@ -33,7 +33,7 @@ type server struct {
 	jobLog      *jobLog      // MCP_EXEC_JOB_LOG; nil: off
 	opened      atomic.Int64 // sessions opened so far: numbers each in the job log
 
-	mu       sync.Mutex            // guards sessions and closing
+	mu       sync.Mutex            // guards sessions and closing; taken alone: nothing is locked or ended under it
 	sessions map[*session]struct{} // the open sessions
 	closing  bool                  // shutdown began: no new sessions
 }
@@ -44,7 +44,7 @@ type server struct {
 func startServer(cfg *config, jobLog *jobLog) *server {
 	s := newServer(cfg)
 	s.stop, s.ownsProcess, s.jobLog = watchSignals(), true, jobLog
-	setWindowMemoryBound(func() int64 {
+	theProcess.windows.setBound(func() int64 {
 		bound := cfg.memoryBound()
 		limitRuntimeMemory(bound, os.Getenv("GOMEMLIMIT") != "")
 		return bound
@@ -157,7 +157,7 @@ func endSessions(sessions []*session, sweep bool) {
 		ss.cancelAll()
 	}
 	terminateAll(newJobs(), sweep)
-	replied := make(chan struct{})
+	replied := make(chan struct{}) // closed once every session's requests have replied
 	go func() {
 		for _, ss := range sessions {
 			ss.handlers.Wait()

@@ -2,20 +2,16 @@ package main
 
 import (
 	"bytes"
-	"cmp"
 	"runtime"
-	"slices"
 	"sync"
 	"sync/atomic"
-	"time"
 	"unicode/utf8"
-	"weak"
 )
 
 // windowChunkBytes is the unit a window allocates once its stream shows
 // volume. Chunks are never copied while the job lives, so a filling window
 // makes no garbage; they are freed only to keep all windows within the
-// memory bound (boundWindows).
+// memory bound (windowMemory.enforce).
 const windowChunkBytes = 64 << 10
 
 // window keeps the last limit bytes one stream wrote, addressed by absolute
@@ -27,7 +23,10 @@ type window struct {
 	limit     int // maximum retained bytes, fixed at creation
 	headLimit int // the stream's first bytes kept even after the ring moves on
 
-	mu sync.Mutex // guards chunks and total
+	// mu guards the fields below it, but for held (set at creation, its
+	// count atomic). It is taken while the windowMemory's mu is held
+	// (enforce calls dropOldest), so nothing under it takes that lock.
+	mu sync.Mutex
 	// chunks hold the ring: ring position q (the byte at absolute offset p
 	// has q = p % limit) lives in chunks[q/windowChunkBytes]. A chunk is
 	// allocated when first written; only the first grows gradually.
@@ -50,72 +49,22 @@ type window struct {
 // windowHeld counts one window's chunk bytes. It lives apart from the
 // window, so the window's cleanup can subtract them once it is garbage.
 type windowHeld struct {
-	bytes atomic.Int64 // chunk bytes the window holds now
+	bytes atomic.Int64  // chunk bytes the window holds now
+	all   *atomic.Int64 // what every window counted with it holds (its windowMemory's)
 }
 
-// windowMemory is process-wide state: what all windows of every session
-// hold together, and its bound. startServer sets the bound
-// (setWindowMemoryLimit); newWindow lists each window, windows count their
-// bytes, and boundWindows evicts past the bound.
-var windowMemory struct {
-	used  atomic.Int64 // bytes in the chunks of every live window
-	limit atomic.Int64 // MCP_EXEC_MEMORY_LIMIT; 0: no bound
-
-	mu     sync.Mutex             // guards all and lastGC, and makes one eviction at a time
-	all    []weak.Pointer[window] // every window made, while it lives (dead ones until the next compaction)
-	live   int                    // len(all) after the last compaction
-	lastGC time.Time              // when boundWindows last collected garbage
-
-	arm atomic.Pointer[func()] // sets limit, once, before the first window (setWindowMemoryBound); nil: none to set
-}
-
-// setWindowMemoryLimit bounds the bytes all windows hold together (0: none).
-func setWindowMemoryLimit(bytes int64) { windowMemory.limit.Store(bytes) }
-
-// setWindowMemoryBound has bound called once, when the first window is
-// made, and its answer bound the bytes all windows hold together (0:
-// none): a process that runs no job never reads what the bound is made of.
-func setWindowMemoryBound(bound func() int64) {
-	arm := sync.OnceFunc(func() { setWindowMemoryLimit(bound()) })
-	windowMemory.arm.Store(&arm)
-}
-
-// windowBytesHeld is what all windows hold now.
-func windowBytesHeld() int64 { return windowMemory.used.Load() }
-
-// newWindow returns an empty window that retains at most the last limit
-// bytes, and also the first headLimit bytes (0: none).
-func newWindow(limit, headLimit int) *window {
+// makeWindow returns an empty window that retains at most the last limit
+// bytes, and also the first headLimit bytes (0: none), and counts its chunk
+// bytes into all (not nil) too, for as long as it lives. Jobs' windows
+// come from newWindow, which also bounds them.
+func makeWindow(limit, headLimit int, all *atomic.Int64) *window {
 	if limit < 1 {
 		limit = 1
 	}
-	if arm := windowMemory.arm.Load(); arm != nil {
-		(*arm)() // once; every caller waits until the bound is set
-	}
-	win := &window{limit: limit, headLimit: max(headLimit, 0), held: &windowHeld{}}
+	win := &window{limit: limit, headLimit: max(headLimit, 0), held: &windowHeld{all: all}}
 	// Garbage holds nothing: when the window goes, so does its count.
-	runtime.AddCleanup(win, func(h *windowHeld) { windowMemory.used.Add(-h.bytes.Load()) }, win.held)
-	windowMemory.mu.Lock()
-	if len(windowMemory.all) >= 2*windowMemory.live+1024 { // amortized: the list would grow with every job ever run
-		compactWindows()
-	}
-	windowMemory.all = append(windowMemory.all, weak.Make(win))
-	windowMemory.mu.Unlock()
+	runtime.AddCleanup(win, func(h *windowHeld) { h.all.Add(-h.bytes.Load()) }, win.held)
 	return win
-}
-
-// compactWindows drops, in place, the pointers of windowMemory.all whose
-// windows are gone. Caller holds windowMemory.mu.
-func compactWindows() {
-	all := windowMemory.all
-	live := all[:0]
-	for _, p := range all {
-		if p.Value() != nil {
-			live = append(live, p)
-		}
-	}
-	clear(all[len(live):]) // let the dead pointers go
-	windowMemory.all, windowMemory.live = live, len(live)
 }
 
 // keepHead copies what of p, written at absolute offset at, falls in the
@@ -513,54 +462,11 @@ func (w *window) serveWithin(spec streamSpec, limit int64) slice {
 	return slice{offset: total, total: total}
 }
 
-// account adds delta to what the window, and all windows, hold. Caller
-// holds w.mu.
+// account adds delta to what the window, and all windows counted with it,
+// hold. Caller holds w.mu.
 func (w *window) account(delta int64) {
 	w.held.bytes.Add(delta)
-	windowMemory.used.Add(delta)
-}
-
-// boundWindowsGCInterval spaces the garbage collections boundWindows asks
-// for: windows of delivered jobs count until they are collected.
-const boundWindowsGCInterval = time.Second
-
-// boundWindows keeps all windows within MCP_EXEC_MEMORY_LIMIT: past it, it
-// lets garbage go first, then drops the oldest bytes of the largest windows
-// until they hold a tenth less than the bound. A pump calls it after each
-// read; under the bound it costs two atomic loads.
-func boundWindows() {
-	limit := windowMemory.limit.Load()
-	if limit <= 0 || windowMemory.used.Load() <= limit {
-		return
-	}
-	windowMemory.mu.Lock()
-	defer windowMemory.mu.Unlock()
-	if windowMemory.used.Load() <= limit {
-		return // another pump got here first
-	}
-	if time.Since(windowMemory.lastGC) > boundWindowsGCInterval {
-		windowMemory.lastGC = time.Now()
-		runtime.GC() // the windows of jobs already delivered go, and their counts with them
-		if windowMemory.used.Load() <= limit {
-			return
-		}
-	}
-	compactWindows()
-	strong := make([]*window, 0, len(windowMemory.all))
-	for _, p := range windowMemory.all {
-		if w := p.Value(); w != nil {
-			strong = append(strong, w)
-		}
-	}
-	slices.SortFunc(strong, func(a, b *window) int { return cmp.Compare(b.held.bytes.Load(), a.held.bytes.Load()) })
-	target := limit - limit/10
-	for _, w := range strong {
-		over := windowMemory.used.Load() - target
-		if over <= 0 {
-			break
-		}
-		w.dropOldest(over)
-	}
+	w.held.all.Add(delta)
 }
 
 // dropOldest frees up to want bytes of the window's oldest chunks, never

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -650,93 +649,6 @@ func TestWindowKeepsHead(t *testing.T) {
 	_, _ = w.Write(stream[:15])
 	if all := w.readAll(0); string(all.data) != string(stream[:15]) || all.offset != 0 || all.truncated || all.tail != nil {
 		t.Errorf("head meeting the window: all = %+v", all)
-	}
-}
-
-// TestWindowsStayWithinTheMemoryBound: past MCP_EXEC_MEMORY_LIMIT the
-// oldest bytes of the largest windows go first; what is left reads exactly
-// as before, and what went counts as dropped, with totals exact.
-func TestWindowsStayWithinTheMemoryBound(t *testing.T) {
-	const bound = 4 << 20
-	setWindowMemoryLimit(bound)
-	defer setWindowMemoryLimit(0)
-	runtime.GC() // earlier tests' windows are garbage: let their counts go
-	base := windowBytesHeld()
-	var windows []*window
-	for i := 0; i < 20; i++ {
-		windows = append(windows, newWindow(1<<20, 0))
-	}
-	chunk := make([]byte, 64<<10)
-	for round := 0; round < 16; round++ { // 1 MiB into each, interleaved
-		for _, w := range windows {
-			_, total := w.stats()
-			for k := range chunk {
-				chunk[k] = byte((total + int64(k)) % 251)
-			}
-			_, _ = w.Write(chunk)
-			boundWindows()
-			if held := windowBytesHeld() - base; held > bound+int64(len(windows))*windowChunkBytes {
-				t.Fatalf("windows hold %d bytes, over the bound of %d", held, bound)
-			}
-		}
-	}
-	for i, w := range windows {
-		s := w.readAll(0)
-		if s.total != 1<<20 || s.offset+int64(len(s.data)) != s.total || (s.offset > 0) != s.truncated || s.dropped != s.offset {
-			t.Fatalf("window %d: offset %d, %d bytes, total %d, truncated %v, dropped %d", i, s.offset, len(s.data), s.total, s.truncated, s.dropped)
-		}
-		for k, b := range s.data {
-			if b != byte((s.offset+int64(k))%251) {
-				t.Fatalf("window %d: byte at %d is %d", i, s.offset+int64(k), b)
-			}
-		}
-	}
-	runtime.KeepAlive(windows)
-}
-
-// TestMemoryBoundFreesFullRings: a full ring's oldest bytes share the chunk
-// being written; the bound still frees the chunks after it (it freed
-// nothing from full windows, and the bound was overrun).
-func TestMemoryBoundFreesFullRings(t *testing.T) {
-	setWindowMemoryLimit(0)
-	runtime.GC()
-	base := windowBytesHeld()
-	var windows []*window
-	for i := 0; i < 8; i++ {
-		w := newWindow(1<<20, 0)
-		_, _ = w.Write(make([]byte, 1500000)) // wrapped: the ring is full
-		windows = append(windows, w)
-	}
-	setWindowMemoryLimit(base + 2<<20)
-	defer setWindowMemoryLimit(0)
-	boundWindows()
-	if held := windowBytesHeld() - base; held > 2<<20 {
-		t.Errorf("full windows hold %d bytes after the bound of %d", held, 2<<20)
-	}
-	for _, w := range windows {
-		if s := w.readAll(0); s.total != 1500000 || s.offset+int64(len(s.data)) != s.total || !s.truncated {
-			t.Errorf("offset %d, %d bytes, total %d", s.offset, len(s.data), s.total)
-		}
-	}
-	runtime.KeepAlive(windows)
-}
-
-// TestWindowListForgetsDeadWindows: the memory bound's list of windows is
-// compacted as windows are made, so it does not grow with every job ever
-// run (it did, until a bound was hit).
-func TestWindowListForgetsDeadWindows(t *testing.T) {
-	for i := 0; i < 5000; i++ {
-		_ = newWindow(1024, 0) // garbage at once
-	}
-	runtime.GC()
-	for i := 0; i < 5000; i++ {
-		_ = newWindow(1024, 0)
-	}
-	windowMemory.mu.Lock()
-	n := len(windowMemory.all)
-	windowMemory.mu.Unlock()
-	if n > 8000 {
-		t.Errorf("%d windows listed after 10,000 made and dropped", n)
 	}
 }
 

@@ -180,29 +180,45 @@ def test_progress_of_blocking_execute_says_waiting_for_input(raw_server):
 # The first look, and recent
 # ==========================================================================
 
+# The first-look tests set a short input wait, so that a job is reported
+# a fraction of a second after it goes quiet, not after the default second.
+SHORT_INPUT_WAIT = {"MCP_EXEC_INPUT_WAIT_MS": "100"}
+# How long a job stays silent before it says so: the short wait, and half a
+# second for a loaded machine to schedule the pump that stamps its output.
+QUIET_S = 0.1 + 0.5
+
+
+def when_quiet(m):
+    """A shell fragment to put just before a job's read: it touches m once
+    the job has written nothing for QUIET_S, and writes nothing itself.
+    Silence is elapsed time, not an event the test could await, and looking
+    at the job meanwhile would start a clock; so the job, not the test,
+    measures it, and the test awaits m (await_silence). The timer is not
+    the shell's child: its exit would wake the shell out of its read just
+    as the test looks."""
+    return "( (sleep %s; touch %s) & ) </dev/null >/dev/null 2>&1; " % (QUIET_S, m)
+
+
 def await_silence(s, m):
-    """Wait until the job has touched m, then let it stay silent and idle
-    for the 1 s the server asks: nothing happens then, so the time passing
-    is the event. Looking at the job meanwhile would start a clock."""
+    """Wait until a job started with when_quiet(m) has been silent and
+    idle for longer than the server's input wait."""
     await_file(s, m)
-    time.sleep(1.5)
 
 
 def test_waiting_for_input_on_first_look(raw_server):
     # A status on a job blocked reading stdin for 2.5 s said nothing: the
     # first look only started a clock, and a second call had to come a
     # second later.
-    s = raw_server(env={"MCP_EXEC_PROFILE": "agent"})
+    s = raw_server(env=dict(SHORT_INPUT_WAIT, MCP_EXEC_PROFILE="agent"))
     m1, m2 = marker(), marker()
-    first = s.job("echo 'Proceed? [y/N]'; touch %s; read x; echo got $x" % m1)
-    second = s.job("touch %s; read x" % m2)
+    first = s.job("echo 'Proceed? [y/N]'; %sread x; echo got $x" % when_quiet(m1))
+    second = s.job("%sread x" % when_quiet(m2))
     try:
         await_silence(s, m1)
         st = s.status(first)
         assert st == {"job_id": first, "state": "running", "waiting_for_input": True,
                       "recent": {"stdout": "Proceed? [y/N]\n"}}, st
-        await_file(s, m2)
-        time.sleep(1.5)  # as await_silence: the silence is the event
+        await_silence(s, m2)
         entries = [e for e in s.tool("list_jobs")["jobs"] if e["job_id"] == second]
         assert entries == [{"job_id": second, "state": "running", "waiting_for_input": True}], entries
         s.tool("input", {"job_id": first, "data": "y\n"})
@@ -213,18 +229,19 @@ def test_waiting_for_input_on_first_look(raw_server):
         s.sh("rm -f %s %s" % (m1, m2))
 
 
-def test_first_look_outside_the_profile_keeps_the_replies_a_1_0_client_gets(srv):
+def test_first_look_outside_the_profile_keeps_the_replies_a_1_0_client_gets(raw_server):
+    s = raw_server(env=SHORT_INPUT_WAIT)
     m = marker()
-    jid = srv.job("echo hello; touch %s; read x" % m)
+    jid = s.job("echo hello; %sread x" % when_quiet(m))
     try:
-        await_silence(srv, m)
-        assert srv.status(jid) == {"job_id": jid, "state": "running"}
-        st = poll_status(srv, jid, lambda st: st.get("waiting_for_input") is True, 10 + SLACK,
+        await_silence(s, m)
+        assert s.status(jid) == {"job_id": jid, "state": "running"}
+        st = poll_status(s, jid, lambda st: st.get("waiting_for_input") is True, 10 + SLACK,
                          what="waiting_for_input by a later look")
         assert st == {"job_id": jid, "state": "running", "waiting_for_input": True}, st
     finally:
-        srv.cleanup(jid)
-        srv.sh("rm -f %s" % m)
+        s.cleanup(jid)
+        s.sh("rm -f %s" % m)
 
 
 def test_yielded_build_shows_its_last_lines(srv):

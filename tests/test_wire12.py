@@ -13,12 +13,11 @@ session state, so no two tests share one).
 
 import contextlib
 import json
-import time
 import uuid
 
 import pytest
 
-from tests.helpers import SLACK, check_gap, short, timed
+from tests.helpers import SLACK, await_file, check_gap, marker, short, timed
 
 AGENT = {"MCP_EXEC_PROFILE": "agent"}
 KIB = 1024
@@ -356,21 +355,29 @@ def test_delivered_id_says_delivered_and_a_never_issued_id_does_not(raw_server):
 
 @pytest.mark.parametrize("look", ["status", "list_jobs"])
 def test_waiting_for_input_on_the_first_look(raw_server, look):
-    s = agent(raw_server)
-    with started(s, "printf 'Name? '; read name; echo hello $name") as jid:
-        # The condition is elapsed silence (blocked in the read and silent
-        # for >= 1 s), not an event a client could await, and the point is
-        # that a single look decides: so sleep past it, then look once.
-        time.sleep(2.0)
-        if look == "status":
-            entry = s.status(jid)
-        else:
-            entry = [j for j in s.tool("list_jobs")["jobs"] if j["job_id"] == jid][0]
-        assert entry["state"] == "running", short(entry)
-        assert entry.get("waiting_for_input") is True, "first look: %s" % short(entry)
-        assert "Name? " in (entry.get("recent") or {}).get("stdout", ""), short(entry)
-        s.tool("input", {"job_id": jid, "data": "ada\n"})
-        assert s.collect(jid)["stdout"]["data"] == "Name? hello ada\n"
+    # A short input wait, so the job is reported soon after it goes quiet.
+    s = agent(raw_server, MCP_EXEC_INPUT_WAIT_MS="100")
+    m = marker()
+    # The condition is elapsed silence (blocked in the read and silent for
+    # the input wait), and the point is that a single look decides: so the
+    # job itself touches m once it has been silent half a second longer
+    # than that (writing nothing), and the test awaits m, then looks once.
+    # The timer is not the shell's child, whose exit would wake the read.
+    quiet = "( (sleep 0.6; touch %s) & ) </dev/null >/dev/null 2>&1; " % m
+    try:
+        with started(s, "printf 'Name? '; %sread name; echo hello $name" % quiet) as jid:
+            await_file(s, m)
+            if look == "status":
+                entry = s.status(jid)
+            else:
+                entry = [j for j in s.tool("list_jobs")["jobs"] if j["job_id"] == jid][0]
+            assert entry["state"] == "running", short(entry)
+            assert entry.get("waiting_for_input") is True, "first look: %s" % short(entry)
+            assert "Name? " in (entry.get("recent") or {}).get("stdout", ""), short(entry)
+            s.tool("input", {"job_id": jid, "data": "ada\n"})
+            assert s.collect(jid)["stdout"]["data"] == "Name? hello ada\n"
+    finally:
+        s.sh("rm -f %s" % m)
 
 
 def test_tty_prompt_yields_promptly_with_the_prompt_in_recent(raw_server):
