@@ -103,7 +103,7 @@ func serverInfo() map[string]any {
 
 // modernResultHead is what a modern result object starts with, before its
 // own members.
-func modernResultHead() []byte { return modernResultHeadAs("complete") }
+func modernResultHead() []byte { return modernResultHeadAs(resultComplete) }
 
 // modernResultHeadAs is modernResultHead for a result of another
 // resultType ("task").
@@ -113,10 +113,22 @@ func modernResultHeadAs(resultType string) []byte {
 }
 
 // typedResult is a modern result whose resultType is not "complete": body
-// is dressed with resultType (a tools/call answered with a task).
+// is dressed with resultType (a tools/call answered with a task). It is
+// the request's answer as it is: no tool's result.
 type typedResult struct {
 	resultType string
-	body       any
+	body       any // a wire value: what json.Marshal encodes
+}
+
+func (r typedResult) finish(*toolCall) (answer, error) { return r, nil }
+func (r typedResult) wire() (wireAnswer, error)        { return wireOf(r.body, r.resultType) }
+func (r typedResult) toolError() string                { return "" }
+
+// callResult is r's encoding as one text item: r is never a tool's
+// result, so this is for completeness.
+func (r typedResult) callResult(structured bool) callResultJSON {
+	text, _ := marshal(r.body) // a wire value: the reply encoded it first
+	return toolText(text).callResult(structured)
 }
 
 // dressResultAs gives an encoded result object the modern era's members,
@@ -129,8 +141,3 @@ func dressResultAs(res []byte, resultType string) []byte {
 	}
 	return append(head, body...)
 }
-
-// wrapsStructured says whether a tool result's text, as structuredContent,
-// must be wrapped in an object: wait's array of results (structured
-// content is an object).
-func wrapsStructured(text []byte) bool { return len(text) > 0 && text[0] == '[' }

@@ -24,10 +24,10 @@ type methodSpec struct {
 	legacyOnly   bool // gone from the modern era: -32601 for a modern request
 	modernOnly   bool // not in the legacy era: -32601 for a legacy request
 	inline       bool // cheap and non-blocking: answered on the reader goroutine
-	call         func(s *session, ctx context.Context, m message) (any, error)
+	call         func(s *session, ctx context.Context, m message) (answer, error)
 	// prepare replaces call: on the reader goroutine, in read order, it does
 	// what must happen then, and returns the rest to run on its own.
-	prepare func(s *session, ctx context.Context, m message) func() (any, error)
+	prepare func(s *session, ctx context.Context, m message) func() (answer, error)
 	notify  func(s *session, m message)
 }
 
@@ -35,28 +35,28 @@ type methodSpec struct {
 // other request gets -32601; any other notification is ignored.
 var methods = map[string]methodSpec{
 	"initialize":      {inline: true, legacyOnly: true, call: (*session).initialize},
-	"ping":            {inline: true, legacyOnly: true, call: func(*session, context.Context, message) (any, error) { return struct{}{}, nil }},
+	"ping":            {inline: true, legacyOnly: true, call: func(*session, context.Context, message) (answer, error) { return wireValue(struct{}{}), nil }},
 	"server/discover": {inline: true, modernOnly: true, call: (*session).discover},
-	"tools/list": {inline: true, call: func(s *session, _ context.Context, m message) (any, error) {
-		return toolListWith(s.cfg, m.shape.structured, m.shape.modern, s.taskFormFor(m)), nil
+	"tools/list": {inline: true, call: func(s *session, _ context.Context, m message) (answer, error) {
+		return wireValue(toolListWith(s.cfg, m.shape.structured, m.shape.modern, s.taskFormFor(m))), nil
 	}},
 	"tools/call": {prepare: (*session).prepareToolCall},
-	"tasks/get": {call: taskMethod(func(s *session, _ context.Context, m message, form taskForm) (any, error) {
+	"tasks/get": {call: taskMethod(func(s *session, _ context.Context, m message, form taskForm) (answer, error) {
 		return s.tasks.get(m.params, form == tasksModern)
 	})},
-	"tasks/cancel": {call: taskMethod(func(s *session, ctx context.Context, m message, form taskForm) (any, error) {
+	"tasks/cancel": {call: taskMethod(func(s *session, ctx context.Context, m message, form taskForm) (answer, error) {
 		return s.tasks.cancel(ctx, m.params, form == tasksModern)
 	})},
-	"tasks/result": {legacyOnly: true, call: taskMethod(func(s *session, ctx context.Context, m message, _ taskForm) (any, error) {
+	"tasks/result": {legacyOnly: true, call: taskMethod(func(s *session, ctx context.Context, m message, _ taskForm) (answer, error) {
 		return s.tasks.result(ctx, m.params, m.shape.structured)
 	})},
-	"tasks/list": {legacyOnly: true, call: func(s *session, _ context.Context, m message) (any, error) {
+	"tasks/list": {legacyOnly: true, call: func(s *session, _ context.Context, m message) (answer, error) {
 		if _, rerr := s.taskFormOf(m); rerr != nil || !s.tasksListable() {
 			return nil, newError(codeNoMethod, "method not found: tasks/list (offered to a 2025-11-25 client that declared capabilities.tasks, on stdio or with a token)")
 		}
 		return s.tasks.list(m.params)
 	}},
-	"tasks/update": {modernOnly: true, call: taskMethod(func(s *session, _ context.Context, m message, _ taskForm) (any, error) {
+	"tasks/update": {modernOnly: true, call: taskMethod(func(s *session, _ context.Context, m message, _ taskForm) (answer, error) {
 		return s.tasks.update(m.params)
 	})},
 	"notifications/initialized": {notification: true, notify: func(*session, message) {}},
@@ -425,7 +425,7 @@ func (s *session) start(m message, spec methodSpec) {
 		m.room = &replyHold{gate: gate, done: ctx.Done()}
 	}
 	m.handoff = &handoff{}
-	run := func() (any, error) { return spec.call(s, ctx, m) }
+	run := func() (answer, error) { return spec.call(s, ctx, m) }
 	if spec.prepare != nil {
 		run = spec.prepare(s, ctx, m)
 	}
@@ -495,8 +495,8 @@ func (s *session) cancelAll() {
 
 // taskMethod is the call of a tasks/ method: f runs with the form of tasks
 // m's client declared; a client that declared none gets taskFormOf's error.
-func taskMethod(f func(s *session, ctx context.Context, m message, form taskForm) (any, error)) func(*session, context.Context, message) (any, error) {
-	return func(s *session, ctx context.Context, m message) (any, error) {
+func taskMethod(f func(s *session, ctx context.Context, m message, form taskForm) (answer, error)) func(*session, context.Context, message) (answer, error) {
+	return func(s *session, ctx context.Context, m message) (answer, error) {
 		form, rerr := s.taskFormOf(m)
 		if rerr != nil {
 			return nil, rerr
@@ -545,23 +545,20 @@ func (s *session) refuse(err *rpcError) {
 
 // encodeReply builds a reply: a result dressed in shape, or an error
 // (*rpcError as is, a sentinel of errorCodes with its code, else internal).
-func encodeReply(id json.RawMessage, shape replyShape, result any, err error) []byte {
+func encodeReply(id json.RawMessage, shape replyShape, result answer, err error) []byte {
 	var rerr *rpcError
 	switch {
 	case err != nil:
 		rerr = rpcErrorOf(err)
 	default:
-		if text, ok := result.(toolText); ok {
-			return textReply(id, shape, text)
+		w, merr := result.wire()
+		if merr == nil && w.textItem {
+			return textReply(id, shape, w.text)
 		}
-		resultType := "complete"
-		if typed, ok := result.(typedResult); ok {
-			result, resultType = typed.body, typed.resultType
-		}
-		res, merr := marshal(result)
 		if merr == nil {
+			res := w.text
 			if shape.modern {
-				res = dressResultAs(res, resultType)
+				res = dressResultAs(res, w.resultType)
 			}
 			return concat(replyHead, id, `,"result":`, res, "}\n")
 		}
@@ -574,8 +571,8 @@ func encodeReply(id json.RawMessage, shape replyShape, result any, err error) []
 // prepareToolCall handles tools/call as it is read: a malformed params
 // fails with a JSON-RPC error; the tool's arguments are the tools layer's,
 // which holds the jobs they name now and works in the run it returns.
-func (s *session) prepareToolCall(ctx context.Context, m message) func() (any, error) {
-	fail := func(err error) func() (any, error) { return func() (any, error) { return nil, err } }
+func (s *session) prepareToolCall(ctx context.Context, m message) func() (answer, error) {
+	fail := func(err error) func() (answer, error) { return func() (answer, error) { return nil, err } }
 	if m.params == nil {
 		return fail(newError(codeInvalidParams, "invalid params: tools/call needs params with a tool name"))
 	}
@@ -598,26 +595,21 @@ func (s *session) prepareToolCall(ctx context.Context, m message) func() (any, e
 	if m.room != nil { // a nil *replyHold would make a non-nil replyRoom
 		call.room = m.room
 	}
-	if form == tasksModern {
-		call.asTask = func(j *job, render func() (any, error)) any {
-			return becameTask{task: s.tasks.adopt(call, j, render)}
-		}
-	}
 	run, err := prepareTool(call, name, params["arguments"])
 	if err != nil {
 		return fail(err)
 	}
 	if form == tasksModern {
-		return answerModern(run)
+		return s.tasks.answerModern(call, run)
 	}
-	return run
+	return func() (answer, error) { return call.reply(run()) }
 }
 
 // prepareTaskCall handles a task-augmented tools/call (2025-11-25): the
 // tool must support tasks (-32601 otherwise, as the revision says); its
 // call runs under the task and answers the task at once.
-func (s *session) prepareTaskCall(m message, name string, params map[string]json.RawMessage) func() (any, error) {
-	fail := func(err error) func() (any, error) { return func() (any, error) { return nil, err } }
+func (s *session) prepareTaskCall(m message, name string, params map[string]json.RawMessage) func() (answer, error) {
+	fail := func(err error) func() (answer, error) { return func() (answer, error) { return nil, err } }
 	if t, ok := toolsFor(s.cfg).byName[name]; ok && !t.taskSupport {
 		return fail(newError(codeNoMethod, "method not found: tool %s does not run as a task (those that do: %s)", clipText(name), taskToolsOf(s.cfg)))
 	}
@@ -635,7 +627,7 @@ func (s *session) prepareTaskCall(m message, name string, params map[string]json
 		s.tasks.drop(t)
 		return fail(err)
 	}
-	return s.tasks.runLegacy(t, call, run)
+	return s.tasks.runLegacy(t, call, func() (answer, error) { return call.reply(run()) })
 }
 
 // waiterFor builds the waiter of one call: progress notifications go out
@@ -710,7 +702,7 @@ func notification(method string, params any) []byte {
 
 // initialize answers the handshake, echoing the client's protocol version
 // when supported and offering the newest one otherwise.
-func (s *session) initialize(_ context.Context, m message) (any, error) {
+func (s *session) initialize(_ context.Context, m message) (answer, error) {
 	negotiated := supportedVersions[0]
 	p, _ := decodeObject(m.params) // absent or malformed: nil, and the newest is offered
 	var asked string
@@ -727,17 +719,17 @@ func (s *session) initialize(_ context.Context, m message) (any, error) {
 		capabilities["tasks"] = legacyTaskCapability(s.tasksListable())
 		instructions += taskInstructions(s.cfg, tasksLegacy)
 	}
-	return map[string]any{
+	return wireValue(map[string]any{
 		"protocolVersion": negotiated,
 		"capabilities":    capabilities,
 		"serverInfo":      serverInfo(),
 		"instructions":    instructions,
-	}, nil
+	}), nil
 }
 
 // stats answers debug/stats when MCP_EXEC_DEBUG=1: what the soak script
 // and the leak tests compare before and after a load.
-func (s *session) stats(_ context.Context, req message) (any, error) {
+func (s *session) stats(_ context.Context, req message) (answer, error) {
 	if !s.cfg.debug {
 		return nil, newError(codeNoMethod, "method not found: debug/stats (set MCP_EXEC_DEBUG=1 to enable it)")
 	}
@@ -747,7 +739,7 @@ func (s *session) stats(_ context.Context, req message) (any, error) {
 	tracked, orphans := children.counts()
 	var m runtime.MemStats
 	runtime.ReadMemStats(&m)
-	return map[string]any{
+	return wireValue(map[string]any{
 		"goroutines":     runtime.NumGoroutine(),
 		"open_fds":       countOpenFds(),
 		"rss_kib":        residentKiB(),
@@ -758,7 +750,7 @@ func (s *session) stats(_ context.Context, req message) (any, error) {
 		"heap_free_kib":  heapFreeBytes(&m) >> 10,
 		"runtime_kib":    (m.Sys - m.HeapReleased) >> 10,
 		"windows_kib":    windowBytesHeld() >> 10,
-	}, nil
+	}), nil
 }
 
 // textReply is the reply line of a toolText result, as encoding the toolResult
@@ -801,25 +793,24 @@ func textReply(id json.RawMessage, shape replyShape, text []byte) []byte {
 const (
 	replyHead     = `{"jsonrpc":"2.0","id":` // replyHead starts every reply line; the id follows
 	structuredKey = `,"structuredContent":`  // structuredKey introduces a structured copy of a tool result
-	waitWrapOpen  = `{"results":`            // waitWrapOpen opens the object that wraps wait's array of results
 )
 
 // discover answers server/discover, the modern era's way to learn what the
 // server is (a legacy probe gets -32601 and falls back to initialize).
-func (s *session) discover(_ context.Context, m message) (any, error) {
+func (s *session) discover(_ context.Context, m message) (answer, error) {
 	capabilities := map[string]any{"tools": map[string]any{}}
 	instructions := instructionsFor(s.cfg)
 	if s.taskFormFor(m) == tasksModern { // listed to a client that declared it: the others see what they always did
 		capabilities["extensions"] = map[string]any{extTasks: map[string]any{}}
 		instructions += taskInstructions(s.cfg, tasksModern)
 	}
-	return map[string]any{
+	return wireValue(map[string]any{
 		"supportedVersions": modernVersions,
 		"capabilities":      capabilities,
 		"instructions":      instructions,
 		"ttlMs":             toolListTTLMs,
 		"cacheScope":        "public",
-	}, nil
+	}), nil
 }
 
 // message is one decoded JSON-RPC message.

@@ -71,13 +71,13 @@ func instructionsFor(cfg *config) string {
 }
 
 // prepareTool readies tool name with raw arguments (a JSON object, or nil
-// for none) and returns the run that answers the call. It runs as the call
-// is read: arguments are bound and the jobs they name are held now (see
-// holdJobs), the work happens when run is called. An unknown tool wraps
-// errUnknownTool and a malformed arguments object errBadParams; a run
-// returns errCancelled or a result, a tool error result for anything about
-// argument values or job state.
-func prepareTool(c *toolCall, name string, args json.RawMessage) (run func() (any, error), err error) {
+// for none) and returns the run of its handler, whose answer c.reply makes
+// the call's result. It runs as the call is read: arguments are bound and
+// the jobs they name are held now (see holdJobs), the work happens when
+// run is called. An unknown tool wraps errUnknownTool and a malformed
+// arguments object errBadParams; a run returns the handler's answer or
+// error (argument values, job state: a tool error once replied).
+func prepareTool(c *toolCall, name string, args json.RawMessage) (run func() (answer, error), err error) {
 	table := toolsFor(c.cfg)
 	t, ok := table.byName[name]
 	if !ok {
@@ -91,12 +91,9 @@ func prepareTool(c *toolCall, name string, args json.RawMessage) (run func() (an
 	}
 	handle, failed := t.prepare(c, raw)
 	if failed != nil {
-		return func() (any, error) { return toolFailure(failed), nil }, nil
+		return func() (answer, error) { return toolFailure(failed), nil }, nil
 	}
-	return func() (any, error) {
-		res, err := handle()
-		return c.reply(res, err)
-	}, nil
+	return handle, nil
 }
 
 // taskForm is which revision's tasks a request may use.
