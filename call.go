@@ -189,11 +189,11 @@ type toolCall struct {
 	jobs   map[jobID]*job // looked up as the call was read; see holdJobs
 	// replyOverhead is what the reply line holds besides the result's
 	// escaped text (the session knows the request id); maxReply is the
-	// call's max_reply_bytes, 0 when it gave none; structured says the
-	// reply also carries the result as structuredContent.
+	// call's max_reply_bytes, 0 when it gave none; dialect is how the
+	// request is answered, as the session decided it.
 	replyOverhead int
 	maxReply      replyBytes
-	structured    bool
+	dialect       dialect
 	// log sends notifications/message at a level on the request's own
 	// channel; nil unless a 2026-07-28 request asked for messages.
 	log func(level, logger string, data any)
@@ -240,13 +240,8 @@ func (c *toolCall) replyBudget() int {
 	return budget - c.replyOverhead
 }
 
-// cost measures what the result costs in this call's reply line. Under the
-// agent profile a result is sized as if the reply also carried it as
-// structuredContent, so a model reads as much, about half the budget, in
-// every protocol era.
-func (c *toolCall) cost() lineCost {
-	return lineCost{structured: c.structured || c.cfg.profile == profileAgent}
-}
+// cost measures what the result costs in this call's reply line.
+func (c *toolCall) cost() lineCost { return c.dialect.cost() }
 
 // job is the held job that id names.
 func (c *toolCall) job(id jobID) *job { return c.jobs[id] }
@@ -316,7 +311,7 @@ func (c *toolCall) reply(res answer, err error) (answer, error) {
 // for a while.
 func (c *toolCall) fit(a jsonAnswer) (answer, error) {
 	for _, r := range a.results {
-		if c.cfg.profile == profileAgent && r.delivered != nil {
+		if c.dialect.agent && r.delivered != nil {
 			r.leaveOutEmptyStreams()
 		}
 		r.Kept = c.keepsUncaptured(r)
@@ -343,7 +338,7 @@ func (c *toolCall) fit(a jsonAnswer) (answer, error) {
 // under the agent profile, a delivered result's uncaptured bytes stay
 // readable, as a cut result's do.
 func (c *toolCall) keepsUncaptured(r *resultJSON) bool {
-	return c.cfg.profile == profileAgent && r.delivered != nil && len(r.Uncaptured) > 0
+	return c.dialect.agent && r.delivered != nil && len(r.Uncaptured) > 0
 }
 
 // deferResults is for a wait whose results do not fit its reply budget even

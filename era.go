@@ -39,12 +39,6 @@ const (
 	batchVersion           = "2025-03-26" // batchVersion is the one whose clients may send batches
 )
 
-// replyShape is how a request's result is dressed for its revision.
-type replyShape struct {
-	modern     bool // resultType and serverInfo on every result; no reply once cancelled
-	structured bool // tools carry title and outputSchema, tool results structuredContent
-}
-
 // shapeOf is the shape for a request of the given era in a session that
 // negotiated legacy revision negotiated ("" before initialize).
 func shapeOf(modern bool, negotiated string) replyShape {

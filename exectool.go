@@ -61,7 +61,7 @@ var execTools = []toolSpec{
 }
 
 // execInstructions is the exec set's advice to the model.
-func execInstructions(*config) string {
+func execInstructions(*config, dialect) string {
 	return "Run one bounded command with exec; read its [exec summary], not stderr, to tell success from failure."
 }
 

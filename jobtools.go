@@ -242,8 +242,8 @@ var jobAgentTexts = map[string]toolWords{
 }
 
 // jobsInstructions is the jobs set's advice to the model.
-func jobsInstructions(cfg *config) string {
-	if cfg.profile == profileAgent {
+func jobsInstructions(_ *config, d dialect) string {
+	if d.agent {
 		return "Run commands with execute. {carry} {yield_advice} " +
 			"For a server, execute with until {\"pattern\": its ready line} returns on that line with the job still running; for a long build, nowait:true then wait. " +
 			"Replies are cut to a head and a tail within {budget}; output reads the gap of a kept result. A finished job's result is delivered once."

@@ -38,7 +38,7 @@ var methods = map[string]methodSpec{
 	"ping":            {inline: true, legacyOnly: true, call: func(*session, context.Context, message) (answer, error) { return wireValue(struct{}{}), nil }},
 	"server/discover": {inline: true, modernOnly: true, call: (*session).discover},
 	"tools/list": {inline: true, call: func(s *session, _ context.Context, m message) (answer, error) {
-		return wireValue(toolListWith(s.cfg, m.shape.structured, m.shape.modern, s.taskFormFor(m))), nil
+		return wireValue(s.tools.toolList(m.dialect)), nil
 	}},
 	"tools/call": {prepare: (*session).prepareToolCall},
 	"tasks/get": {call: taskMethod(func(s *session, _ context.Context, m message, form taskForm) (answer, error) {
@@ -48,7 +48,7 @@ var methods = map[string]methodSpec{
 		return s.tasks.cancel(ctx, m.params, form == tasksModern)
 	})},
 	"tasks/result": {legacyOnly: true, call: taskMethod(func(s *session, ctx context.Context, m message, _ taskForm) (answer, error) {
-		return s.tasks.result(ctx, m.params, m.shape.structured)
+		return s.tasks.result(ctx, m.params, m.dialect.structured)
 	})},
 	"tasks/list": {legacyOnly: true, call: func(s *session, _ context.Context, m message) (answer, error) {
 		if _, rerr := s.taskFormOf(m); rerr != nil || !s.tasksListable() {
@@ -153,9 +153,10 @@ func (h *replyHold) settle() {
 
 // session serves one client: its requests, its jobs, its replies.
 type session struct {
-	cfg *config
-	reg *registry
-	out replySink
+	cfg   *config
+	tools *toolBook // what cfg offers, shared by the server's sessions
+	reg   *registry
+	out   replySink
 
 	mu       sync.Mutex           // guards inflight and closing
 	inflight map[string]*inflight // running tools/call requests by idKey
@@ -174,10 +175,17 @@ type session struct {
 	activity chan<- struct{} // 1-buffered, shared by the server's sessions: a request finished
 }
 
-// newSession returns a session with no jobs that writes to out and nudges
-// activity (which may be nil) whenever a request finishes.
+// newSession returns a session under cfg with no jobs that writes to out
+// and nudges activity (which may be nil) whenever a request finishes.
 func newSession(cfg *config, out replySink, activity chan<- struct{}) *session {
-	s := &session{cfg: cfg, reg: newRegistry(cfg), out: out, inflight: map[string]*inflight{},
+	return newSessionOf(newToolBook(cfg), out, activity)
+}
+
+// newSessionOf is newSession with the book of its configuration, which a
+// server computes once for all its sessions.
+func newSessionOf(tools *toolBook, out replySink, activity chan<- struct{}) *session {
+	cfg := tools.cfg
+	s := &session{cfg: cfg, tools: tools, reg: newRegistry(cfg), out: out, inflight: map[string]*inflight{},
 		activity: activity}
 	s.tasks = newTaskBoard(s.reg, &s.handlers)
 	if cfg.jobEvents || cfg.offers(toolSetShell) {
@@ -189,7 +197,8 @@ func newSession(cfg *config, out replySink, activity chan<- struct{}) *session {
 // streamExec runs POST /exec's streamed exec in the session, its events to
 // sink; ctx ends when the client leaves, tearing the job down (errors: runExecStream).
 func (s *session) streamExec(ctx context.Context, body []byte, sink execSink) error {
-	return runExecStream(&toolCall{reg: s.reg, cfg: s.cfg, waiter: &waiter{ctx: ctx}}, body, sink)
+	call := &toolCall{reg: s.reg, cfg: s.cfg, waiter: &waiter{ctx: ctx}, dialect: s.tools.dialectOf(replyShape{}, tasksOff)}
+	return runExecStream(call, body, sink)
 }
 
 // jobEvent sends notifications/job for a job's start or end once a legacy
@@ -310,7 +319,7 @@ func (s *session) dispatchTo(line []byte, sink replySink) {
 		m.fail(rerr)
 		return
 	}
-	m.shape, m.clientCaps = shapeOf(modern, s.negotiated), caps
+	m.dialect = s.tools.dialectOf(shapeOf(modern, s.negotiated), s.taskFormFor(modern, caps))
 	switch {
 	case !known || spec.modernOnly && !modern: // a legacy probe of server/discover must fail fast, as 1.0 did
 		m.fail(newError(codeNoMethod, "method not found: %s", clipText(m.method)))
@@ -322,7 +331,7 @@ func (s *session) dispatchTo(line []byte, sink replySink) {
 		m.fail(newError(codeInvalidParams, "invalid params: params must be an object"))
 	case spec.inline:
 		res, err := spec.call(s, context.Background(), m)
-		m.replyTo.send(encodeReply(m.id, m.shape, res, err))
+		m.replyTo.send(encodeReply(m.id, m.dialect.replyShape, res, err))
 	default:
 		s.start(m, spec)
 	}
@@ -417,7 +426,7 @@ func (s *session) start(m message, spec methodSpec) {
 		return
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	req := &inflight{cancel: cancel, modern: m.shape.modern}
+	req := &inflight{cancel: cancel, modern: m.dialect.modern}
 	s.inflight[key] = req
 	s.handlers.Add(1)
 	s.mu.Unlock()
@@ -442,7 +451,7 @@ func (s *session) start(m message, spec methodSpec) {
 			m.handoff.giveBack() // nobody will read what the call delivered
 		}
 		if !silenced {
-			sendReply(m.replyTo, encodeReply(m.id, m.shape, res, err), m.handoff)
+			sendReply(m.replyTo, encodeReply(m.id, m.dialect.replyShape, res, err), m.handoff)
 		} else if a, ok := m.replyTo.(abandoner); ok {
 			a.abandon() // no reply will come: a transport waiting for one may stop
 		}
@@ -509,10 +518,10 @@ func taskMethod(f func(s *session, ctx context.Context, m message, form taskForm
 // client that declared none: -32601 in the legacy era, -32021 naming the
 // extension in the modern one.
 func (s *session) taskFormOf(m message) (taskForm, *rpcError) {
-	if form := s.taskFormFor(m); form != tasksOff {
+	if form := m.dialect.tasks; form != tasksOff {
 		return form, nil
 	}
-	if m.shape.modern {
+	if m.dialect.modern {
 		e := newError(codeMissingCapability, "missing client capability: %s needs the %s extension in _meta[%q].extensions", clipText(m.method), extTasks, metaClientCaps)
 		e.Data = map[string]any{"requiredCapabilities": map[string]any{"extensions": map[string]any{extTasks: map[string]any{}}}}
 		return tasksOff, e
@@ -520,13 +529,14 @@ func (s *session) taskFormOf(m message) (taskForm, *rpcError) {
 	return tasksOff, newError(codeNoMethod, "method not found: %s (tasks are offered to %s clients that declare capabilities.tasks at initialize)", clipText(m.method), tasksVersion)
 }
 
-// taskFormFor is the form of tasks request m may use; tasksOff when its
+// taskFormFor is the form of tasks a request may use, of the modern era or
+// not, whose _meta declared clientCaps (modern only); tasksOff when its
 // client declared none.
-func (s *session) taskFormFor(m message) taskForm {
+func (s *session) taskFormFor(modern bool, clientCaps json.RawMessage) taskForm {
 	switch {
-	case m.shape.modern && declaresTaskExtension(m.clientCaps):
+	case modern && declaresTaskExtension(clientCaps):
 		return tasksModern
-	case !m.shape.modern && s.tasksOn.Load():
+	case !modern && s.tasksOn.Load():
 		return tasksLegacy
 	}
 	return tasksOff
@@ -585,17 +595,17 @@ func (s *session) prepareToolCall(ctx context.Context, m message) func() (answer
 		return fail(newError(codeInvalidParams, "invalid params: tools/call needs a tool name string in params.name"))
 	}
 	meta, _ := decodeObject(params["_meta"]) // absent or not an object: no progress, no messages
-	form := s.taskFormFor(m)
+	form := m.dialect.tasks
 	if task, augmented := params["task"]; augmented && form == tasksLegacy && !isNull(task) {
 		return s.prepareTaskCall(m, name, params)
 	}
 	call := &toolCall{reg: s.reg, cfg: s.cfg, waiter: s.waiterFor(ctx, meta, m),
-		structured: m.shape.structured, replyOverhead: len(textReply(m.id, m.shape, nil)) + len(waitWrapOpen) + 1,
+		dialect: m.dialect, replyOverhead: len(textReply(m.id, m.dialect.replyShape, nil)) + len(waitWrapOpen) + 1,
 		log: loggerFor(ctx, meta, m)}
 	if m.room != nil { // a nil *replyHold would make a non-nil replyRoom
 		call.room = m.room
 	}
-	run, err := prepareTool(call, name, params["arguments"])
+	run, err := s.tools.prepareTool(call, name, params["arguments"])
 	if err != nil {
 		return fail(err)
 	}
@@ -610,8 +620,8 @@ func (s *session) prepareToolCall(ctx context.Context, m message) func() (answer
 // call runs under the task and answers the task at once.
 func (s *session) prepareTaskCall(m message, name string, params map[string]json.RawMessage) func() (answer, error) {
 	fail := func(err error) func() (answer, error) { return func() (answer, error) { return nil, err } }
-	if t, ok := toolsFor(s.cfg).byName[name]; ok && !t.taskSupport {
-		return fail(newError(codeNoMethod, "method not found: tool %s does not run as a task (those that do: %s)", clipText(name), taskToolsOf(s.cfg)))
+	if t, ok := s.tools.table.byName[name]; ok && !t.taskSupport {
+		return fail(newError(codeNoMethod, "method not found: tool %s does not run as a task (those that do: %s)", clipText(name), s.tools.taskTools()))
 	}
 	ttl, rerr := taskTTLOf(params["task"])
 	if rerr != nil {
@@ -620,9 +630,9 @@ func (s *session) prepareTaskCall(m message, name string, params map[string]json
 	t := s.tasks.open(ttl)
 	// No progress, messages or room for a reply: the call answers later,
 	// through tasks/result.
-	call := &toolCall{reg: s.reg, cfg: s.cfg, waiter: &waiter{ctx: t.ctx}, structured: m.shape.structured,
-		replyOverhead: len(textReply(m.id, m.shape, nil)) + len(waitWrapOpen) + len(metaRelatedTask) + len(t.id) + 32}
-	run, err := prepareTool(call, name, params["arguments"])
+	call := &toolCall{reg: s.reg, cfg: s.cfg, waiter: &waiter{ctx: t.ctx}, dialect: m.dialect,
+		replyOverhead: len(textReply(m.id, m.dialect.replyShape, nil)) + len(waitWrapOpen) + len(metaRelatedTask) + len(t.id) + 32}
+	run, err := s.tools.prepareTool(call, name, params["arguments"])
 	if err != nil {
 		s.tasks.drop(t)
 		return fail(err)
@@ -656,7 +666,7 @@ func (s *session) waiterFor(ctx context.Context, meta map[string]json.RawMessage
 // 2026-07-28 request set, on its own channel until it is cancelled. Any
 // other request gets nil: a legacy session's would surface in others.
 func loggerFor(ctx context.Context, meta map[string]json.RawMessage, m message) func(level, logger string, data any) {
-	if !m.shape.modern {
+	if !m.dialect.modern {
 		return nil
 	}
 	var least string
@@ -714,11 +724,15 @@ func (s *session) initialize(_ context.Context, m message) (answer, error) {
 	tasks := negotiated == tasksVersion && declaresLegacyTasks(p)
 	s.tasksOn.Store(tasks)
 	capabilities := map[string]any{"tools": map[string]any{}} // exactly the wire shape
-	instructions := instructionsFor(s.cfg)
+	// The dialect the session's requests speak from now on, as far as the
+	// instructions tell it: this request was read before the revision was.
+	d := m.dialect
+	d.tasks = tasksOff
 	if tasks {
 		capabilities["tasks"] = legacyTaskCapability(s.tasksListable())
-		instructions += taskInstructions(s.cfg, tasksLegacy)
+		d.tasks = tasksLegacy
 	}
+	instructions := s.tools.instructions(d)
 	return wireValue(map[string]any{
 		"protocolVersion": negotiated,
 		"capabilities":    capabilities,
@@ -799,11 +813,10 @@ const (
 // server is (a legacy probe gets -32601 and falls back to initialize).
 func (s *session) discover(_ context.Context, m message) (answer, error) {
 	capabilities := map[string]any{"tools": map[string]any{}}
-	instructions := instructionsFor(s.cfg)
-	if s.taskFormFor(m) == tasksModern { // listed to a client that declared it: the others see what they always did
+	if m.dialect.tasks == tasksModern { // listed to a client that declared it: the others see what they always did
 		capabilities["extensions"] = map[string]any{extTasks: map[string]any{}}
-		instructions += taskInstructions(s.cfg, tasksModern)
 	}
+	instructions := s.tools.instructions(m.dialect)
 	return wireValue(map[string]any{
 		"supportedVersions": modernVersions,
 		"capabilities":      capabilities,
@@ -820,12 +833,10 @@ type message struct {
 	params json.RawMessage // nil when absent
 
 	response bool       // a reply from the client, or a malformed notification: ignored
-	shape    replyShape // how its result is dressed: its era and revision
-	// clientCaps is a modern request's _meta clientCapabilities, as sent.
-	clientCaps json.RawMessage
-	replyTo    replySink  // where its reply goes: the transport, or a batch's gathering
-	room       *replyHold // a started request's room for its reply in replyTo; nil when replyTo bounds nothing
-	handoff    *handoff   // what a started request delivers, until its reply arrives; nil before start
+	dialect  dialect    // how it is answered, decided as it was read
+	replyTo  replySink  // where its reply goes: the transport, or a batch's gathering
+	room     *replyHold // a started request's room for its reply in replyTo; nil when replyTo bounds nothing
+	handoff  *handoff   // what a started request delivers, until its reply arrives; nil before start
 }
 
 // decodeMessage parses one line; on failure, the error and the id to send it

@@ -97,7 +97,7 @@ func shellTools(cfg *config) []toolSpec {
 }
 
 // shellInstructions is the shell set's advice to the model.
-func shellInstructions(cfg *config) string {
+func shellInstructions(cfg *config, _ dialect) string {
 	p := cfg.toolPrefix + "_"
 	return "Run programs (argv, no shell) with " + p + "run; for work longer than a call, " + p + "start then " + p + "poll and " + p + "output with its cursor. " + p + "allowed lists what may run."
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math"
 	"slices"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -75,19 +74,6 @@ func legacyTaskCapability(listable bool) map[string]any {
 		c["list"] = map[string]any{}
 	}
 	return c
-}
-
-// taskInstructions is what cfg's instructions add where tasks apply.
-func taskInstructions(cfg *config, form taskForm) string {
-	switch form {
-	case tasksLegacy:
-		return " A host may run " + taskToolsOf(cfg) + " as MCP tasks: the call answers at once and the host polls for its result."
-	case tasksModern:
-		if _, ok := toolsFor(cfg).byName["execute"]; ok {
-			return " With the MCP tasks extension, an execute that would yield answers as a task instead, which the host polls."
-		}
-	}
-	return ""
 }
 
 // task is one call the client polls.
@@ -459,15 +445,4 @@ func (b *taskBoard) update(params json.RawMessage) (answer, error) {
 		return nil, rerr
 	}
 	return nil, newError(codeInvalidParams, "invalid params: task %s asks for no input; a job reading stdin gets it from the input tool (%s)", t.id, t.state(true).message)
-}
-
-// taskToolsOf names the tools of cfg that may run as tasks.
-func taskToolsOf(cfg *config) string {
-	var names []string
-	for _, t := range toolsFor(cfg).list {
-		if t.taskSupport {
-			names = append(names, t.name)
-		}
-	}
-	return strings.Join(names, ", ")
 }

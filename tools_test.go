@@ -10,7 +10,8 @@ import (
 // runTool runs a tool handler the way a session does, minus the protocol.
 func runTool[A any](t *testing.T, reg *registry, handle func(*toolCall, *A) (answer, error), args *A) *resultJSON {
 	t.Helper()
-	res, err := handle(&toolCall{reg: reg, cfg: reg.cfg, waiter: plainWaiter()}, args)
+	c := &toolCall{reg: reg, cfg: reg.cfg, waiter: plainWaiter(), dialect: dialect{agent: reg.cfg.profile == profileAgent}}
+	res, err := handle(c, args)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -104,5 +104,13 @@ func TestToolListSizes(t *testing.T) {
 // toolListFor is the tools/list result under cfg for a client that
 // declared no tasks.
 func toolListFor(cfg *config, structured, modern bool) map[string]any {
-	return toolListWith(cfg, structured, modern, tasksOff)
+	b := newToolBook(cfg)
+	return b.toolList(b.dialectOf(replyShape{modern: modern, structured: structured}, tasksOff))
+}
+
+// instructionsFor is the instructions under cfg for a client that
+// declared no tasks.
+func instructionsFor(cfg *config) string {
+	b := newToolBook(cfg)
+	return b.instructions(b.dialectOf(replyShape{}, tasksOff))
 }
