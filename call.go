@@ -56,10 +56,15 @@ type callResultJSON struct {
 // passing through a string and a second encoder.
 type toolText []byte
 
+// finish is t: already the result.
 func (t toolText) finish(*toolCall) (answer, error) { return t, nil }
+
+// wire is t, to go as one text item.
 func (t toolText) wire() (wireAnswer, error) {
 	return wireAnswer{text: t, textItem: true, resultType: resultComplete}, nil
 }
+
+// toolError is "": t is a success.
 func (t toolText) toolError() string { return "" }
 
 // callResult is t's object as textReply writes it: the text, and, when
@@ -93,8 +98,11 @@ type toolResult struct {
 	IsError bool          `json:"isError,omitempty"`
 }
 
+// finish is r: already the result.
 func (r toolResult) finish(*toolCall) (answer, error) { return r, nil }
-func (r toolResult) wire() (wireAnswer, error)        { return wireOf(r, resultComplete) }
+
+// wire is r encoded as the result object.
+func (r toolResult) wire() (wireAnswer, error) { return wireOf(r, resultComplete) }
 
 // callResult is r as it is.
 func (r toolResult) callResult(bool) callResultJSON {
@@ -145,9 +153,14 @@ func waitAnswer(entries []*resultJSON) jsonAnswer {
 	return jsonAnswer{body: entries, results: entries, wait: true}
 }
 
+// finish is a cut to c's budget as one text item (toolCall.fit).
 func (a jsonAnswer) finish(c *toolCall) (answer, error) { return c.fit(a) }
-func (a jsonAnswer) wire() (wireAnswer, error)          { return wireOf(a.body, resultComplete) }
-func (a jsonAnswer) toolError() string                  { return "" }
+
+// wire is a's body encoded as the result object.
+func (a jsonAnswer) wire() (wireAnswer, error) { return wireOf(a.body, resultComplete) }
+
+// toolError is "": a is a success.
+func (a jsonAnswer) toolError() string { return "" }
 
 // callResult is a's encoding as one text item: only a finished answer is
 // a tool's result, so this is for completeness.
@@ -173,11 +186,18 @@ type yieldedAnswer struct {
 	later func() (answer, error)
 }
 
+// finish is the running entry's result for c.
 func (y yieldedAnswer) finish(c *toolCall) (answer, error) { return y.now().finish(c) }
-func (y yieldedAnswer) wire() (wireAnswer, error)          { return y.now().wire() }
+
+// wire is the running entry's.
+func (y yieldedAnswer) wire() (wireAnswer, error) { return y.now().wire() }
+
+// callResult is the running entry's.
 func (y yieldedAnswer) callResult(structured bool) callResultJSON {
 	return y.now().callResult(structured)
 }
+
+// toolError is the running entry's: "".
 func (y yieldedAnswer) toolError() string { return y.now().toolError() }
 
 // toolCall is one tools/call on its way through a handler: the session's

@@ -114,9 +114,14 @@ type typedResult struct {
 	body       any // a wire value: what json.Marshal encodes
 }
 
+// finish is r: the request's whole answer.
 func (r typedResult) finish(*toolCall) (answer, error) { return r, nil }
-func (r typedResult) wire() (wireAnswer, error)        { return wireOf(r.body, r.resultType) }
-func (r typedResult) toolError() string                { return "" }
+
+// wire is r's body encoded as a result object of its resultType.
+func (r typedResult) wire() (wireAnswer, error) { return wireOf(r.body, r.resultType) }
+
+// toolError is "": r is no tool error.
+func (r typedResult) toolError() string { return "" }
 
 // callResult is r's encoding as one text item: r is never a tool's
 // result, so this is for completeness.
