@@ -55,18 +55,18 @@ func (lc lineCost) escape(esc string, size int) int {
 // (the omitted and tail members, escaped), with room to spare.
 const cutReserveBytes = 160
 
-// fitText encodes res and, while its text would escape to more than budget
+// fitText encodes body and, while its text would escape to more than budget
 // bytes, cuts the stream slices of the results in it: the budget left after
 // everything else is shared fairly, largest slices cut first, each keeping
 // its first and last bytes and naming the gap. A result with a cut slice
 // gets kept; the caller keeps its job readable. If even empty slices would
 // not fit, the text is returned as small as cuts can make it.
-func fitText(res any, budget int, lc lineCost) ([]byte, error) {
-	text, err := marshal(res)
+func fitText(body any, results []*resultJSON, budget int, lc lineCost) ([]byte, error) {
+	text, err := marshal(body)
 	if err != nil || lc.of(text) <= budget {
 		return text, err
 	}
-	slots := slotsIn(res)
+	slots := slotsIn(results)
 	if len(slots) == 0 {
 		return text, nil
 	}
@@ -94,7 +94,7 @@ func fitText(res any, budget int, lc lineCost) ([]byte, error) {
 				s.result.Kept = s.result.delivered != nil
 			}
 		}
-		if text, err = marshal(res); err != nil {
+		if text, err = marshal(body); err != nil {
 			return text, 0 // nothing smaller would marshal either
 		}
 		return text, lc.of(text)
@@ -125,11 +125,11 @@ func shrinkToFit[T any](size, least, budget int, render func(size int) (T, int),
 	}
 }
 
-// slicesAsTheyAre saves the stream slices of the results in res and
+// slicesAsTheyAre saves the stream slices of results and
 // returns what puts them back as they were: fitText cuts them in place, and
-// a caller that fits res again must start from the whole slices.
-func slicesAsTheyAre(res any) (putBack func()) {
-	slots := slotsIn(res)
+// a caller that fits them again must start from the whole slices.
+func slicesAsTheyAre(results []*resultJSON) (putBack func()) {
+	slots := slotsIn(results)
 	saved := make([]sliceJSON, len(slots))
 	for i, s := range slots {
 		saved[i] = *s.slice
@@ -147,27 +147,10 @@ type slot struct {
 	slice  *sliceJSON
 }
 
-// resultsIn finds the results in a tool's answer.
-func resultsIn(res any) []*resultJSON {
-	switch r := res.(type) {
-	case *resultJSON:
-		return []*resultJSON{r}
-	case *outputJSON:
-		return []*resultJSON{r.resultJSON}
-	case []*resultJSON:
-		return r
-	case *killJSON:
-		if r.Result != nil {
-			return []*resultJSON{r.Result}
-		}
-	}
-	return nil
-}
-
-// slotsIn finds the stream slices of the results in a tool's answer.
-func slotsIn(res any) []slot {
+// slotsIn finds the stream slices of results.
+func slotsIn(results []*resultJSON) []slot {
 	var slots []slot
-	for _, r := range resultsIn(res) {
+	for _, r := range results {
 		for _, s := range []*sliceJSON{r.Stdout, r.Stderr} {
 			if s != nil {
 				slots = append(slots, slot{r, s})

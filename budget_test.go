@@ -50,7 +50,7 @@ func TestFitTextStaysWithinBudget(t *testing.T) {
 			results = append(results, res)
 		}
 		budget := 1024 + r.IntN(100000)
-		text, err := fitText(results, budget, lineCost{})
+		text, err := fitText(results, results, budget, lineCost{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -144,7 +144,7 @@ func TestStructuredCutKeepsAHeadAndATail(t *testing.T) {
 		for _, budget := range []int{65536 - 200, 16384 - 200} {
 			s, _ := sliceWithin(w, streamSpec{kind: streamAll}, budget)
 			res := &resultJSON{JobID: "1", State: stateSuccess, Stdout: s, delivered: &job{}}
-			text, err := fitText(res, budget, lc)
+			text, err := fitText(res, []*resultJSON{res}, budget, lc)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -10,16 +10,111 @@ import (
 	"time"
 )
 
+// answer is what a tool handler or a protocol method answers: one of a
+// closed set of kinds, each knowing its own way to the reply. toolText is
+// a JSON document sent as one text item; toolResult is plain text or a
+// tool error; jsonAnswer is a value encoded as it is (a method's result
+// object, or a tool's, whose job results the reply fits into its budget);
+// yieldedAnswer is an execute whose job runs on; the session adds its
+// task answer. The methods are unexported, so no other kind can join.
+type answer interface {
+	// finish is the tools/call result the answer makes for call c: job
+	// results are fitted into the reply budget and kept, a final kind is
+	// itself.
+	finish(c *toolCall) (answer, error)
+	// wire is the answer as a reply carries it; an error when it cannot
+	// be encoded.
+	wire() (wireAnswer, error)
+	// callResult is the answer as a CallToolResult object (structured:
+	// with structuredContent), as its tools/call reply would carry it.
+	callResult(structured bool) callResultJSON
+	// toolError is the text of a tool error result; "" for any other.
+	toolError() string
+}
+
+// wireAnswer is an answer's encoded form: JSON text, sent as one text item
+// of a tools/call result (textItem) or as the result object itself, with
+// the modern era's resultType.
+type wireAnswer struct {
+	text       []byte
+	textItem   bool
+	resultType string
+}
+
+// callResultJSON is a CallToolResult object; tasks/result adds _meta. Its
+// members are in the order encoding/json writes a map's keys.
+type callResultJSON struct {
+	Meta              map[string]any  `json:"_meta,omitempty"`
+	Content           []textContent   `json:"content"`
+	IsError           bool            `json:"isError,omitempty"`
+	StructuredContent json.RawMessage `json:"structuredContent,omitempty"`
+}
+
 // toolText is a successful tools/call result: one text item holding a JSON
 // document. encodeReply writes it straight into the reply line, so a big
 // result is escaped once into one buffer of the right size instead of
 // passing through a string and a second encoder.
 type toolText []byte
 
+// finish is t: already the result.
+func (t toolText) finish(*toolCall) (answer, error) { return t, nil }
+
+// wire is t, to go as one text item.
+func (t toolText) wire() (wireAnswer, error) {
+	return wireAnswer{text: t, textItem: true, resultType: resultComplete}, nil
+}
+
+// toolError is "": t is a success.
+func (t toolText) toolError() string { return "" }
+
+// callResult is t's object as textReply writes it: the text, and, when
+// structured, the document again (wait's array wrapped in an object).
+func (t toolText) callResult(structured bool) callResultJSON {
+	obj := callResultJSON{Content: []textContent{{Type: "text", Text: string(t)}}}
+	if structured {
+		obj.StructuredContent = json.RawMessage(t)
+		if wrapsStructured(t) {
+			obj.StructuredContent = concat(waitWrapOpen, []byte(t), "}")
+		}
+	}
+	return obj
+}
+
+// wrapsStructured says whether a tool result's text, as structuredContent,
+// must be wrapped in an object: wait's array of results (structured
+// content is an object).
+func wrapsStructured(text []byte) bool { return len(text) > 0 && text[0] == '[' }
+
+// waitWrapOpen opens the object that wraps wait's array of results.
+const waitWrapOpen = `{"results":`
+
+// resultComplete is the modern era's resultType of a result that is the
+// request's whole answer.
+const resultComplete = "complete"
+
 // toolResult is the tools/call result shape.
 type toolResult struct {
 	Content []textContent `json:"content"`
 	IsError bool          `json:"isError,omitempty"`
+}
+
+// finish is r: already the result.
+func (r toolResult) finish(*toolCall) (answer, error) { return r, nil }
+
+// wire is r encoded as the result object.
+func (r toolResult) wire() (wireAnswer, error) { return wireOf(r, resultComplete) }
+
+// callResult is r as it is.
+func (r toolResult) callResult(bool) callResultJSON {
+	return callResultJSON{Content: r.Content, IsError: r.IsError}
+}
+
+// toolError is r's first text when r is a tool error.
+func (r toolResult) toolError() string {
+	if !r.IsError {
+		return ""
+	}
+	return r.Content[0].Text
 }
 
 // textResult is a successful tools/call result of plain text, not JSON.
@@ -37,6 +132,74 @@ func toolFailure(err error) toolResult {
 	return toolResult{Content: []textContent{{Type: "text", Text: err.Error()}}, IsError: true}
 }
 
+// jsonAnswer is a value encoded as it is: a protocol method's result
+// object, or a tool's answer, whose job results (results, pointing into
+// body) the reply cuts to its budget. wait marks wait's array of entries,
+// whose results may be deferred to fit.
+type jsonAnswer struct {
+	body    any // a wire value: what json.Marshal encodes
+	results []*resultJSON
+	wait    bool
+}
+
+// wireValue is v, a wire value with no job results in it, as an answer.
+func wireValue(v any) jsonAnswer { return jsonAnswer{body: v} }
+
+// resultAnswer is one job result or status as an answer.
+func resultAnswer(r *resultJSON) jsonAnswer { return jsonAnswer{body: r, results: []*resultJSON{r}} }
+
+// waitAnswer is wait's entries, one per job id, as an answer.
+func waitAnswer(entries []*resultJSON) jsonAnswer {
+	return jsonAnswer{body: entries, results: entries, wait: true}
+}
+
+// finish is a cut to c's budget as one text item (toolCall.fit).
+func (a jsonAnswer) finish(c *toolCall) (answer, error) { return c.fit(a) }
+
+// wire is a's body encoded as the result object.
+func (a jsonAnswer) wire() (wireAnswer, error) { return wireOf(a.body, resultComplete) }
+
+// toolError is "": a is a success.
+func (a jsonAnswer) toolError() string { return "" }
+
+// callResult is a's encoding as one text item: only a finished answer is
+// a tool's result, so this is for completeness.
+func (a jsonAnswer) callResult(structured bool) callResultJSON {
+	text, _ := marshal(a.body) // a wire value: the reply encoded it first
+	return toolText(text).callResult(structured)
+}
+
+// wireOf is body encoded as a result object of resultType.
+func wireOf(body any, resultType string) (wireAnswer, error) {
+	text, err := marshal(body)
+	return wireAnswer{text: text, resultType: resultType}, err
+}
+
+// yieldedAnswer is execute's answer when its job runs on past its yield:
+// now makes what the call answers (the running entry: made only when it
+// is, since it looks at the job), later renders the job's result once it
+// has ended and been delivered, for one who waits on (a task of the
+// 2026-07-28 extension).
+type yieldedAnswer struct {
+	job   *job
+	now   func() answer
+	later func() (answer, error)
+}
+
+// finish is the running entry's result for c.
+func (y yieldedAnswer) finish(c *toolCall) (answer, error) { return y.now().finish(c) }
+
+// wire is the running entry's.
+func (y yieldedAnswer) wire() (wireAnswer, error) { return y.now().wire() }
+
+// callResult is the running entry's.
+func (y yieldedAnswer) callResult(structured bool) callResultJSON {
+	return y.now().callResult(structured)
+}
+
+// toolError is the running entry's: "".
+func (y yieldedAnswer) toolError() string { return y.now().toolError() }
+
 // toolCall is one tools/call on its way through a handler: the session's
 // jobs and settings, how the call waits, and the jobs its arguments name.
 type toolCall struct {
@@ -46,11 +209,11 @@ type toolCall struct {
 	jobs   map[jobID]*job // looked up as the call was read; see holdJobs
 	// replyOverhead is what the reply line holds besides the result's
 	// escaped text (the session knows the request id); maxReply is the
-	// call's max_reply_bytes, 0 when it gave none; structured says the
-	// reply also carries the result as structuredContent.
+	// call's max_reply_bytes, 0 when it gave none; dialect is how the
+	// request is answered, as the session decided it.
 	replyOverhead int
 	maxReply      replyBytes
-	structured    bool
+	dialect       dialect
 	// log sends notifications/message at a level on the request's own
 	// channel; nil unless a 2026-07-28 request asked for messages.
 	log func(level, logger string, data any)
@@ -58,21 +221,12 @@ type toolCall struct {
 	// reply, for its client to have room for the reply; nil when the
 	// transport bounds nothing (see roomForReply).
 	room replyRoom
-	// asTask, when set (a 2026-07-28 client with the tasks extension),
-	// makes the running job of a call that would yield a task the client
-	// polls: it takes the job and how its finished result renders, and
-	// returns the call's answer (a becameTask).
-	asTask func(j *job, render func() (any, error)) any
-	// toEnd says the call runs as a task (2025-11-25): it blocks until its
-	// job ends, whatever yield_after says. onStart, when set, hears the
-	// start of the call's job.
+	// toEnd says the call runs as a task (2025-11-25): its job is waited
+	// for to the end, whatever the call asked (runJob). onStart, when set,
+	// hears the start of the call's job.
 	toEnd   bool
 	onStart func(j *job)
 }
-
-// becameTask is a handler's answer when its call became a task: reply
-// passes it on untouched, for the tasks layer to answer the call.
-type becameTask struct{ task any }
 
 // replyRoom is room for one reply among those waiting for the client to
 // read them. take waits until there is room and holds it until the reply
@@ -106,13 +260,8 @@ func (c *toolCall) replyBudget() int {
 	return budget - c.replyOverhead
 }
 
-// cost measures what the result costs in this call's reply line. Under the
-// agent profile a result is sized as if the reply also carried it as
-// structuredContent, so a model reads as much, about half the budget, in
-// every protocol era.
-func (c *toolCall) cost() lineCost {
-	return lineCost{structured: c.structured || c.cfg.profile == profileAgent}
-}
+// cost measures what the result costs in this call's reply line.
+func (c *toolCall) cost() lineCost { return c.dialect.cost() }
 
 // job is the held job that id names.
 func (c *toolCall) job(id jobID) *job { return c.jobs[id] }
@@ -165,41 +314,39 @@ func (c *toolCall) holdJobs(params []param, args reflect.Value, readKept bool) e
 }
 
 // reply turns what a handler returned into the tools/call result, cut to
-// the call's reply budget. The jobs of delivered results that had to be cut
-// stay readable by status and output for a while.
-func (c *toolCall) reply(res any, err error) (any, error) {
+// the call's reply budget: errCancelled as it is, another error as a tool
+// error result.
+func (c *toolCall) reply(res answer, err error) (answer, error) {
 	if errors.Is(err, errCancelled) {
 		return nil, err
 	}
 	if err != nil {
 		return toolFailure(err), nil
 	}
-	if text, ok := res.(json.RawMessage); ok { // already encoded by the handler
-		return toolText(text), nil
-	}
-	if plain, ok := res.(toolResult); ok { // plain text, sized by its handler
-		return plain, nil
-	}
-	if task, ok := res.(becameTask); ok {
-		return task, nil
-	}
-	for _, r := range resultsIn(res) {
-		if c.cfg.profile == profileAgent && r.delivered != nil {
+	return res.finish(c)
+}
+
+// fit is a's JSON text cut to the call's reply budget. The jobs of
+// delivered results that had to be cut stay readable by status and output
+// for a while.
+func (c *toolCall) fit(a jsonAnswer) (answer, error) {
+	for _, r := range a.results {
+		if c.dialect.agent && r.delivered != nil {
 			r.leaveOutEmptyStreams()
 		}
 		r.Kept = c.keepsUncaptured(r)
 	}
-	whole := slicesAsTheyAre(res)
-	text, err := fitText(res, c.replyBudget(), c.cost())
+	whole := slicesAsTheyAre(a.results)
+	text, err := fitText(a.body, a.results, c.replyBudget(), c.cost())
 	if err != nil {
 		return nil, err
 	}
-	if entries, ok := res.([]*resultJSON); ok && c.cost().of(text) > c.replyBudget() {
-		if text, err = c.deferResults(entries, whole); err != nil {
+	if a.wait && c.cost().of(text) > c.replyBudget() {
+		if text, err = c.deferResults(a.results, whole); err != nil {
 			return nil, err
 		}
 	}
-	for _, r := range resultsIn(res) {
+	for _, r := range a.results {
 		if r.Kept {
 			c.reg.keep(r.delivered, c.cfg.keptDuration)
 		}
@@ -211,7 +358,7 @@ func (c *toolCall) reply(res any, err error) (any, error) {
 // under the agent profile, a delivered result's uncaptured bytes stay
 // readable, as a cut result's do.
 func (c *toolCall) keepsUncaptured(r *resultJSON) bool {
-	return c.cfg.profile == profileAgent && r.delivered != nil && len(r.Uncaptured) > 0
+	return c.dialect.agent && r.delivered != nil && len(r.Uncaptured) > 0
 }
 
 // deferResults is for a wait whose results do not fit its reply budget even
@@ -225,7 +372,7 @@ func (c *toolCall) deferResults(entries []*resultJSON, whole func()) ([]byte, er
 		for _, e := range entries {
 			e.Kept = c.keepsUncaptured(e) // a result cut before may fit whole now
 		}
-		return fitText(entries, c.replyBudget(), c.cost())
+		return fitText(entries, entries, c.replyBudget(), c.cost())
 	}
 	// One entry per job id is the shape of wait's answer: when even status
 	// entries alone would not fit, deferring helps nobody, and the results
@@ -280,14 +427,14 @@ type toolSpec struct {
 	agent    *toolWords   // its text under the agent profile (withAgentTexts); nil: the same as above
 	argsType reflect.Type // the struct a call's arguments bind into
 	params   []param
-	prepare  func(c *toolCall, raw map[string]json.RawMessage) (func() (any, error), error)
+	prepare  func(c *toolCall, raw map[string]json.RawMessage) (func() (answer, error), error)
 }
 
 // newTool completes spec with the parameters of args struct A and a prepare
 // that binds a call's arguments into an A and holds the jobs they name, for
 // handle to run. Every parameter needs
 // a doc and every doc a parameter; a mismatch panics when the table is built.
-func newTool[A any](spec toolSpec, handle func(c *toolCall, a *A) (any, error)) toolSpec {
+func newTool[A any](spec toolSpec, handle func(c *toolCall, a *A) (answer, error)) toolSpec {
 	spec.argsType = reflect.TypeFor[A]()
 	spec.params = paramsOf(spec.argsType)
 	if len(spec.docs) != len(spec.params) {
@@ -298,7 +445,7 @@ func newTool[A any](spec toolSpec, handle func(c *toolCall, a *A) (any, error)) 
 			panic(fmt.Sprintf("tool %s: argument %s has no doc", spec.name, p.name))
 		}
 	}
-	spec.prepare = func(c *toolCall, raw map[string]json.RawMessage) (func() (any, error), error) {
+	spec.prepare = func(c *toolCall, raw map[string]json.RawMessage) (func() (answer, error), error) {
 		a := new(A)
 		args := reflect.ValueOf(a).Elem()
 		if err := bindArgs(spec.name, spec.params, raw, args); err != nil {
@@ -307,7 +454,7 @@ func newTool[A any](spec toolSpec, handle func(c *toolCall, a *A) (any, error)) 
 		if err := c.holdJobs(spec.params, args, spec.readsKept); err != nil {
 			return nil, err
 		}
-		return func() (any, error) { return handle(c, a) }, nil
+		return func() (answer, error) { return handle(c, a) }, nil
 	}
 	return spec
 }

@@ -87,10 +87,10 @@ func cwdDefaultWords(cfg *config) string {
 	return "the server's"
 }
 
-// textOf is t's description and argument docs under cfg, placeholders not
-// yet filled.
-func textOf(t *toolSpec, cfg *config) toolWords {
-	if cfg.profile != profileAgent || t.agent == nil {
+// textOf is t's description and argument docs in the words of d,
+// placeholders not yet filled.
+func textOf(t *toolSpec, d dialect) toolWords {
+	if !d.agent || t.agent == nil {
 		return toolWords{t.description, t.docs}
 	}
 	docs := maps.Clone(t.docs)

@@ -39,12 +39,6 @@ const (
 	batchVersion           = "2025-03-26" // batchVersion is the one whose clients may send batches
 )
 
-// replyShape is how a request's result is dressed for its revision.
-type replyShape struct {
-	modern     bool // resultType and serverInfo on every result; no reply once cancelled
-	structured bool // tools carry title and outputSchema, tool results structuredContent
-}
-
 // shapeOf is the shape for a request of the given era in a session that
 // negotiated legacy revision negotiated ("" before initialize).
 func shapeOf(modern bool, negotiated string) replyShape {
@@ -103,7 +97,7 @@ func serverInfo() map[string]any {
 
 // modernResultHead is what a modern result object starts with, before its
 // own members.
-func modernResultHead() []byte { return modernResultHeadAs("complete") }
+func modernResultHead() []byte { return modernResultHeadAs(resultComplete) }
 
 // modernResultHeadAs is modernResultHead for a result of another
 // resultType ("task").
@@ -113,10 +107,27 @@ func modernResultHeadAs(resultType string) []byte {
 }
 
 // typedResult is a modern result whose resultType is not "complete": body
-// is dressed with resultType (a tools/call answered with a task).
+// is dressed with resultType (a tools/call answered with a task). It is
+// the request's answer as it is: no tool's result.
 type typedResult struct {
 	resultType string
-	body       any
+	body       any // a wire value: what json.Marshal encodes
+}
+
+// finish is r: the request's whole answer.
+func (r typedResult) finish(*toolCall) (answer, error) { return r, nil }
+
+// wire is r's body encoded as a result object of its resultType.
+func (r typedResult) wire() (wireAnswer, error) { return wireOf(r.body, r.resultType) }
+
+// toolError is "": r is no tool error.
+func (r typedResult) toolError() string { return "" }
+
+// callResult is r's encoding as one text item: r is never a tool's
+// result, so this is for completeness.
+func (r typedResult) callResult(structured bool) callResultJSON {
+	text, _ := marshal(r.body) // a wire value: the reply encoded it first
+	return toolText(text).callResult(structured)
 }
 
 // dressResultAs gives an encoded result object the modern era's members,
@@ -129,8 +140,3 @@ func dressResultAs(res []byte, resultType string) []byte {
 	}
 	return append(head, body...)
 }
-
-// wrapsStructured says whether a tool result's text, as structuredContent,
-// must be wrapped in an object: wait's array of results (structured
-// content is an object).
-func wrapsStructured(text []byte) bool { return len(text) > 0 && text[0] == '[' }

@@ -61,7 +61,7 @@ var execTools = []toolSpec{
 }
 
 // execInstructions is the exec set's advice to the model.
-func execInstructions(*config) string {
+func execInstructions(*config, dialect) string {
 	return "Run one bounded command with exec; read its [exec summary], not stderr, to tell success from failure."
 }
 
@@ -81,7 +81,7 @@ type execSummary struct {
 // runExec is the exec set's exec tool: the command runs to its end (or its
 // time limit) in DEFAULT_CWD unless the call names a cwd, and the answer
 // is the gateway's result shape.
-func runExec(c *toolCall, a *execArgs) (any, error) {
+func runExec(c *toolCall, a *execArgs) (answer, error) {
 	if strings.TrimSpace(a.Command) == "" {
 		return nil, fmt.Errorf("%w: command is required and must not be empty", errInvalid)
 	}

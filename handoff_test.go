@@ -144,7 +144,7 @@ func TestResponseStreamGivesBackWhatItNeverWrote(t *testing.T) {
 		if endFirst {
 			s.end()
 		}
-		s.sendParts(replyParts{result: struct{}{}}, h)
+		s.sendParts(replyParts{result: toolText("{}")}, h)
 		if !endFirst {
 			s.end()
 		}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"os"
 	"strings"
@@ -255,7 +254,8 @@ func TestKillDuringBlockingExecuteDeliversToBoth(t *testing.T) {
 			res, err := runExecute(&toolCall{reg: reg, cfg: reg.cfg, waiter: plainWaiter()},
 				&executeArgs{Command: "exec sleep 60"})
 			if err != nil {
-				res = err
+				executed <- err
+				return
 			}
 			executed <- res
 		}()
@@ -269,7 +269,8 @@ func TestKillDuringBlockingExecuteDeliversToBoth(t *testing.T) {
 		})
 		t.Cleanup(func() { killGroup(j.pid) })
 		checkKilledResult(t, receive(t, "kill", startKill(reg, j.id, syscall.SIGTERM)), j, syscall.SIGTERM)
-		res, ok := receive(t, "execute", executed).(*resultJSON)
+		answered, _ := receive(t, "execute", executed).(answer)
+		res, ok := answeredResult(answered)
 		if !ok || res.JobID != j.id || res.Signal != "terminated" {
 			t.Fatalf("execute answered %+v, want the killed job's result", res)
 		}
@@ -471,7 +472,7 @@ func TestSurvivorsReported(t *testing.T) {
 	}
 	c := &toolCall{reg: reg, cfg: reg.cfg, waiter: plainWaiter()}
 	list, err := runListJobs(c, &noArgs{})
-	if err != nil || !strings.Contains(string(list.(json.RawMessage)), `"survivors":2`) {
+	if err != nil || !strings.Contains(string(list.(toolText)), `"survivors":2`) {
 		t.Errorf("list_jobs: %s %v", list, err)
 	}
 	r := resultOf(collect(t, reg, j))

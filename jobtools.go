@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"slices"
 	"strconv"
@@ -243,8 +242,8 @@ var jobAgentTexts = map[string]toolWords{
 }
 
 // jobsInstructions is the jobs set's advice to the model.
-func jobsInstructions(cfg *config) string {
-	if cfg.profile == profileAgent {
+func jobsInstructions(_ *config, d dialect) string {
+	if d.agent {
 		return "Run commands with execute. {carry} {yield_advice} " +
 			"For a server, execute with until {\"pattern\": its ready line} returns on that line with the job still running; for a long build, nowait:true then wait. " +
 			"Replies are cut to a head and a tail within {budget}; output reads the gap of a kept result. A finished job's result is delivered once."
@@ -258,13 +257,10 @@ func jobsInstructions(cfg *config) string {
 // runExecute is the execute tool: it starts the command as a job and, unless
 // nowait, waits as the arguments say (to its end, a yield, an until match or
 // a prompt); a job that ended is delivered to this call.
-func runExecute(c *toolCall, a *executeArgs) (any, error) {
+func runExecute(c *toolCall, a *executeArgs) (answer, error) {
 	run, err := executeRun(c.cfg, a)
 	if err != nil {
 		return nil, c.refusedEarly(startRequest{command: a.Command, argv: a.Argv, dir: a.Cwd}, err)
-	}
-	if c.toEnd {
-		run.await = awaitOptions{} // a task's call ends with its job
 	}
 	run.dir = c.reg.cwd.startDir(c.cfg, run.dir, !a.Nowait)
 	if !a.Nowait {
@@ -276,24 +272,25 @@ func runExecute(c *toolCall, a *executeArgs) (any, error) {
 	case err != nil:
 		return nil, err
 	case !ran.started || ran.ended:
-		return resultWithin(ran.job, c.replyBudget()), nil
+		return resultAnswer(resultWithin(ran.job, c.replyBudget())), nil
 	case a.Nowait:
-		return &resultJSON{JobID: ran.job.id, State: stateRunning}, nil
+		return resultAnswer(&resultJSON{JobID: ran.job.id, State: stateRunning}), nil
 	case ran.hit != nil: // the job runs on, to be collected by wait
-		return runningEntry(ran.job, ran.hit, ran.job.waitingForInputSeen()), nil
-	}
-	if c.asTask != nil {
-		j := ran.job
-		return c.asTask(j, func() (any, error) { // as wait delivers it
-			c.reg.cwd.delivered(c.cfg, j.id)
-			return c.reply(resultWithin(j, c.replyBudget()), nil)
-		}), nil
+		return resultAnswer(runningEntry(ran.job, ran.hit, ran.job.waitingForInputSeen())), nil
 	}
 	// Yielded: the job runs on, to be collected by wait; its newest lines
 	// say why it has not ended (a prompt, progress) without another call.
-	r := &resultJSON{JobID: ran.job.id, State: stateRunning, Yielded: true,
-		WaitingForInput: ran.inputWanted || ran.job.waitingForInput(), Recent: recentOf(ran.job)}
-	return recentWithin(c, r, r), nil
+	j := ran.job
+	now := func() answer {
+		r := &resultJSON{JobID: j.id, State: stateRunning, Yielded: true,
+			WaitingForInput: ran.inputWanted || j.waitingForInput(), Recent: recentOf(j)}
+		return recentWithin(c, resultAnswer(r))
+	}
+	later := func() (answer, error) { // as wait delivers it
+		c.reg.cwd.delivered(c.cfg, j.id)
+		return resultAnswer(resultWithin(j, c.replyBudget())), nil
+	}
+	return yieldedAnswer{job: j, now: now, later: later}, nil
 }
 
 // keepCwd moves the session's kept directory (MCP_EXEC_KEEP_CWD) to where
@@ -361,7 +358,7 @@ func startRequestOf(cfg *config, a *executeArgs) (startRequest, error) {
 // runWait is the wait tool: it blocks on the jobs the call holds until one
 // ends, the timeout passes, until matches or the call is cancelled, and
 // answers one entry per job id; finished jobs are delivered to it.
-func runWait(c *toolCall, a *waitArgs) (any, error) {
+func runWait(c *toolCall, a *waitArgs) (answer, error) {
 	timeout := c.cfg.defaultTimeout
 	if a.Timeout != nil {
 		timeout = secondsToDuration(float64(*a.Timeout))
@@ -402,7 +399,7 @@ func runWait(c *toolCall, a *waitArgs) (any, error) {
 		}
 		entries[i] = runningEntry(j, hit(), j.waitingForInputAtOnce())
 	}
-	return recentWithin(c, entries, entries...), nil
+	return recentWithin(c, waitAnswer(entries)), nil
 }
 
 // runningEntry is a running job's entry: with what ended the wait early if
@@ -422,9 +419,8 @@ func runningEntry(j *job, hit *untilHit, waiting bool) *resultJSON {
 
 // runStatus is the status tool: a held job's state, without output and
 // without delivering it.
-func runStatus(c *toolCall, a *statusArgs) (any, error) {
-	r := liveStatusOf(c.job(a.JobID))
-	return recentWithin(c, r, r), nil
+func runStatus(c *toolCall, a *statusArgs) (answer, error) {
+	return recentWithin(c, resultAnswer(liveStatusOf(c.job(a.JobID)))), nil
 }
 
 // liveStatusOf is statusOf with, for a running job, whether it waits for
@@ -447,25 +443,25 @@ func markWaiting(r *resultJSON, j *job, waiting bool) {
 	}
 }
 
-// recentWithin is res with recent left out of its results when the reply
+// recentWithin is a with recent left out of its results when the reply
 // would not fit the call's budget with it: output still reads those lines,
 // and no output of a result is cut to make room for them.
-func recentWithin(c *toolCall, res any, results ...*resultJSON) any {
-	if !slices.ContainsFunc(results, func(r *resultJSON) bool { return r.Recent != nil }) {
-		return res
+func recentWithin(c *toolCall, a jsonAnswer) jsonAnswer {
+	if !slices.ContainsFunc(a.results, func(r *resultJSON) bool { return r.Recent != nil }) {
+		return a
 	}
-	if text, err := marshal(res); err == nil && c.cost().of(text) <= c.replyBudget() {
-		return res
+	if text, err := marshal(a.body); err == nil && c.cost().of(text) <= c.replyBudget() {
+		return a
 	}
-	for _, r := range results {
+	for _, r := range a.results {
 		r.Recent = nil
 	}
-	return res
+	return a
 }
 
 // runOutput is the output tool: slices (or a grep) of a held job's windows
 // from the offsets asked; it delivers nothing.
-func runOutput(c *toolCall, a *outputArgs) (any, error) {
+func runOutput(c *toolCall, a *outputArgs) (answer, error) {
 	if err := c.roomForReply(); err != nil {
 		return nil, err
 	}
@@ -496,7 +492,7 @@ func runOutput(c *toolCall, a *outputArgs) (any, error) {
 		}
 	}
 	if !searched {
-		return recentWithin(c, r, r), nil
+		return recentWithin(c, resultAnswer(r)), nil
 	}
 	out := &outputJSON{resultJSON: r}
 	for i, into := range []*any{&out.Stdout, &out.Stderr} {
@@ -507,7 +503,7 @@ func runOutput(c *toolCall, a *outputArgs) (any, error) {
 			*into = *s.slice
 		}
 	}
-	return recentWithin(c, out, r), nil
+	return recentWithin(c, jsonAnswer{body: out, results: []*resultJSON{r}}), nil
 }
 
 // grepBudgetShare is the part of the reply budget (1/grepBudgetShare) a
@@ -545,17 +541,17 @@ func plainGrep(g *grepJSON) {
 
 // runInput is the input tool: it writes data to a held job's stdin (or
 // terminal), closing it when asked, and answers the job's status.
-func runInput(c *toolCall, a *inputArgs) (any, error) {
+func runInput(c *toolCall, a *inputArgs) (answer, error) {
 	j := c.job(a.JobID)
 	if err := j.input(c.waiter, a.Data, a.Close); err != nil {
 		return nil, err
 	}
-	return statusOf(j), nil
+	return resultAnswer(statusOf(j)), nil
 }
 
 // runKill is the kill tool: it signals a held job's tree per the call's
 // plan and answers whether it died; a job that died is delivered to it.
-func runKill(c *toolCall, a *killArgs) (any, error) {
+func runKill(c *toolCall, a *killArgs) (answer, error) {
 	plan := killPlan{signals: []syscall.Signal{syscall.SIGTERM}, wait: 5 * time.Second}
 	if a.Timeout != nil {
 		plan.wait = secondsToDuration(float64(*a.Timeout))
@@ -579,16 +575,16 @@ func runKill(c *toolCall, a *killArgs) (any, error) {
 			return nil, err
 		}
 		k.Result = resultWithin(j, c.replyBudget())
-	} else {
-		k.State, k.Detail = j.outcome().state, out.survivors
+		return jsonAnswer{body: k, results: []*resultJSON{k.Result}}, nil
 	}
-	return k, nil
+	k.State, k.Detail = j.outcome().state, out.survivors
+	return wireValue(k), nil
 }
 
 // runListJobs answers {"jobs": [{"job_id", "state"}, ...]}. It writes the
 // JSON itself: ids are digits and states plain words, and a reflective
 // encoder took most of the time of a list of 10,000 jobs.
-func runListJobs(c *toolCall, _ *noArgs) (any, error) {
+func runListJobs(c *toolCall, _ *noArgs) (answer, error) {
 	if err := c.roomForReply(); err != nil { // no output in it, but up to the reply budget of ids
 		return nil, err
 	}
@@ -656,7 +652,7 @@ func runListJobs(c *toolCall, _ *noArgs) (any, error) {
 		b = append(b, `,"omitted":`...)
 		b = strconv.AppendInt(b, int64(omitted), 10)
 	}
-	return json.RawMessage(append(b, '}')), nil
+	return toolText(append(b, '}')), nil
 }
 
 // appendJSONString appends s as a JSON string. A job id is a number or

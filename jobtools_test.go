@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"encoding/json"
 	"strconv"
 	"testing"
 )
@@ -46,7 +45,7 @@ func BenchmarkAppendQuotedList(b *testing.B) {
 	reg := finishedJobs(10000)
 	c := &toolCall{reg: reg, cfg: reg.cfg, waiter: plainWaiter()}
 	res, _ := runListJobs(c, &noArgs{})
-	text := []byte(res.(json.RawMessage))
+	text := []byte(res.(toolText))
 	buf := make([]byte, 0, quotedLen(text))
 	b.SetBytes(int64(len(text)))
 	for b.Loop() {
@@ -71,7 +70,7 @@ func BenchmarkQuotedLenList(b *testing.B) {
 	reg := finishedJobs(10000)
 	c := &toolCall{reg: reg, cfg: reg.cfg, waiter: plainWaiter()}
 	res, _ := runListJobs(c, &noArgs{})
-	text := []byte(res.(json.RawMessage))
+	text := []byte(res.(toolText))
 	b.SetBytes(int64(len(text)))
 	for b.Loop() {
 		benchN = quotedLen(text)

@@ -51,6 +51,7 @@ var layers = [][]string{
 	{"jobtools.go", "exectool.go", "shelltools.go", "execstream.go"}, // the tool contracts: jobs, exec, shell, the streamed exec
 	{"lifecycle.go"},        // running a job for a call, from its start to its result
 	{"call.go"},             // a tool call: its arguments, reply budget and result
+	{"dialect.go"},          // how one request is answered: era, tasks, profile
 	{"budget.go"},           // cutting results to a reply budget
 	{"results.go"},          // the wire form of results
 	{"recent.go"},           // a running job's newest lines: a prompt, or progress

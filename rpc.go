@@ -24,10 +24,10 @@ type methodSpec struct {
 	legacyOnly   bool // gone from the modern era: -32601 for a modern request
 	modernOnly   bool // not in the legacy era: -32601 for a legacy request
 	inline       bool // cheap and non-blocking: answered on the reader goroutine
-	call         func(s *session, ctx context.Context, m message) (any, error)
+	call         func(s *session, ctx context.Context, m message) (answer, error)
 	// prepare replaces call: on the reader goroutine, in read order, it does
 	// what must happen then, and returns the rest to run on its own.
-	prepare func(s *session, ctx context.Context, m message) func() (any, error)
+	prepare func(s *session, ctx context.Context, m message) func() (answer, error)
 	notify  func(s *session, m message)
 }
 
@@ -35,28 +35,28 @@ type methodSpec struct {
 // other request gets -32601; any other notification is ignored.
 var methods = map[string]methodSpec{
 	"initialize":      {inline: true, legacyOnly: true, call: (*session).initialize},
-	"ping":            {inline: true, legacyOnly: true, call: func(*session, context.Context, message) (any, error) { return struct{}{}, nil }},
+	"ping":            {inline: true, legacyOnly: true, call: func(*session, context.Context, message) (answer, error) { return wireValue(struct{}{}), nil }},
 	"server/discover": {inline: true, modernOnly: true, call: (*session).discover},
-	"tools/list": {inline: true, call: func(s *session, _ context.Context, m message) (any, error) {
-		return toolListWith(s.cfg, m.shape.structured, m.shape.modern, s.taskFormFor(m)), nil
+	"tools/list": {inline: true, call: func(s *session, _ context.Context, m message) (answer, error) {
+		return wireValue(s.tools.toolList(m.dialect)), nil
 	}},
 	"tools/call": {prepare: (*session).prepareToolCall},
-	"tasks/get": {call: taskMethod(func(s *session, _ context.Context, m message, form taskForm) (any, error) {
+	"tasks/get": {call: taskMethod(func(s *session, _ context.Context, m message, form taskForm) (answer, error) {
 		return s.tasks.get(m.params, form == tasksModern)
 	})},
-	"tasks/cancel": {call: taskMethod(func(s *session, ctx context.Context, m message, form taskForm) (any, error) {
+	"tasks/cancel": {call: taskMethod(func(s *session, ctx context.Context, m message, form taskForm) (answer, error) {
 		return s.tasks.cancel(ctx, m.params, form == tasksModern)
 	})},
-	"tasks/result": {legacyOnly: true, call: taskMethod(func(s *session, ctx context.Context, m message, _ taskForm) (any, error) {
-		return s.tasks.result(ctx, m.params, m.shape.structured)
+	"tasks/result": {legacyOnly: true, call: taskMethod(func(s *session, ctx context.Context, m message, _ taskForm) (answer, error) {
+		return s.tasks.result(ctx, m.params, m.dialect.structured)
 	})},
-	"tasks/list": {legacyOnly: true, call: func(s *session, _ context.Context, m message) (any, error) {
+	"tasks/list": {legacyOnly: true, call: func(s *session, _ context.Context, m message) (answer, error) {
 		if _, rerr := s.taskFormOf(m); rerr != nil || !s.tasksListable() {
 			return nil, newError(codeNoMethod, "method not found: tasks/list (offered to a 2025-11-25 client that declared capabilities.tasks, on stdio or with a token)")
 		}
 		return s.tasks.list(m.params)
 	}},
-	"tasks/update": {modernOnly: true, call: taskMethod(func(s *session, _ context.Context, m message, _ taskForm) (any, error) {
+	"tasks/update": {modernOnly: true, call: taskMethod(func(s *session, _ context.Context, m message, _ taskForm) (answer, error) {
 		return s.tasks.update(m.params)
 	})},
 	"notifications/initialized": {notification: true, notify: func(*session, message) {}},
@@ -105,7 +105,7 @@ func sendReply(sink replySink, r replyParts, h *handoff) {
 type replyParts struct {
 	id     json.RawMessage // the request's id in the session
 	shape  replyShape
-	result any
+	result answer
 	err    error // when set, the reply is this error and result is unused
 }
 
@@ -174,9 +174,10 @@ func (h *replyHold) settle() {
 
 // session serves one client: its requests, its jobs, its replies.
 type session struct {
-	cfg *config
-	reg *registry
-	out replySink
+	cfg   *config
+	tools *toolBook // what cfg offers, shared by the server's sessions
+	reg   *registry
+	out   replySink
 
 	mu       sync.Mutex           // guards inflight and closing
 	inflight map[string]*inflight // running tools/call requests by idKey
@@ -195,10 +196,17 @@ type session struct {
 	activity chan<- struct{} // 1-buffered, shared by the server's sessions: a request finished
 }
 
-// newSession returns a session with no jobs that writes to out and nudges
-// activity (which may be nil) whenever a request finishes.
+// newSession returns a session under cfg with no jobs that writes to out
+// and nudges activity (which may be nil) whenever a request finishes.
 func newSession(cfg *config, out replySink, activity chan<- struct{}) *session {
-	s := &session{cfg: cfg, reg: newRegistry(cfg), out: out, inflight: map[string]*inflight{},
+	return newSessionOf(newToolBook(cfg), out, activity)
+}
+
+// newSessionOf is newSession with the book of its configuration, which a
+// server computes once for all its sessions.
+func newSessionOf(tools *toolBook, out replySink, activity chan<- struct{}) *session {
+	cfg := tools.cfg
+	s := &session{cfg: cfg, tools: tools, reg: newRegistry(cfg), out: out, inflight: map[string]*inflight{},
 		activity: activity}
 	s.tasks = newTaskBoard(s.reg, &s.handlers)
 	if cfg.jobEvents || cfg.offers(toolSetShell) {
@@ -210,7 +218,8 @@ func newSession(cfg *config, out replySink, activity chan<- struct{}) *session {
 // streamExec runs POST /exec's streamed exec in the session, its events to
 // sink; ctx ends when the client leaves, tearing the job down (errors: runExecStream).
 func (s *session) streamExec(ctx context.Context, body []byte, sink execSink) error {
-	return runExecStream(&toolCall{reg: s.reg, cfg: s.cfg, waiter: &waiter{ctx: ctx}}, body, sink)
+	call := &toolCall{reg: s.reg, cfg: s.cfg, waiter: &waiter{ctx: ctx}, dialect: s.tools.dialectOf(replyShape{}, tasksOff)}
+	return runExecStream(call, body, sink)
 }
 
 // jobEvent sends notifications/job for a job's start or end once a legacy
@@ -352,7 +361,7 @@ func (s *session) dispatchDecoded(m message, era eraChoice, sink replySink) {
 		return
 	}
 	modern := era.modern
-	m.shape, m.clientCaps = shapeOf(modern, s.negotiated), era.caps
+	m.dialect = s.tools.dialectOf(shapeOf(modern, s.negotiated), s.taskFormFor(modern, era.caps))
 	switch {
 	case !known || spec.modernOnly && !modern: // a legacy probe of server/discover must fail fast, as 1.0 did
 		m.fail(newError(codeNoMethod, "method not found: %s", clipText(m.method)))
@@ -364,7 +373,7 @@ func (s *session) dispatchDecoded(m message, era eraChoice, sink replySink) {
 		m.fail(newError(codeInvalidParams, "invalid params: params must be an object"))
 	case spec.inline:
 		res, err := spec.call(s, context.Background(), m)
-		m.reply(m.shape, res, err)
+		m.reply(m.dialect.replyShape, res, err)
 	default:
 		s.start(m, spec)
 	}
@@ -375,7 +384,7 @@ func (m message) fail(err *rpcError) { m.reply(replyShape{}, nil, err) }
 
 // reply answers the request m, on the spot, with res dressed in shape or
 // with err; the reply delivers nothing to be handed over.
-func (m message) reply(shape replyShape, res any, err error) {
+func (m message) reply(shape replyShape, res answer, err error) {
 	if ps, ok := m.replyTo.(partsSink); ok {
 		ps.sendParts(replyParts{id: m.id, shape: shape, result: res, err: err}, nil)
 		return
@@ -467,7 +476,7 @@ func (s *session) start(m message, spec methodSpec) {
 		return
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	req := &inflight{cancel: cancel, modern: m.shape.modern}
+	req := &inflight{cancel: cancel, modern: m.dialect.modern}
 	s.inflight[key] = req
 	s.handlers.Add(1)
 	s.mu.Unlock()
@@ -475,7 +484,7 @@ func (s *session) start(m message, spec methodSpec) {
 		m.room = &replyHold{gate: gate, done: ctx.Done()}
 	}
 	m.handoff = &handoff{}
-	run := func() (any, error) { return spec.call(s, ctx, m) }
+	run := func() (answer, error) { return spec.call(s, ctx, m) }
 	if spec.prepare != nil {
 		run = spec.prepare(s, ctx, m)
 	}
@@ -492,7 +501,7 @@ func (s *session) start(m message, spec methodSpec) {
 			m.handoff.giveBack() // nobody will read what the call delivered
 		}
 		if !silenced {
-			sendReply(m.replyTo, replyParts{id: m.id, shape: m.shape, result: res, err: err}, m.handoff)
+			sendReply(m.replyTo, replyParts{id: m.id, shape: m.dialect.replyShape, result: res, err: err}, m.handoff)
 		} else if a, ok := m.replyTo.(abandoner); ok {
 			a.abandon() // no reply will come: a transport waiting for one may stop
 		}
@@ -545,8 +554,8 @@ func (s *session) cancelAll() {
 
 // taskMethod is the call of a tasks/ method: f runs with the form of tasks
 // m's client declared; a client that declared none gets taskFormOf's error.
-func taskMethod(f func(s *session, ctx context.Context, m message, form taskForm) (any, error)) func(*session, context.Context, message) (any, error) {
-	return func(s *session, ctx context.Context, m message) (any, error) {
+func taskMethod(f func(s *session, ctx context.Context, m message, form taskForm) (answer, error)) func(*session, context.Context, message) (answer, error) {
+	return func(s *session, ctx context.Context, m message) (answer, error) {
 		form, rerr := s.taskFormOf(m)
 		if rerr != nil {
 			return nil, rerr
@@ -559,10 +568,10 @@ func taskMethod(f func(s *session, ctx context.Context, m message, form taskForm
 // client that declared none: -32601 in the legacy era, -32021 naming the
 // extension in the modern one.
 func (s *session) taskFormOf(m message) (taskForm, *rpcError) {
-	if form := s.taskFormFor(m); form != tasksOff {
+	if form := m.dialect.tasks; form != tasksOff {
 		return form, nil
 	}
-	if m.shape.modern {
+	if m.dialect.modern {
 		e := newError(codeMissingCapability, "missing client capability: %s needs the %s extension in _meta[%q].extensions", clipText(m.method), extTasks, metaClientCaps)
 		e.Data = map[string]any{"requiredCapabilities": map[string]any{"extensions": map[string]any{extTasks: map[string]any{}}}}
 		return tasksOff, e
@@ -570,13 +579,14 @@ func (s *session) taskFormOf(m message) (taskForm, *rpcError) {
 	return tasksOff, newError(codeNoMethod, "method not found: %s (tasks are offered to %s clients that declare capabilities.tasks at initialize)", clipText(m.method), tasksVersion)
 }
 
-// taskFormFor is the form of tasks request m may use; tasksOff when its
+// taskFormFor is the form of tasks a request may use, of the modern era or
+// not, whose _meta declared clientCaps (modern only); tasksOff when its
 // client declared none.
-func (s *session) taskFormFor(m message) taskForm {
+func (s *session) taskFormFor(modern bool, clientCaps json.RawMessage) taskForm {
 	switch {
-	case m.shape.modern && declaresTaskExtension(m.clientCaps):
+	case modern && declaresTaskExtension(clientCaps):
 		return tasksModern
-	case !m.shape.modern && s.tasksOn.Load():
+	case !modern && s.tasksOn.Load():
 		return tasksLegacy
 	}
 	return tasksOff
@@ -595,23 +605,20 @@ func (s *session) refuse(err *rpcError) {
 
 // encodeReply builds a reply: a result dressed in shape, or an error
 // (*rpcError as is, a sentinel of errorCodes with its code, else internal).
-func encodeReply(id json.RawMessage, shape replyShape, result any, err error) []byte {
+func encodeReply(id json.RawMessage, shape replyShape, result answer, err error) []byte {
 	var rerr *rpcError
 	switch {
 	case err != nil:
 		rerr = rpcErrorOf(err)
 	default:
-		if text, ok := result.(toolText); ok {
-			return textReply(id, shape, text)
+		w, merr := result.wire()
+		if merr == nil && w.textItem {
+			return textReply(id, shape, w.text)
 		}
-		resultType := "complete"
-		if typed, ok := result.(typedResult); ok {
-			result, resultType = typed.body, typed.resultType
-		}
-		res, merr := marshal(result)
 		if merr == nil {
+			res := w.text
 			if shape.modern {
-				res = dressResultAs(res, resultType)
+				res = dressResultAs(res, w.resultType)
 			}
 			return concat(replyHead, id, `,"result":`, res, "}\n")
 		}
@@ -624,8 +631,8 @@ func encodeReply(id json.RawMessage, shape replyShape, result any, err error) []
 // prepareToolCall handles tools/call as it is read: a malformed params
 // fails with a JSON-RPC error; the tool's arguments are the tools layer's,
 // which holds the jobs they name now and works in the run it returns.
-func (s *session) prepareToolCall(ctx context.Context, m message) func() (any, error) {
-	fail := func(err error) func() (any, error) { return func() (any, error) { return nil, err } }
+func (s *session) prepareToolCall(ctx context.Context, m message) func() (answer, error) {
+	fail := func(err error) func() (answer, error) { return func() (answer, error) { return nil, err } }
 	if m.params == nil {
 		return fail(newError(codeInvalidParams, "invalid params: tools/call needs params with a tool name"))
 	}
@@ -638,38 +645,33 @@ func (s *session) prepareToolCall(ctx context.Context, m message) func() (any, e
 		return fail(newError(codeInvalidParams, "invalid params: tools/call needs a tool name string in params.name"))
 	}
 	meta, _ := decodeObject(params["_meta"]) // absent or not an object: no progress, no messages
-	form := s.taskFormFor(m)
+	form := m.dialect.tasks
 	if task, augmented := params["task"]; augmented && form == tasksLegacy && !isNull(task) {
 		return s.prepareTaskCall(m, name, params)
 	}
 	call := &toolCall{reg: s.reg, cfg: s.cfg, waiter: s.waiterFor(ctx, meta, m),
-		structured: m.shape.structured, replyOverhead: len(textReply(m.id, m.shape, nil)) + len(waitWrapOpen) + 1,
+		dialect: m.dialect, replyOverhead: len(textReply(m.id, m.dialect.replyShape, nil)) + len(waitWrapOpen) + 1,
 		log: loggerFor(ctx, meta, m)}
 	if m.room != nil { // a nil *replyHold would make a non-nil replyRoom
 		call.room = m.room
 	}
-	if form == tasksModern {
-		call.asTask = func(j *job, render func() (any, error)) any {
-			return becameTask{task: s.tasks.adopt(call, j, render)}
-		}
-	}
-	run, err := prepareTool(call, name, params["arguments"])
+	run, err := s.tools.prepareTool(call, name, params["arguments"])
 	if err != nil {
 		return fail(err)
 	}
 	if form == tasksModern {
-		return answerModern(run)
+		return s.tasks.answerModern(call, run)
 	}
-	return run
+	return func() (answer, error) { return call.reply(run()) }
 }
 
 // prepareTaskCall handles a task-augmented tools/call (2025-11-25): the
 // tool must support tasks (-32601 otherwise, as the revision says); its
 // call runs under the task and answers the task at once.
-func (s *session) prepareTaskCall(m message, name string, params map[string]json.RawMessage) func() (any, error) {
-	fail := func(err error) func() (any, error) { return func() (any, error) { return nil, err } }
-	if t, ok := toolsFor(s.cfg).byName[name]; ok && !t.taskSupport {
-		return fail(newError(codeNoMethod, "method not found: tool %s does not run as a task (those that do: %s)", clipText(name), taskToolsOf(s.cfg)))
+func (s *session) prepareTaskCall(m message, name string, params map[string]json.RawMessage) func() (answer, error) {
+	fail := func(err error) func() (answer, error) { return func() (answer, error) { return nil, err } }
+	if t, ok := s.tools.table.byName[name]; ok && !t.taskSupport {
+		return fail(newError(codeNoMethod, "method not found: tool %s does not run as a task (those that do: %s)", clipText(name), s.tools.taskTools()))
 	}
 	ttl, rerr := taskTTLOf(params["task"])
 	if rerr != nil {
@@ -678,14 +680,14 @@ func (s *session) prepareTaskCall(m message, name string, params map[string]json
 	t := s.tasks.open(ttl)
 	// No progress, messages or room for a reply: the call answers later,
 	// through tasks/result.
-	call := &toolCall{reg: s.reg, cfg: s.cfg, waiter: &waiter{ctx: t.ctx}, structured: m.shape.structured,
-		replyOverhead: len(textReply(m.id, m.shape, nil)) + len(waitWrapOpen) + len(metaRelatedTask) + len(t.id) + 32}
-	run, err := prepareTool(call, name, params["arguments"])
+	call := &toolCall{reg: s.reg, cfg: s.cfg, waiter: &waiter{ctx: t.ctx}, dialect: m.dialect,
+		replyOverhead: len(textReply(m.id, m.dialect.replyShape, nil)) + len(waitWrapOpen) + len(metaRelatedTask) + len(t.id) + 32}
+	run, err := s.tools.prepareTool(call, name, params["arguments"])
 	if err != nil {
 		s.tasks.drop(t)
 		return fail(err)
 	}
-	return s.tasks.runLegacy(t, call, run)
+	return s.tasks.runLegacy(t, call, func() (answer, error) { return call.reply(run()) })
 }
 
 // waiterFor builds the waiter of one call: progress notifications go out
@@ -714,7 +716,7 @@ func (s *session) waiterFor(ctx context.Context, meta map[string]json.RawMessage
 // 2026-07-28 request set, on its own channel until it is cancelled. Any
 // other request gets nil: a legacy session's would surface in others.
 func loggerFor(ctx context.Context, meta map[string]json.RawMessage, m message) func(level, logger string, data any) {
-	if !m.shape.modern {
+	if !m.dialect.modern {
 		return nil
 	}
 	var least string
@@ -760,7 +762,7 @@ func notification(method string, params any) []byte {
 
 // initialize answers the handshake, echoing the client's protocol version
 // when supported and offering the newest one otherwise.
-func (s *session) initialize(_ context.Context, m message) (any, error) {
+func (s *session) initialize(_ context.Context, m message) (answer, error) {
 	negotiated := supportedVersions[0]
 	p, _ := decodeObject(m.params) // absent or malformed: nil, and the newest is offered
 	var asked string
@@ -772,22 +774,26 @@ func (s *session) initialize(_ context.Context, m message) (any, error) {
 	tasks := negotiated == tasksVersion && declaresLegacyTasks(p)
 	s.tasksOn.Store(tasks)
 	capabilities := map[string]any{"tools": map[string]any{}} // exactly the wire shape
-	instructions := instructionsFor(s.cfg)
+	// The dialect the session's requests speak from now on, as far as the
+	// instructions tell it: this request was read before the revision was.
+	d := m.dialect
+	d.tasks = tasksOff
 	if tasks {
 		capabilities["tasks"] = legacyTaskCapability(s.tasksListable())
-		instructions += taskInstructions(s.cfg, tasksLegacy)
+		d.tasks = tasksLegacy
 	}
-	return map[string]any{
+	instructions := s.tools.instructions(d)
+	return wireValue(map[string]any{
 		"protocolVersion": negotiated,
 		"capabilities":    capabilities,
 		"serverInfo":      serverInfo(),
 		"instructions":    instructions,
-	}, nil
+	}), nil
 }
 
 // stats answers debug/stats when MCP_EXEC_DEBUG=1: what the soak script
 // and the leak tests compare before and after a load.
-func (s *session) stats(_ context.Context, req message) (any, error) {
+func (s *session) stats(_ context.Context, req message) (answer, error) {
 	if !s.cfg.debug {
 		return nil, newError(codeNoMethod, "method not found: debug/stats (set MCP_EXEC_DEBUG=1 to enable it)")
 	}
@@ -797,7 +803,7 @@ func (s *session) stats(_ context.Context, req message) (any, error) {
 	tracked, orphans := children.counts()
 	var m runtime.MemStats
 	runtime.ReadMemStats(&m)
-	return map[string]any{
+	return wireValue(map[string]any{
 		"goroutines":     runtime.NumGoroutine(),
 		"open_fds":       countOpenFds(),
 		"rss_kib":        residentKiB(),
@@ -808,7 +814,7 @@ func (s *session) stats(_ context.Context, req message) (any, error) {
 		"heap_free_kib":  heapFreeBytes(&m) >> 10,
 		"runtime_kib":    (m.Sys - m.HeapReleased) >> 10,
 		"windows_kib":    windowBytesHeld() >> 10,
-	}, nil
+	}), nil
 }
 
 // textReply is the reply line of a toolText result, as encoding the toolResult
@@ -851,25 +857,23 @@ func textReply(id json.RawMessage, shape replyShape, text []byte) []byte {
 const (
 	replyHead     = `{"jsonrpc":"2.0","id":` // replyHead starts every reply line; the id follows
 	structuredKey = `,"structuredContent":`  // structuredKey introduces a structured copy of a tool result
-	waitWrapOpen  = `{"results":`            // waitWrapOpen opens the object that wraps wait's array of results
 )
 
 // discover answers server/discover, the modern era's way to learn what the
 // server is (a legacy probe gets -32601 and falls back to initialize).
-func (s *session) discover(_ context.Context, m message) (any, error) {
+func (s *session) discover(_ context.Context, m message) (answer, error) {
 	capabilities := map[string]any{"tools": map[string]any{}}
-	instructions := instructionsFor(s.cfg)
-	if s.taskFormFor(m) == tasksModern { // listed to a client that declared it: the others see what they always did
+	if m.dialect.tasks == tasksModern { // listed to a client that declared it: the others see what they always did
 		capabilities["extensions"] = map[string]any{extTasks: map[string]any{}}
-		instructions += taskInstructions(s.cfg, tasksModern)
 	}
-	return map[string]any{
+	instructions := s.tools.instructions(m.dialect)
+	return wireValue(map[string]any{
 		"supportedVersions": modernVersions,
 		"capabilities":      capabilities,
 		"instructions":      instructions,
 		"ttlMs":             toolListTTLMs,
 		"cacheScope":        "public",
-	}, nil
+	}), nil
 }
 
 // message is one decoded JSON-RPC message.
@@ -879,12 +883,10 @@ type message struct {
 	params json.RawMessage // nil when absent
 
 	response bool       // a reply from the client, or a malformed notification: ignored
-	shape    replyShape // how its result is dressed: its era and revision
-	// clientCaps is a modern request's _meta clientCapabilities, as sent.
-	clientCaps json.RawMessage
-	replyTo    replySink  // where its reply goes: the transport, or a batch's gathering
-	room       *replyHold // a started request's room for its reply in replyTo; nil when replyTo bounds nothing
-	handoff    *handoff   // what a started request delivers, until its reply arrives; nil before start
+	dialect  dialect    // how it is answered, decided as it was read
+	replyTo  replySink  // where its reply goes: the transport, or a batch's gathering
+	room     *replyHold // a started request's room for its reply in replyTo; nil when replyTo bounds nothing
+	handoff  *handoff   // what a started request delivers, until its reply arrives; nil before start
 }
 
 // decodeMessage parses one line; on failure, the error and the id to send it

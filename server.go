@@ -25,6 +25,7 @@ var errServerClosing = errors.New("the server is shutting down")
 // ending one tears down its jobs only, shutdown every session's and more.
 type server struct {
 	cfg      *config
+	tools    *toolBook        // what cfg offers, computed once for every session
 	stop     <-chan os.Signal // carries the signal that ends the process
 	activity chan struct{}    // 1-buffered: a request finished in some session
 
@@ -57,7 +58,7 @@ func startServer(cfg *config, jobLog *jobLog) *server {
 // newServer returns a server with no sessions and no process-wide work
 // started; startServer is the one for a real process.
 func newServer(cfg *config) *server {
-	return &server{cfg: cfg, activity: make(chan struct{}, 1), sessions: map[*session]struct{}{}}
+	return &server{cfg: cfg, tools: newToolBook(cfg), activity: make(chan struct{}, 1), sessions: map[*session]struct{}{}}
 }
 
 // isClosing reports whether shutdown has begun.
@@ -84,7 +85,11 @@ func (s *server) openShared(cfg *config, kind string, out replySink) (*session, 
 // never by anything a client could use to reach it (a token or an
 // Mcp-Session-Id).
 func (s *server) open(cfg *config, kind string, out replySink) (*session, error) {
-	ss := newSession(cfg, out, s.activity)
+	tools := s.tools
+	if cfg != s.cfg {
+		tools = newToolBook(cfg) // settings of its own: a book of its own
+	}
+	ss := newSessionOf(tools, out, s.activity)
 	ss.reg.log, ss.reg.session = s.jobLog, kind+"-"+strconv.FormatInt(s.opened.Add(1), 10)
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sync"
 	"testing"
 )
@@ -78,4 +79,33 @@ func TestServerNamesSessionsInTheJobLog(t *testing.T) {
 		}
 	}
 	srv.shutdown()
+}
+
+// TestSessionsShareTheServersToolBook: the tool table and lists are
+// computed once, when the server is made, and every session of its
+// settings uses that one book; a session with settings of its own gets
+// its own.
+func TestSessionsShareTheServersToolBook(t *testing.T) {
+	srv := newServer(testConfig())
+	first, err := srv.open(srv.cfg, "test", &collectingSink{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := srv.open(srv.cfg, "test", &collectingSink{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first.tools != srv.tools || second.tools != srv.tools {
+		t.Errorf("sessions' books %p and %p, the server's %p", first.tools, second.tools, srv.tools)
+	}
+	other, err := srv.open(configOf(t, "MCP_EXEC_TOOLS=exec"), "test", &collectingSink{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if other.tools == srv.tools || !slices.Equal(other.tools.table.names(), []string{"exec"}) {
+		t.Errorf("a session of other settings got %v", other.tools.table.names())
+	}
+	for _, s := range []*session{first, second, other} {
+		srv.end(s)
+	}
 }

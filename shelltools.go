@@ -97,7 +97,7 @@ func shellTools(cfg *config) []toolSpec {
 }
 
 // shellInstructions is the shell set's advice to the model.
-func shellInstructions(cfg *config) string {
+func shellInstructions(cfg *config, _ dialect) string {
 	p := cfg.toolPrefix + "_"
 	return "Run programs (argv, no shell) with " + p + "run; for work longer than a call, " + p + "start then " + p + "poll and " + p + "output with its cursor. " + p + "allowed lists what may run."
 }
@@ -232,7 +232,7 @@ func shellStreams(cfg *config, j *job, from shellCursor, b shellBudget, finished
 // runShellRun is the shell set's run tool: an allowlisted program runs to
 // its end (or its time limit) and the answer is its streams as the shell
 // set's budget shows them.
-func runShellRun(c *toolCall, a *shellRunArgs) (any, error) {
+func runShellRun(c *toolCall, a *shellRunArgs) (answer, error) {
 	run, err := shellRun(c.cfg, a, false)
 	if err != nil {
 		return nil, c.refusedEarly(startRequest{argv: append([]string{a.Command}, a.Args...), dir: a.Cwd}, err)
@@ -246,11 +246,11 @@ func runShellRun(c *toolCall, a *shellRunArgs) (any, error) {
 		return nil, err
 	}
 	j, o := ran.job, ran.job.outcome()
-	return fitShell(c, func(b shellBudget) any {
+	return wireValue(fitShell(c, func(b shellBudget) shellObject {
 		res, _ := shellStreams(c.cfg, j, shellCursor{}, b, true)
 		res["exit"], res["timed-out"] = shellExit(o), o.timedOut
 		return res
-	}), nil
+	})), nil
 }
 
 // The batches of a run's output streamed to a request that asked for
@@ -306,10 +306,10 @@ func streamShellRun(log func(level, logger string, data any), logger string, j *
 // fitShell renders a result with the shell set's budget, halved until the
 // reply fits the call's reply budget (escaped control bytes take up to six
 // times their size); the result then reports the bytes it dropped.
-func fitShell(c *toolCall, render func(b shellBudget) any) any {
+func fitShell(c *toolCall, render func(b shellBudget) shellObject) shellObject {
 	b := shellBudgetOf(c.cfg)
 	lines := b.lines
-	renderAt := func(bytes int) (any, int) {
+	renderAt := func(bytes int) (shellObject, int) {
 		res := render(shellBudget{int64(bytes), lines})
 		text, err := marshal(res)
 		if err != nil {
@@ -350,7 +350,7 @@ func shellExit(o outcome) int {
 // runShellStart is the shell set's start tool: an allowlisted program
 // starts in the background and the answer names its job for poll, output
 // and kill.
-func runShellStart(c *toolCall, a *shellRunArgs) (any, error) {
+func runShellStart(c *toolCall, a *shellRunArgs) (answer, error) {
 	run, err := shellRun(c.cfg, a, true)
 	if err != nil {
 		return nil, c.refusedEarly(startRequest{argv: append([]string{a.Command}, a.Args...), dir: a.Cwd}, err)
@@ -363,7 +363,7 @@ func runShellStart(c *toolCall, a *shellRunArgs) (any, error) {
 	if !ran.started {
 		state = shellState(ran.job)
 	}
-	return map[string]string{"job": ran.job.id, "state": state}, nil
+	return wireValue(map[string]string{"job": ran.job.id, "state": state}), nil
 }
 
 // shellJob finds a job of the shell set by id, with the toolkit's errors.
@@ -411,7 +411,7 @@ type shellPollJSON struct {
 
 // runShellPoll is the shell set's poll tool: a job's state, runtime and
 // start time, without its output.
-func runShellPoll(c *toolCall, a *shellJobArgs) (any, error) {
+func runShellPoll(c *toolCall, a *shellJobArgs) (answer, error) {
 	j, err := shellJob(c, a.Job)
 	if err != nil {
 		return nil, err
@@ -424,7 +424,7 @@ func runShellPoll(c *toolCall, a *shellJobArgs) (any, error) {
 	}
 	_, res.StdoutBytes = j.stdout.stats()
 	_, res.StderrBytes = j.stderr.stats()
-	return res, nil
+	return wireValue(res), nil
 }
 
 // seconds3 is d in seconds, to the millisecond.
@@ -433,7 +433,7 @@ func seconds3(d time.Duration) float64 { return math.Round(d.Seconds()*1000) / 1
 // runShellOutput is the shell set's output tool: what a job wrote from the
 // call's cursor (from the start without one) within the budget, the cursor
 // to go on from, and eof once the job has finished.
-func runShellOutput(c *toolCall, a *shellOutputArgs) (any, error) {
+func runShellOutput(c *toolCall, a *shellOutputArgs) (answer, error) {
 	j, err := shellJob(c, a.Job)
 	if err != nil {
 		return nil, err
@@ -448,17 +448,17 @@ func runShellOutput(c *toolCall, a *shellOutputArgs) (any, error) {
 		return nil, err
 	}
 	finished := j.terminal() // before the read: a finished job's windows hold all it wrote
-	return fitShell(c, func(b shellBudget) any {
+	return wireValue(fitShell(c, func(b shellBudget) shellObject {
 		res, next := shellStreams(c.cfg, j, from, b, finished)
 		res["cursor"], res["eof"], res["job"], res["state"] = next.encode(j.id), finished, j.id, shellState(j)
 		return res
-	}), nil
+	})), nil
 }
 
 // runShellKill is the shell set's kill tool: KILL to a running job's tree,
 // at once and without waiting, as the toolkit's contract has it; the
 // answer says whether it was killed and its state now.
-func runShellKill(c *toolCall, a *shellJobArgs) (any, error) {
+func runShellKill(c *toolCall, a *shellJobArgs) (answer, error) {
 	j, err := shellJob(c, a.Job)
 	if err != nil {
 		return nil, err
@@ -469,7 +469,7 @@ func runShellKill(c *toolCall, a *shellJobArgs) (any, error) {
 			return nil, fmt.Errorf("cannot kill job '%s': %v", j.id, err)
 		}
 	}
-	return map[string]any{"job": j.id, "killed": shellKilled(j), "state": shellState(j)}, nil
+	return wireValue(shellObject{"job": j.id, "killed": shellKilled(j), "state": shellState(j)}), nil
 }
 
 // shellEvent is the toolkit's notifications/job params for a shell job's
@@ -488,7 +488,7 @@ func shellEvent(cfg *config, j *job, event string) map[string]any {
 
 // runShellAllowed is the shell set's allowed tool: the programs the
 // allowlist lets run, one a line, or a sentence saying any may.
-func runShellAllowed(c *toolCall, _ *noArgs) (any, error) {
+func runShellAllowed(c *toolCall, _ *noArgs) (answer, error) {
 	if c.cfg.allow == nil {
 		return textResult("Any program may run: no allow list is set (MCP_EXEC_ALLOW)."), nil
 	}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math"
 	"slices"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -77,19 +76,6 @@ func legacyTaskCapability(listable bool) map[string]any {
 	return c
 }
 
-// taskInstructions is what cfg's instructions add where tasks apply.
-func taskInstructions(cfg *config, form taskForm) string {
-	switch form {
-	case tasksLegacy:
-		return " A host may run " + taskToolsOf(cfg) + " as MCP tasks: the call answers at once and the host polls for its result."
-	case tasksModern:
-		if _, ok := toolsFor(cfg).byName["execute"]; ok {
-			return " With the MCP tasks extension, an execute that would yield answers as a task instead, which the host polls."
-		}
-	}
-	return ""
-}
-
 // task is one call the client polls.
 type task struct {
 	id      string
@@ -104,8 +90,8 @@ type task struct {
 	updated   time.Time
 	cancelled bool
 	settled   bool
-	res       any   // the call's result: toolText or toolResult
-	err       error // or the error the call failed with
+	res       answer // the call's result: toolText or toolResult
+	err       error  // or the error the call failed with
 }
 
 // taskBoard holds one session's tasks.
@@ -169,7 +155,7 @@ func (b *taskBoard) drop(t *task) {
 }
 
 // settle keeps the call's answer for t's ttl.
-func (b *taskBoard) settle(t *task, res any, err error) {
+func (b *taskBoard) settle(t *task, res answer, err error) {
 	t.mu.Lock()
 	t.res, t.err, t.settled = res, err, true
 	if !t.cancelled {
@@ -185,7 +171,7 @@ func (b *taskBoard) settle(t *task, res any, err error) {
 // answered with the task (CreateTaskResult) once the job has started or
 // the call has answered. c is the call run works with, its waiter on t's
 // context.
-func (b *taskBoard) runLegacy(t *task, c *toolCall, run func() (any, error)) func() (any, error) {
+func (b *taskBoard) runLegacy(t *task, c *toolCall, run func() (answer, error)) func() (answer, error) {
 	started := make(chan struct{})
 	var once sync.Once
 	c.toEnd = true
@@ -195,7 +181,7 @@ func (b *taskBoard) runLegacy(t *task, c *toolCall, run func() (any, error)) fun
 		t.mu.Unlock()
 		once.Do(func() { close(started) })
 	}
-	return func() (any, error) {
+	return func() (answer, error) {
 		b.running.Add(1) // counted from here on: this request is one already
 		go func() {
 			defer b.running.Done()
@@ -206,27 +192,30 @@ func (b *taskBoard) runLegacy(t *task, c *toolCall, run func() (any, error)) fun
 		case <-started:
 		case <-t.done:
 		}
-		return map[string]any{"task": t.view(false)}, nil
+		return wireValue(map[string]any{"task": t.view(false)}), nil
 	}
 }
 
-// answerModern is the run of a call from a client with the extension
-// (2026-07-28): a call whose job became a task (adopt) is answered with
-// resultType "task", any other as always.
-func answerModern(run func() (any, error)) func() (any, error) {
-	return func() (any, error) {
+// answerModern is the run of call c from a client with the extension
+// (2026-07-28), run being its handler: a call whose job would yield
+// becomes a task (adopt) and is answered with resultType "task", any other
+// as always.
+func (b *taskBoard) answerModern(c *toolCall, run func() (answer, error)) func() (answer, error) {
+	return func() (answer, error) {
 		res, err := run()
-		if made, ok := res.(becameTask); ok && err == nil {
-			return typedResult{resultType: "task", body: made.task.(*task).view(true)}, nil
+		// The one kind the tasks layer looks for: the rest go to reply.
+		if y, ok := res.(yieldedAnswer); ok && err == nil {
+			return typedResult{resultType: "task", body: b.adopt(c, y.job, y.later).view(true)}, nil
 		}
-		return res, err
+		return c.reply(res, err)
 	}
 }
 
 // adopt makes j, the running job of c's call that would yield, a task
 // (2026-07-28), found before the call answers. A background wait collects
-// the job when it ends and keeps render's result for the task.
-func (b *taskBoard) adopt(c *toolCall, j *job, render func() (any, error)) *task {
+// the job when it ends and keeps render's result, as the call's reply
+// makes it, for the task.
+func (b *taskBoard) adopt(c *toolCall, j *job, render func() (answer, error)) *task {
 	t := b.open(taskTTLDefault)
 	t.mu.Lock()
 	t.job = j
@@ -235,9 +224,9 @@ func (b *taskBoard) adopt(c *toolCall, j *job, render func() (any, error)) *task
 	go func() {
 		defer b.running.Done()
 		_, _, err := c.reg.await(&waiter{ctx: t.ctx}, []*job{j}, awaitOptions{})
-		var res any
+		var res answer
 		if err == nil {
-			res, err = render()
+			res, err = c.reply(render())
 		}
 		b.settle(t, res, err)
 	}()
@@ -263,7 +252,7 @@ func (b *taskBoard) find(params json.RawMessage) (*task, *rpcError) {
 // taskState is a task as read at one moment.
 type taskState struct {
 	status, message string
-	res             any
+	res             answer
 	err             error
 }
 
@@ -288,8 +277,8 @@ func (t *task) state(modern bool) taskState {
 		s.status, s.message, s.err = "failed", err.Error(), err
 	default:
 		s.status, s.res = "completed", res
-		if r, ok := res.(toolResult); ok && r.IsError {
-			s.message = clipText(r.Content[0].Text)
+		if failure := res.toolError(); failure != "" {
+			s.message = clipText(failure)
 			if !modern {
 				s.status = "failed"
 			}
@@ -346,7 +335,7 @@ func taskTTLOf(raw json.RawMessage) (time.Duration, *rpcError) {
 
 // get answers tasks/get: the flat Task; in 2026-07-28 with the call's
 // result once completed, or its error once failed.
-func (b *taskBoard) get(params json.RawMessage, modern bool) (any, error) {
+func (b *taskBoard) get(params json.RawMessage, modern bool) (answer, error) {
 	t, rerr := b.find(params)
 	if rerr != nil {
 		return nil, rerr
@@ -355,17 +344,17 @@ func (b *taskBoard) get(params json.RawMessage, modern bool) (any, error) {
 	if modern {
 		switch s.status {
 		case "completed":
-			v["result"] = callToolResult(s.res, true)
+			v["result"] = s.res.callResult(true)
 		case "failed":
 			v["error"] = rpcErrorOf(s.err)
 		}
 	}
-	return v, nil
+	return wireValue(v), nil
 }
 
 // result answers tasks/result (2025-11-25): it blocks until the call has
 // answered and returns exactly that, with the related-task _meta.
-func (b *taskBoard) result(ctx context.Context, params json.RawMessage, structured bool) (any, error) {
+func (b *taskBoard) result(ctx context.Context, params json.RawMessage, structured bool) (answer, error) {
 	t, rerr := b.find(params)
 	if rerr != nil {
 		return nil, rerr
@@ -381,9 +370,9 @@ func (b *taskBoard) result(ctx context.Context, params json.RawMessage, structur
 	if err != nil {
 		return nil, rpcErrorOf(err)
 	}
-	obj := callToolResult(res, structured)
-	obj["_meta"] = map[string]any{metaRelatedTask: map[string]any{"taskId": t.id}}
-	return obj, nil
+	obj := res.callResult(structured)
+	obj.Meta = map[string]any{metaRelatedTask: map[string]any{"taskId": t.id}}
+	return wireValue(obj), nil
 }
 
 // cancel answers tasks/cancel: the task is cancelled, then its job's whole
@@ -391,7 +380,7 @@ func (b *taskBoard) result(ctx context.Context, params json.RawMessage, structur
 // and its death awaited; a call with no job yet, or a tree that survived,
 // is ended as a cancelled call is. 2025-11-25 answers the Task (an ended
 // task is -32602); 2026-07-28 acknowledges, cancelling being cooperative.
-func (b *taskBoard) cancel(ctx context.Context, params json.RawMessage, modern bool) (any, error) {
+func (b *taskBoard) cancel(ctx context.Context, params json.RawMessage, modern bool) (answer, error) {
 	t, rerr := b.find(params)
 	if rerr != nil {
 		return nil, rerr
@@ -404,7 +393,7 @@ func (b *taskBoard) cancel(ctx context.Context, params json.RawMessage, modern b
 	t.mu.Unlock()
 	switch {
 	case ended && modern:
-		return struct{}{}, nil
+		return wireValue(struct{}{}), nil
 	case ended:
 		return nil, newError(codeInvalidParams, "invalid params: task %s has already ended (%s); there is nothing to cancel", t.id, t.state(false).status)
 	}
@@ -421,14 +410,14 @@ func (b *taskBoard) cancel(ctx context.Context, params json.RawMessage, modern b
 		t.stop() // its call ends as a cancelled one does: the job is torn down
 	}
 	if modern {
-		return struct{}{}, nil
+		return wireValue(struct{}{}), nil
 	}
-	return t.view(false), nil
+	return wireValue(t.view(false)), nil
 }
 
 // list answers tasks/list (2025-11-25): every task, oldest first, in one
 // page.
-func (b *taskBoard) list(params json.RawMessage) (any, error) {
+func (b *taskBoard) list(params json.RawMessage) (answer, error) {
 	p, _ := decodeObject(params)
 	if c, ok := p["cursor"]; ok && !isNull(c) {
 		return nil, newError(codeInvalidParams, "invalid params: tasks/list answers in one page and issued no cursor")
@@ -444,50 +433,16 @@ func (b *taskBoard) list(params json.RawMessage) (any, error) {
 	for i, t := range tasks {
 		views[i] = t.view(false)
 	}
-	return map[string]any{"tasks": views}, nil
+	return wireValue(map[string]any{"tasks": views}), nil
 }
 
 // update answers tasks/update (2026-07-28). No task of this server asks
 // for input (a job that reads stdin gets it from the input tool), so any
 // update is refused.
-func (b *taskBoard) update(params json.RawMessage) (any, error) {
+func (b *taskBoard) update(params json.RawMessage) (answer, error) {
 	t, rerr := b.find(params)
 	if rerr != nil {
 		return nil, rerr
 	}
 	return nil, newError(codeInvalidParams, "invalid params: task %s asks for no input; a job reading stdin gets it from the input tool (%s)", t.id, t.state(true).message)
-}
-
-// callToolResult is a call's result as a CallToolResult object, as its
-// reply would carry it (structured: with structuredContent).
-func callToolResult(res any, structured bool) map[string]any {
-	switch r := res.(type) {
-	case toolText:
-		obj := map[string]any{"content": []textContent{{Type: "text", Text: string(r)}}}
-		if structured {
-			obj["structuredContent"] = json.RawMessage(r)
-			if wrapsStructured(r) { // as textReply does
-				obj["structuredContent"] = map[string]any{"results": json.RawMessage(r)}
-			}
-		}
-		return obj
-	case toolResult:
-		obj := map[string]any{"content": r.Content}
-		if r.IsError {
-			obj["isError"] = true
-		}
-		return obj
-	}
-	return map[string]any{"content": []textContent{{Type: "text", Text: fmt.Sprint(res)}}}
-}
-
-// taskToolsOf names the tools of cfg that may run as tasks.
-func taskToolsOf(cfg *config) string {
-	var names []string
-	for _, t := range toolsFor(cfg).list {
-		if t.taskSupport {
-			names = append(names, t.name)
-		}
-	}
-	return strings.Join(names, ", ")
 }

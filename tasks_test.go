@@ -263,12 +263,12 @@ func TestCallToolResultIsWhatTheReplyCarries(t *testing.T) {
 	for _, text := range []string{`{"job_id":"1","state":"success"}`, `[{"job_id":"1"}]`} {
 		line := textReply(json.RawMessage("1"), replyShape{structured: true}, []byte(text))
 		want := decodeReply(t, line)["result"]
-		b, err := marshal(callToolResult(toolText(text), true))
+		b, err := marshal(toolText(text).callResult(true))
 		if err != nil {
 			t.Fatal(err)
 		}
 		if got := decodeReply(t, b); !reflect.DeepEqual(got, want) {
-			t.Errorf("callToolResult(%s) = %v, the reply carries %v", text, got, want)
+			t.Errorf("callResult(%s) = %v, the reply carries %v", text, got, want)
 		}
 	}
 }

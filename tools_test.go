@@ -8,13 +8,14 @@ import (
 )
 
 // runTool runs a tool handler the way a session does, minus the protocol.
-func runTool[A any](t *testing.T, reg *registry, handle func(*toolCall, *A) (any, error), args *A) *resultJSON {
+func runTool[A any](t *testing.T, reg *registry, handle func(*toolCall, *A) (answer, error), args *A) *resultJSON {
 	t.Helper()
-	res, err := handle(&toolCall{reg: reg, cfg: reg.cfg, waiter: plainWaiter()}, args)
+	c := &toolCall{reg: reg, cfg: reg.cfg, waiter: plainWaiter(), dialect: dialect{agent: reg.cfg.profile == profileAgent}}
+	res, err := handle(c, args)
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, ok := res.(*resultJSON)
+	r, ok := answeredResult(res)
 	if !ok {
 		t.Fatalf("handler answered %T", res)
 	}
@@ -24,6 +25,20 @@ func runTool[A any](t *testing.T, reg *registry, handle func(*toolCall, *A) (any
 		}
 	})
 	return r
+}
+
+// answeredResult is the one job result a handler answered, as a plain call
+// gets it (a yielded execute's running entry); false for another answer.
+func answeredResult(a answer) (*resultJSON, bool) {
+	if y, ok := a.(yieldedAnswer); ok {
+		a = y.now()
+	}
+	j, ok := a.(jsonAnswer)
+	if !ok {
+		return nil, false
+	}
+	r, ok := j.body.(*resultJSON)
+	return r, ok
 }
 
 // TestYieldAfterReturnsRunningJob: a blocking execute with yield_after hands
@@ -116,7 +131,7 @@ func TestListJobsWithinBudget(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	text := res.(json.RawMessage)
+	text := res.(toolText)
 	if quotedLen(text) > minReplyBytes {
 		t.Errorf("%d escaped bytes for a budget of %d", quotedLen(text), minReplyBytes)
 	}

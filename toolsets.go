@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
-	"sync"
 )
 
 // A tool set is one system's tool contract over the same jobs: the seven
@@ -15,8 +14,10 @@ import (
 
 // toolSet is one row of toolSets.
 type toolSet struct {
-	tools        func(cfg *config) []toolSpec
-	instructions func(cfg *config) string // advice to the model, with {placeholders}
+	tools func(cfg *config) []toolSpec
+	// instructions is the set's advice to the model, with {placeholders},
+	// in the words of d (the agent profile's, or the usual).
+	instructions func(cfg *config, d dialect) string
 }
 
 // toolSets is every tool set, by its MCP_EXEC_TOOLS name.
@@ -35,15 +36,9 @@ type toolTable struct {
 // names lists the table's tool names in order.
 func (t *toolTable) names() []string { return toolNamesOf(t.list) }
 
-// toolTables caches the table of each configuration.
-var toolTables sync.Map // *config → *toolTable
-
-// toolsFor is the table of the tool sets cfg offers, in the order it names
-// them. Two tools of one name are a programming error: it panics.
+// toolsFor builds the table of the tool sets cfg offers, in the order it
+// names them. Two tools of one name are a programming error: it panics.
 func toolsFor(cfg *config) *toolTable {
-	if t, ok := toolTables.Load(cfg); ok {
-		return t.(*toolTable)
-	}
 	table := &toolTable{byName: map[string]*toolSpec{}}
 	for _, name := range cfg.offered() {
 		table.list = append(table.list, toolSets[name].tools(cfg)...)
@@ -55,30 +50,87 @@ func toolsFor(cfg *config) *toolTable {
 		}
 		table.byName[t.name] = t
 	}
-	t, _ := toolTables.LoadOrStore(cfg, table)
-	return t.(*toolTable)
+	return table
 }
 
-// instructionsFor is the initialize result's advice to the model under cfg:
-// each offered set's, then the policy in force.
-func instructionsFor(cfg *config) string {
-	sets := cfg.offered()
+// toolBook is what one configuration offers, computed once when the
+// server is made and never changed after: its table of tools and the
+// tools/list result of every dialect a client can speak. Sessions share
+// it without a lock.
+type toolBook struct {
+	cfg   *config
+	table *toolTable
+	lists map[dialect]map[string]any // tools/list results, by the dialect they are for
+}
+
+// newToolBook computes cfg's book.
+func newToolBook(cfg *config) *toolBook {
+	b := &toolBook{cfg: cfg, table: toolsFor(cfg), lists: map[dialect]map[string]any{}}
+	legacy, structured, modern := replyShape{}, replyShape{structured: true}, replyShape{modern: true, structured: true}
+	// The dialects a request can have: structured from 2025-06-18 on and
+	// always in the modern era; each era its own tasks.
+	for _, d := range []dialect{
+		b.dialectOf(legacy, tasksOff),
+		b.dialectOf(structured, tasksOff),
+		b.dialectOf(structured, tasksLegacy),
+		b.dialectOf(modern, tasksOff),
+		b.dialectOf(modern, tasksModern),
+	} {
+		b.lists[d] = b.listFor(d)
+	}
+	return b
+}
+
+// dialectOf is the dialect of a request dressed as shape whose client may
+// use tasks of form, under the book's configuration.
+func (b *toolBook) dialectOf(shape replyShape, tasks taskForm) dialect {
+	return dialect{replyShape: shape, tasks: tasks, agent: b.cfg.profile == profileAgent}
+}
+
+// instructions is the advice to the model a client speaking d is given:
+// each offered set's, then the policy in force, then what tasks add.
+func (b *toolBook) instructions(d dialect) string {
+	sets := b.cfg.offered()
 	parts := make([]string, len(sets))
 	for i, name := range sets {
-		parts[i] = toolSets[name].instructions(cfg)
+		parts[i] = toolSets[name].instructions(b.cfg, d)
 	}
-	return placeholders(cfg).Replace(strings.Join(parts, " ") + "{policy}")
+	return placeholders(b.cfg).Replace(strings.Join(parts, " ")+"{policy}") + b.taskInstructions(d.tasks)
+}
+
+// taskInstructions is what the instructions add where tasks of form apply.
+func (b *toolBook) taskInstructions(form taskForm) string {
+	switch form {
+	case tasksLegacy:
+		return " A host may run " + b.taskTools() + " as MCP tasks: the call answers at once and the host polls for its result."
+	case tasksModern:
+		if _, ok := b.table.byName["execute"]; ok {
+			return " With the MCP tasks extension, an execute that would yield answers as a task instead, which the host polls."
+		}
+	}
+	return ""
+}
+
+// taskTools names the tools that may run as tasks.
+func (b *toolBook) taskTools() string {
+	var names []string
+	for _, t := range b.table.list {
+		if t.taskSupport {
+			names = append(names, t.name)
+		}
+	}
+	return strings.Join(names, ", ")
 }
 
 // prepareTool readies tool name with raw arguments (a JSON object, or nil
-// for none) and returns the run that answers the call. It runs as the call
-// is read: arguments are bound and the jobs they name are held now (see
-// holdJobs), the work happens when run is called. An unknown tool wraps
-// errUnknownTool and a malformed arguments object errBadParams; a run
-// returns errCancelled or a result, a tool error result for anything about
-// argument values or job state.
-func prepareTool(c *toolCall, name string, args json.RawMessage) (run func() (any, error), err error) {
-	table := toolsFor(c.cfg)
+// for none) and returns the run of its handler, whose answer c.reply makes
+// the call's result. It runs as the call is read: arguments are bound and
+// the jobs they name are held now (see holdJobs), the work happens when
+// run is called. An unknown tool wraps errUnknownTool and a malformed
+// arguments object errBadParams; a run returns the handler's answer or
+// error (argument values, job state: a tool error once replied).
+func (b *toolBook) prepareTool(c *toolCall, name string, args json.RawMessage) (run func() (answer, error), err error) {
+	table := b.table
 	t, ok := table.byName[name]
 	if !ok {
 		return nil, fmt.Errorf("%w: %s (the tools are %s)", errUnknownTool, clipText(name), strings.Join(table.names(), ", "))
@@ -91,22 +143,10 @@ func prepareTool(c *toolCall, name string, args json.RawMessage) (run func() (an
 	}
 	handle, failed := t.prepare(c, raw)
 	if failed != nil {
-		return func() (any, error) { return toolFailure(failed), nil }, nil
+		return func() (answer, error) { return toolFailure(failed), nil }, nil
 	}
-	return func() (any, error) {
-		res, err := handle()
-		return c.reply(res, err)
-	}, nil
+	return handle, nil
 }
-
-// taskForm is which revision's tasks a request may use.
-type taskForm int
-
-const (
-	tasksOff    taskForm = iota // the client declared no tasks: today's behaviour, byte for byte
-	tasksLegacy                 // 2025-11-25, declared at initialize
-	tasksModern                 // 2026-07-28, the extension declared in the request's _meta
-)
 
 // taskDescription is what a tool's description adds where tasks apply.
 func taskDescription(t *toolSpec, form taskForm) string {
@@ -119,37 +159,32 @@ func taskDescription(t *toolSpec, form taskForm) string {
 	return ""
 }
 
-// toolLists caches the tools/list result of each configuration and shape.
-var toolLists sync.Map // toolListKey → map[string]any
-
-// toolListKey names one cached tools/list result.
-type toolListKey struct {
-	cfg                *config
-	structured, modern bool
-	tasks              taskForm
-}
-
 // toolListTTLMs is how long a modern client may cache tools/list: the list
 // changes only when the server restarts with other settings.
 const toolListTTLMs = 3600000
 
-// toolListWith is the tools/list result under cfg for a client of the
-// tasks form given: the table, with the values in force written into the
-// descriptions; structured (2025-06-18 on) with titles and output
-// schemas, modern (2026-07-28) with caching advice; the tools that run as
-// tasks say so (in 2025-11-25 also with execution.taskSupport).
-func toolListWith(cfg *config, structured, modern bool, tasks taskForm) map[string]any {
-	key := toolListKey{cfg, structured, modern, tasks}
-	if l, ok := toolLists.Load(key); ok {
-		return l.(map[string]any)
+// toolList is the tools/list result for a client speaking d, as the book
+// computed it.
+func (b *toolBook) toolList(d dialect) map[string]any {
+	if l, ok := b.lists[d]; ok {
+		return l
 	}
+	return b.listFor(d) // no request has such a dialect: computed, not kept
+}
+
+// listFor is the tools/list result for a client speaking d: the table,
+// with the values in force written into the descriptions; structured
+// (2025-06-18 on) with titles and output schemas, modern (2026-07-28) with
+// caching advice; the tools that run as tasks say so (in 2025-11-25 also
+// with execution.taskSupport).
+func (b *toolBook) listFor(d dialect) map[string]any {
+	cfg, tasks := b.cfg, d.tasks
 	fill := placeholders(cfg)
-	tools := toolsFor(cfg).list
+	tools := b.table.list
 	list := make([]map[string]any, 0, len(tools))
-	agent := cfg.profile == profileAgent
 	for i := range tools {
 		t := &tools[i]
-		text := textOf(t, cfg)
+		text := textOf(t, d)
 		docs := make(map[string]string, len(text.docs))
 		for k, v := range text.docs {
 			docs[k] = fill.Replace(v)
@@ -158,7 +193,7 @@ func toolListWith(cfg *config, structured, modern bool, tasks taskForm) map[stri
 		if tasks == tasksLegacy && t.taskSupport {
 			tool["execution"] = map[string]any{"taskSupport": "optional"}
 		}
-		if agent {
+		if d.agent {
 			tool["inputSchema"] = plainSchemaOf(t.params, docs)
 		} else {
 			tool["inputSchema"] = schemaOf(t.params, docs)
@@ -166,11 +201,11 @@ func toolListWith(cfg *config, structured, modern bool, tasks taskForm) map[stri
 		if hints := annotationsFor(*t, cfg); len(hints) > 0 {
 			tool["annotations"] = hints
 		}
-		if structured {
+		if d.structured {
 			tool["title"] = t.title
 			switch {
 			case t.output == nil:
-			case agent:
+			case d.agent:
 				tool["outputSchema"] = openObjectSchema()
 			default:
 				tool["outputSchema"] = t.output()
@@ -179,12 +214,11 @@ func toolListWith(cfg *config, structured, modern bool, tasks taskForm) map[stri
 		list = append(list, tool)
 	}
 	result := map[string]any{"tools": list}
-	if modern {
+	if d.modern {
 		result["ttlMs"] = toolListTTLMs
 		result["cacheScope"] = "public"
 	}
-	l, _ := toolLists.LoadOrStore(key, result)
-	return l.(map[string]any)
+	return result
 }
 
 // annotationsFor is a tool's annotations under cfg. A tool that runs jobs

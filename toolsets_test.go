@@ -104,5 +104,50 @@ func TestToolListSizes(t *testing.T) {
 // toolListFor is the tools/list result under cfg for a client that
 // declared no tasks.
 func toolListFor(cfg *config, structured, modern bool) map[string]any {
-	return toolListWith(cfg, structured, modern, tasksOff)
+	b := newToolBook(cfg)
+	return b.toolList(b.dialectOf(replyShape{modern: modern, structured: structured}, tasksOff))
+}
+
+// instructionsFor is the instructions under cfg for a client that
+// declared no tasks.
+func instructionsFor(cfg *config) string {
+	b := newToolBook(cfg)
+	return b.instructions(b.dialectOf(replyShape{}, tasksOff))
+}
+
+// TestToolBookHoldsEveryDialectsList: every dialect a session can decide
+// for a request (each legacy revision before and after initialize, with
+// and without tasks, and the modern era with and without the extension)
+// finds its tools/list in the book, computed when the book was, and it
+// is the list computing it afresh gives.
+func TestToolBookHoldsEveryDialectsList(t *testing.T) {
+	for _, cfg := range []*config{testConfig(), configOf(t, "MCP_EXEC_PROFILE=agent", "MCP_EXEC_TOOLS=jobs,exec,shell")} {
+		b := newToolBook(cfg)
+		negotiated := append([]string{""}, supportedVersions...)
+		for _, rev := range negotiated {
+			for _, form := range []taskForm{tasksOff, tasksLegacy} {
+				if form == tasksLegacy && rev != tasksVersion {
+					continue // tasks are declared only by a 2025-11-25 client
+				}
+				checkBookList(t, b, b.dialectOf(shapeOf(false, rev), form))
+			}
+		}
+		for _, form := range []taskForm{tasksOff, tasksModern} {
+			checkBookList(t, b, b.dialectOf(shapeOf(true, ""), form))
+		}
+	}
+}
+
+// checkBookList fails t unless b holds d's tools/list, equal to a fresh one.
+func checkBookList(t *testing.T, b *toolBook, d dialect) {
+	t.Helper()
+	held, ok := b.lists[d]
+	if !ok {
+		t.Fatalf("no tools/list in the book for %+v", d)
+	}
+	got, _ := marshal(held)
+	want, _ := marshal(b.listFor(d))
+	if !bytes.Equal(got, want) {
+		t.Errorf("%+v: the book's list differs from a fresh one", d)
+	}
 }
