@@ -64,8 +64,9 @@ type job struct {
 	tree     jobTree       // what links processes outside its group to it
 	inputMu  sync.Mutex    // guards sighting
 	sighting inputSighting // the last time a process was seen blocked reading input
-	// prompts: 1.2's reports of input wanted apply (waitingForInput),
-	// under the agent profile or on a terminal, which no 1.0 client asks for.
+	// prompts: 1.2's reports of input wanted apply (waitingForInput):
+	// its request asked for them (reportPrompts), or it runs on a
+	// terminal, which no 1.0 client asks for.
 	prompts bool
 
 	// eventMu orders the job's two events, and its two job log lines:
@@ -133,6 +134,10 @@ type startRequest struct {
 	keepTail   int          // last bytes of each stream kept, at least
 	keepFailed bool         // a job that cannot start stays listed, finished
 	cwdReport  *cwdReport   // a command's shell writes here where it ended; nil: not asked
+	// reportPrompts: a process silent at a prompt for a second counts as
+	// waiting for input from one look (see waitingForInputAtOnce), and
+	// the job's replies say so. A job on a terminal has it regardless.
+	reportPrompts bool
 }
 
 // jobContract is what one tool contract asks of every job it starts: how

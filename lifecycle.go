@@ -44,6 +44,7 @@ type ranJob struct {
 // returned. When ended, the client has room for the reply (see
 // roomForReply).
 func (c *toolCall) runJob(run jobRun) (ranJob, error) {
+	run.reportPrompts = c.cfg.profile == profileAgent // the one place a start learns of the profile
 	j, started, err := c.reg.start(run.startRequest)
 	if err != nil || !started {
 		return ranJob{job: j}, err

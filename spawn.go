@@ -97,7 +97,7 @@ func (j *job) launch(cfg *config, req startRequest, onExit func(exitStatus)) (er
 	j.stdin.eofByte = req.tty != nil
 	j.inputEnd = inputEndOf(in.child, req.tty != nil)
 	j.tree.notePipes(in.child, out.child, errp.child)
-	j.prompts = cfg.profile == profileAgent || req.tty != nil
+	j.prompts = req.reportPrompts || req.tty != nil // a terminal is where prompts are read, whoever asks
 	if req.streamed {
 		j.outGate, j.errGate = newReadGate(), newReadGate()
 	}
