@@ -19,7 +19,10 @@ const deliveryRounds = 200
 func watchersOf(reg *registry, j *job) int {
 	reg.mu.Lock()
 	defer reg.mu.Unlock()
-	return j.watchers
+	if e := reg.entries[j]; e != nil {
+		return e.watchers
+	}
+	return 0
 }
 
 // awaitWatchers waits until n calls are under way on j.

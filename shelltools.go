@@ -394,7 +394,7 @@ func shellState(j *job) string {
 
 // shellKilled reports whether the server killed j for its caller: by the
 // kill tool, or its timeout.
-func shellKilled(j *job) bool { return j.killSent.Load() || j.timedOut.Load() }
+func shellKilled(j *job) bool { return j.killWasSent() || j.hitTimeLimit() }
 
 // shellPollJSON is sh_poll's result; its keys sort as the toolkit's do.
 type shellPollJSON struct {
@@ -464,7 +464,7 @@ func runShellKill(c *toolCall, a *shellJobArgs) (any, error) {
 		return nil, err
 	}
 	if !j.terminal() {
-		j.killSent.Store(true)
+		j.markKillSent()
 		if err := j.signal(syscall.SIGKILL); err != nil {
 			return nil, fmt.Errorf("cannot kill job '%s': %v", j.id, err)
 		}

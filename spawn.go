@@ -102,9 +102,9 @@ func (j *job) launch(cfg *config, req startRequest, onExit func(exitStatus)) (er
 		j.outGate, j.errGate = newReadGate(), newReadGate()
 	}
 	j.onPipes = req.tty == nil
-	j.endsLeft.Store(3) // the exit and both pumps' ends; see registry.exited
-	j.stdoutPump = startPump(out.ours, j.stdout, j.outGate, j.endSeen)
-	j.errPump = startPump(errp.ours, j.stderr, j.errGate, j.endSeen)
+	j.pipesOpen = 2 // before the pumps run: each end counts down; see readyToPublish
+	j.stdoutPump = startPump(out.ours, j.stdout, j.outGate, j)
+	j.errPump = startPump(errp.ours, j.stderr, j.errGate, j)
 	dir, release, err := pinDir(cfg, req.dir)
 	if err != nil {
 		return err
