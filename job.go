@@ -44,13 +44,13 @@ type job struct {
 	started             time.Time
 	onPipes             bool // its output comes through pipes, not a terminal
 
-	tmpDir   string       // the private TMPDIR of a sandboxed job; "" for none
-	command  string       // what was asked to run, its first characters, for job events
-	program  string       // the program asked for (argv[0], or the shell), for the shell set's events
-	contract *jobContract // what the caller that started it asked of it; nil: the defaults
-	silent   bool         // it sends no events
-	inputEnd inputEnd     // its stdin pipe or terminal, to see a process blocked reading it
-	tree     jobTree      // what links processes outside its group to it
+	tmpDir   string      // the private TMPDIR of a sandboxed job; "" for none
+	command  string      // what was asked to run, its first characters, for job events
+	program  string      // the program asked for (argv[0], or the shell), for the shell set's events
+	contract jobContract // what the caller that started it asked of it; nil: the defaults
+	silent   bool        // it sends no events
+	inputEnd inputEnd    // its stdin pipe or terminal, to see a process blocked reading it
+	tree     jobTree     // what links processes outside its group to it
 	// prompts: 1.2's reports of input wanted apply (waitingForInput):
 	// its request asked for them (reportPrompts), or it runs on a
 	// terminal, which no 1.0 client asks for.
@@ -278,13 +278,13 @@ type startRequest struct {
 
 	// What a tool contract asks beyond the defaults; the zero values are
 	// 1.0's.
-	contract   *jobContract // how the job is named and told; nil: numbered, never told
-	silent     bool         // send no events: the caller blocks on it anyway
-	unsetEnv   []string     // variables removed from the job's environment
-	keepHead   int          // first bytes of each stream kept, at least
-	keepTail   int          // last bytes of each stream kept, at least
-	keepFailed bool         // a job that cannot start stays listed, finished
-	cwdReport  *cwdReport   // a command's shell writes here where it ended; nil: not asked
+	contract   jobContract // how the job is named and told; nil: numbered, never told
+	silent     bool        // send no events: the caller blocks on it anyway
+	unsetEnv   []string    // variables removed from the job's environment
+	keepHead   int         // first bytes of each stream kept, at least
+	keepTail   int         // last bytes of each stream kept, at least
+	keepFailed bool        // a job that cannot start stays listed, finished
+	cwdReport  *cwdReport  // a command's shell writes here where it ended; nil: not asked
 	// reportPrompts: a process silent at a prompt for a second counts as
 	// waiting for input from one look (see waitingForInputAtOnce), and
 	// the job's replies say so. A job on a terminal has it regardless.
@@ -293,12 +293,19 @@ type startRequest struct {
 
 // jobContract is what one tool contract asks of every job it starts: how
 // the job's id is minted and how its start and end are told. The registry
-// calls both and knows nothing else of the contract; a contract compares
-// jobs' contracts by identity to tell its own jobs from others'. Its
-// functions must not block: events are made on the reaper's goroutine.
-type jobContract struct {
-	name   func(seq uint64, unguessable bool) string              // mints an id; nil: the next number
-	events func(cfg *config, j *job, event string) map[string]any // notifications/job params; nil, or a nil result: none sent
+// and the session call it and know nothing else of the contract; a
+// contract compares jobs' contracts with its own value to tell its jobs
+// from others'. Neither method may block: events are made on the
+// goroutine that tells them (the reaper's, a pump's, or the starting
+// call's), outside every lock.
+type jobContract interface {
+	// jobID mints the id of the seq'th job of a session (unguessable:
+	// the transport lets clients try each other's ids); ok false leaves
+	// the registry's own (the number, or random bits).
+	jobID(seq uint64, unguessable bool) (id string, ok bool)
+	// jobEvent is the notifications/job params telling that j "started"
+	// or "finished"; nil: none is sent.
+	jobEvent(cfg *config, j *job, event string) map[string]any
 }
 
 // inputSighting is a process seen blocked reading its job's input: which,

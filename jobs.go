@@ -35,10 +35,9 @@ type registry struct {
 	// the first job starts.
 	everywhere *jobSlots
 	randomIDs  bool
-	// onEvent, when set, hears each job's start and end, once each; it
-	// must not block (publish calls it on the reaper's goroutine).
-	onEvent func(j *job, event string)
-	expired expiredJobs // why recently forgotten jobs were, for their ids' errors
+	// observer, when set, hears each job's start and end, once each.
+	observer jobObserver
+	expired  expiredJobs // why recently forgotten jobs were, for their ids' errors
 	// delivered holds the ids of the jobs delivered last, for their errors
 	// to say so.
 	delivered expiredJobs
@@ -171,9 +170,9 @@ func (r *registry) listLocked(j *job) {
 	}
 }
 
-// announceStart tells onEvent, if set and tell, that j started, and then
-// that it finished if that was published first; the job log, if any, hears
-// both in the same order. req is what j was started with, its cwd admitted.
+// announceStart tells the observer, if set and tell, that j started, and
+// then that it finished if that was published first; the job log, if any,
+// hears both in the same order. req is what j was started with, its cwd admitted.
 func (r *registry) announceStart(j *job, req startRequest, tell bool) {
 	j.mu.Lock()
 	j.startTold = true
@@ -184,8 +183,8 @@ func (r *registry) announceStart(j *job, req startRequest, tell bool) {
 	r.tellQueued(j) // unlocks j.mu
 }
 
-// announceEnd moves j to ended and tells onEvent, if set, and the job log
-// that j finished, once its start has been told.
+// announceEnd moves j to ended and tells the observer, if set, and the job
+// log that j finished, once its start has been told.
 func (r *registry) announceEnd(j *job) {
 	j.mu.Lock()
 	j.state = jobEnded
@@ -198,8 +197,8 @@ func (r *registry) announceEnd(j *job) {
 // tellQueued tells what j.toTell holds, in order, unless another
 // goroutine is already telling it (it tells what is queued meanwhile too).
 // Called with j.mu held; it returns with j.mu released, and never holds it
-// while telling: onEvent and the job log may read the job through its
-// lock.
+// while telling: the observer and the job log may read the job through
+// its lock.
 func (r *registry) tellQueued(j *job) {
 	if j.telling {
 		j.mu.Unlock()
@@ -217,7 +216,7 @@ func (r *registry) tellQueued(j *job) {
 	j.mu.Unlock()
 }
 
-// tell tells the job log and, for an event, onEvent one announcement.
+// tell tells the job log and, for an event, the observer one announcement.
 func (r *registry) tell(j *job, t jobTiding) {
 	switch {
 	case t.start && r.log != nil:
@@ -234,10 +233,20 @@ func (r *registry) tell(j *job, t jobTiding) {
 	}
 }
 
-// event tells onEvent, if set, that j started or finished.
+// jobObserver hears each job's start and end (a session, which sends
+// them as notifications).
+type jobObserver interface {
+	// jobEvent is called once with "started" and then once with
+	// "finished" for each job that is not silent, outside every lock, on
+	// the goroutine that tells them (the reaper's, a pump's, or the
+	// starting call's); it must not block.
+	jobEvent(j *job, event string)
+}
+
+// event tells the observer, if set, that j started or finished.
 func (r *registry) event(j *job, event string) {
-	if r.onEvent != nil && !j.silent {
-		r.onEvent(j, event)
+	if r.observer != nil && !j.silent {
+		r.observer.jobEvent(j, event)
 	}
 }
 
@@ -271,8 +280,10 @@ func commandWords(req startRequest) string {
 // number, or 128 random bits in hex. Caller holds r.mu.
 func (r *registry) newID(req startRequest) string {
 	r.nextID++
-	if req.contract != nil && req.contract.name != nil {
-		return req.contract.name(r.nextID, r.randomIDs)
+	if req.contract != nil {
+		if id, ok := req.contract.jobID(r.nextID, r.randomIDs); ok {
+			return id
+		}
 	}
 	if r.randomIDs {
 		return randomID()
@@ -584,7 +595,7 @@ type awaitOptions struct {
 	yieldOnInput bool      // also return once a job waits for input
 	// stopEarly, when set, is asked every stopEvery whether to return now
 	// with nothing delivered (a wait's until).
-	stopEarly func() bool
+	stopEarly earlyStopper
 	stopEvery time.Duration
 	// ownJob: the call started the job and nobody else knows its id, so
 	// a reply that never arrives forgets it (as a cancelled execute does)
@@ -609,7 +620,7 @@ func (r *registry) await(w *waiter, jobs []*job, opts awaitOptions) (delivered m
 		if !opts.deadline.IsZero() && !time.Now().Before(opts.deadline) {
 			return nil, false, nil
 		}
-		if opts.stopEarly != nil && opts.stopEarly() {
+		if opts.stopEarly != nil && opts.stopEarly.stopNow() {
 			return nil, false, nil
 		}
 		wake := opts.deadline
@@ -635,6 +646,14 @@ func (r *registry) await(w *waiter, jobs []*job, opts awaitOptions) (delivered m
 			return nil, false, err
 		}
 	}
+}
+
+// earlyStopper ends a wait before any of its jobs finished.
+type earlyStopper interface {
+	// stopNow reports whether the wait returns now, with nothing
+	// delivered. It is asked on the waiting call's goroutine, with no
+	// lock held.
+	stopNow() bool
 }
 
 // handoffOf is where await records what it delivers.
