@@ -83,8 +83,9 @@ type job struct {
 // jobPublisher publishes a job's end: makes its outcome final and wakes
 // its waiters (the registry that started it).
 type jobPublisher interface {
-	// publish is called once per job, on the reaper's or a pump's
-	// goroutine, when readyToPublish says so; it must not block.
+	// publish is called once per job, when readyToPublish says so, on
+	// the reaper's goroutine, a pump's, or the one that waited for the
+	// output to settle; it must not block.
 	publish(j *job, end jobEnd)
 }
 

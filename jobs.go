@@ -172,7 +172,8 @@ func (r *registry) listLocked(j *job) {
 
 // announceStart tells the observer, if set and tell, that j started, and
 // then that it finished if that was published first; the job log, if any,
-// hears both in the same order. req is what j was started with, its cwd admitted.
+// hears both in the same order. req is what j was started with, its cwd
+// admitted. It returns once both are told.
 func (r *registry) announceStart(j *job, req startRequest, tell bool) {
 	j.mu.Lock()
 	j.startTold = true
@@ -184,7 +185,9 @@ func (r *registry) announceStart(j *job, req startRequest, tell bool) {
 }
 
 // announceEnd moves j to ended and tells the observer, if set, and the job
-// log that j finished, once its start has been told.
+// log that j finished, once its start has been told: by itself, or, when
+// announceStart is telling at that moment, by announceStart right after
+// the start.
 func (r *registry) announceEnd(j *job) {
 	j.mu.Lock()
 	j.state = jobEnded
