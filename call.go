@@ -221,12 +221,16 @@ type toolCall struct {
 	// reply, for its client to have room for the reply; nil when the
 	// transport bounds nothing (see roomForReply).
 	room replyRoom
-	// toEnd says the call runs as a task (2025-11-25): its job is waited
-	// for to the end, whatever the call asked (runJob). onStart, when set,
-	// hears the start of the call's job.
-	toEnd   bool
-	onStart func(j *job)
+	// waitToEnd says the call's job is waited for to the end, whatever the
+	// call asked (runJob): set where a task form asks for it. onStart, when
+	// set, hears the start of the call's job.
+	waitToEnd bool
+	onStart   func(j *job)
 }
+
+// reportsPrompts says whether the call's jobs report a wait for input as
+// it happens (waiting_for_input): the agent profile asks for it.
+func (c *toolCall) reportsPrompts() bool { return c.dialect.agent }
 
 // replyRoom is room for one reply among those waiting for the client to
 // read them. take waits until there is room and holds it until the reply

@@ -210,7 +210,7 @@ func execRefusal(c *toolCall, active int) toolResult {
 	oldest := 0.0
 	for _, j := range running {
 		state := "running"
-		if j.timedOut.Load() {
+		if j.hitTimeLimit() {
 			state = "timing_out"
 		}
 		states[state]++

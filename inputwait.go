@@ -37,8 +37,8 @@ func (j *job) waitingForInput() bool {
 // seenWaiting reports whether j might be waiting for input without looking
 // at /proc: a look has seen a reader that it has not seen go since.
 func (j *job) seenWaiting() bool {
-	j.inputMu.Lock()
-	defer j.inputMu.Unlock()
+	j.mu.Lock()
+	defer j.mu.Unlock()
 	return j.sighting.pid != 0
 }
 
@@ -72,8 +72,8 @@ func (j *job) waitingForInputAmong(members []procInfo) bool {
 	pid, runs, blocked := blockedReading(members, j.inputEnd, j.pid)
 	now := time.Now()
 	silent := j.prompts && j.silentFor(now) >= inputWaitDuration
-	j.inputMu.Lock()
-	defer j.inputMu.Unlock()
+	j.mu.Lock()
+	defer j.mu.Unlock()
 	switch {
 	case !blocked:
 		j.sighting = inputSighting{}

@@ -4,9 +4,7 @@
 package main
 
 import (
-	"container/list"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -30,63 +28,218 @@ type jobUsage struct {
 	wall time.Duration // from start to the shell's exit
 }
 
-// job is one command run as its own process group.
+// job is one command run as its own process group. The fields above mu
+// are set before the job is shared (pid before launch returns) and never
+// change after, except through their own types' locks.
 type job struct {
 	id     string
 	pid    int // also the process group id
 	policy capturePolicy
+	owner  jobPublisher // the registry that started it: it publishes the end
 
 	stdout, stderr      *window
 	stdoutPump, errPump *pump
 	outGate, errGate    *readGate // hold the pumps back for a streaming reader; nil unless asked for
 	stdin               *stdinPipe
 	started             time.Time
+	onPipes             bool // its output comes through pipes, not a terminal
 
-	done     chan struct{}              // closed once final is set; never reopened
-	final    outcome                    // written once, before done is closed
-	timedOut atomic.Bool                // its time limit fired before it ended
-	killSent atomic.Bool                // a kill was sent on a caller's behalf (the shell set's kill, or its time limit)
-	limit    atomic.Pointer[time.Timer] // the time limit's timer, stopped when the job ends
-
-	// endsLeft counts down the exit and the two pumps' ends; the one that
-	// brings it to zero calls atEnd, which exited sets (before its count)
-	// only when both pipes have hung up. See registry.exited.
-	endsLeft atomic.Int32
-	atEnd    func()
-	onPipes  bool // its output comes through pipes, not a terminal
-
-	tmpDir   string        // the private TMPDIR of a sandboxed job; "" for none
-	command  string        // what was asked to run, its first characters, for job events
-	program  string        // the program asked for (argv[0], or the shell), for the shell set's events
-	contract *jobContract  // what the caller that started it asked of it; nil: the defaults
-	silent   bool          // it sends no events
-	inputEnd inputEnd      // its stdin pipe or terminal, to see a process blocked reading it
-	tree     jobTree       // what links processes outside its group to it
-	inputMu  sync.Mutex    // guards sighting
-	sighting inputSighting // the last time a process was seen blocked reading input
-	// prompts: 1.2's reports of input wanted apply (waitingForInput),
-	// under the agent profile or on a terminal, which no 1.0 client asks for.
+	tmpDir   string      // the private TMPDIR of a sandboxed job; "" for none
+	command  string      // what was asked to run, its first characters, for job events
+	program  string      // the program asked for (argv[0], or the shell), for the shell set's events
+	contract jobContract // what the caller that started it asked of it; nil: the defaults
+	silent   bool        // it sends no events
+	inputEnd inputEnd    // its stdin pipe or terminal, to see a process blocked reading it
+	tree     jobTree     // what links processes outside its group to it
+	// prompts: 1.2's reports of input wanted apply (waitingForInput):
+	// its request asked for them (reportPrompts), or it runs on a
+	// terminal, which no 1.0 client asks for.
 	prompts bool
 
-	// eventMu orders the job's two events, and its two job log lines:
-	// guards announced and endHeld. The end can be published before start
-	// returns, so whichever comes second tells both. Events are sent and
-	// lines queued under it: neither ever blocks or writes.
-	eventMu   sync.Mutex
-	announced bool // its start was told
-	endHeld   bool // its end came before its start was told
+	// done is the broadcast of the end: closed once final is set, never
+	// reopened. final is written once, under mu, before done closes, and
+	// read without a lock once it has.
+	done  chan struct{}
+	final outcome
 
-	elem         *list.Element // place in registry.order; guarded by registry.mu
-	watchers     int           // waits, kills and executes under way on the job; guarded by registry.mu
-	finishedSeen bool          // the limits on finished jobs were applied to it; guarded by registry.mu
+	// mu guards every field below. It is never held together with
+	// registry.mu, and never while blocking, making a system call or
+	// calling out: the start and end events and job log lines are queued
+	// under it (toTell) and told outside it, one teller at a time, which
+	// keeps a job's start told before its end.
+	mu        sync.Mutex
+	state     jobState
+	startTold bool          // its start was queued to be told (events, job log)
+	toTell    []jobTiding   // announcements decided and not told yet, in order
+	telling   bool          // a goroutine is telling toTell; others only queue
+	pipesOpen int           // its pumps that have not stopped reading (2 at launch)
+	pending   *jobEnd       // the exit, held for both pumps' ends; see readyToPublish
+	timedOut  bool          // its time limit fired before it ended
+	killSent  bool          // a kill was sent on a caller's behalf (the shell set's kill, or its time limit)
+	limit     *time.Timer   // the time limit's timer, stopped when the job ends
+	sighting  inputSighting // the last time a process was seen blocked reading input
 }
 
-// endSeen counts one of the job's ends (see endsLeft); the last one runs
-// atEnd.
-func (j *job) endSeen() {
-	if j.endsLeft.Add(-1) == 0 {
-		j.atEnd()
+// jobPublisher publishes a job's end: makes its outcome final and wakes
+// its waiters (the registry that started it).
+type jobPublisher interface {
+	// publish is called once per job, when readyToPublish says so, on
+	// the reaper's goroutine, a pump's, or the one that waited for the
+	// output to settle; it must not block.
+	publish(j *job, end jobEnd)
+}
+
+// jobState is how far a job has come from its launch to its result. Its
+// states only move forward:
+//
+//	running  launched (or being launched); its shell has not been reaped.
+//	exited   its shell was reaped; its pumps are still taking what the
+//	         shell wrote, so the result waits.
+//	settled  final is set and done closed: waiters see the result; its
+//	         end is not told yet.
+//	ended    its end may be told: at once if its start was (startTold),
+//	         else right after the start, by its announcement.
+//
+// Transitions: running → exited (the reaper; see registry.exited);
+// exited → settled (publish, once readyToPublish says the output is
+// all in); settled → ended (publish, after waking the waiters). A job
+// that could not start goes running → settled → ended at once. Whether
+// a call took the result (delivery) is the registry's to know, in its
+// entry for the job, not a state of the job.
+type jobState int
+
+const (
+	jobRunning jobState = iota
+	jobExited
+	jobSettled
+	jobEnded
+)
+
+// jobTiding is one of a job's two announcements waiting to be told: its
+// start (with the request, for the job log) or its end; event says
+// the registry's observer hears it too.
+type jobTiding struct {
+	start bool
+	req   *startRequest
+	event bool
+}
+
+// jobEnd is what a job's outcome is made from once its shell exited.
+type jobEnd struct {
+	st        exitStatus
+	wall      time.Duration // from the start to the shell's exit
+	survivors []procInfo    // processes of its group or session alive then
+}
+
+// endStep is one of the things a job's publication waits for.
+type endStep int
+
+const (
+	// pipeEnded: one of its pumps stopped reading (EOF, error or close).
+	pipeEnded endStep = iota
+	// exitAwaitsPipes: its shell exited and no process holds its pipes:
+	// the output is all in once both pumps have ended.
+	exitAwaitsPipes
+	// exitSettling: its shell exited; a bounded wait for the pumps runs
+	// and ends in outputSettled.
+	exitSettling
+	// outputSettled: its shell exited and its output is all in.
+	outputSettled
+)
+
+// readyToPublish is the one place that decides when a job's result is
+// published: it records step (end is the exit, for the exit's steps) and
+// returns the end to publish, exactly once over the job's life, when the
+// step completes what publication waits for.
+func (j *job) readyToPublish(step endStep, end *jobEnd) (*jobEnd, bool) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	switch step {
+	case pipeEnded:
+		j.pipesOpen--
+		if j.pipesOpen > 0 || j.pending == nil {
+			return nil, false
+		}
+		end, j.pending = j.pending, nil
+		return end, true
+	case exitAwaitsPipes:
+		j.state = jobExited
+		if j.pipesOpen > 0 {
+			j.pending = end // the last pump's end publishes it
+			return nil, false
+		}
+		return end, true
+	case exitSettling:
+		j.state = jobExited
+		return nil, false
 	}
+	j.state = jobExited
+	return end, true
+}
+
+// pumpEnded hears that one of the job's pumps stopped reading; the last
+// one may complete its result. It runs on the pump's goroutine.
+func (j *job) pumpEnded() {
+	if end, ok := j.readyToPublish(pipeEnded, nil); ok {
+		j.owner.publish(j, *end)
+	}
+}
+
+// settle sets the job's final outcome (its timedOut from the time limit)
+// and moves it to settled; the caller closes done next. It returns the
+// time limit's timer, for the caller to stop outside the lock.
+func (j *job) settle(final outcome) *time.Timer {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	final.timedOut = j.timedOut
+	j.final, j.state = final, jobSettled
+	return j.limit
+}
+
+// markTimedOut records that the time limit fired, unless the job already
+// ended; it reports whether it did.
+func (j *job) markTimedOut() bool {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.state >= jobSettled {
+		return false
+	}
+	j.timedOut = true
+	return true
+}
+
+// hitTimeLimit reports whether the job's time limit fired before it ended.
+func (j *job) hitTimeLimit() bool {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.timedOut
+}
+
+// markKillSent records that a kill was sent on a caller's behalf.
+func (j *job) markKillSent() {
+	j.mu.Lock()
+	j.killSent = true
+	j.mu.Unlock()
+}
+
+// killWasSent reports whether a kill was sent on a caller's behalf.
+func (j *job) killWasSent() bool {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.killSent
+}
+
+// setLimit keeps t, the time limit's timer, for the end to stop; it
+// reports false when the job has already settled, and t must be stopped
+// by the caller.
+func (j *job) setLimit(t *time.Timer) bool {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.state >= jobSettled {
+		return false
+	}
+	j.limit = t
+	return true
 }
 
 // runtime is how long the job ran: until its shell exited, or until now.
@@ -126,23 +279,34 @@ type startRequest struct {
 
 	// What a tool contract asks beyond the defaults; the zero values are
 	// 1.0's.
-	contract   *jobContract // how the job is named and told; nil: numbered, never told
-	silent     bool         // send no events: the caller blocks on it anyway
-	unsetEnv   []string     // variables removed from the job's environment
-	keepHead   int          // first bytes of each stream kept, at least
-	keepTail   int          // last bytes of each stream kept, at least
-	keepFailed bool         // a job that cannot start stays listed, finished
-	cwdReport  *cwdReport   // a command's shell writes here where it ended; nil: not asked
+	contract   jobContract // how the job is named and told; nil: numbered, never told
+	silent     bool        // send no events: the caller blocks on it anyway
+	unsetEnv   []string    // variables removed from the job's environment
+	keepHead   int         // first bytes of each stream kept, at least
+	keepTail   int         // last bytes of each stream kept, at least
+	keepFailed bool        // a job that cannot start stays listed, finished
+	cwdReport  *cwdReport  // a command's shell writes here where it ended; nil: not asked
+	// reportPrompts: a process silent at a prompt for a second counts as
+	// waiting for input from one look (see waitingForInputAtOnce), and
+	// the job's replies say so. A job on a terminal has it regardless.
+	reportPrompts bool
 }
 
 // jobContract is what one tool contract asks of every job it starts: how
 // the job's id is minted and how its start and end are told. The registry
-// calls both and knows nothing else of the contract; a contract compares
-// jobs' contracts by identity to tell its own jobs from others'. Its
-// functions must not block: events are made on the reaper's goroutine.
-type jobContract struct {
-	name   func(seq uint64, unguessable bool) string              // mints an id; nil: the next number
-	events func(cfg *config, j *job, event string) map[string]any // notifications/job params; nil, or a nil result: none sent
+// and the session call it and know nothing else of the contract; a
+// contract compares jobs' contracts with its own value to tell its jobs
+// from others'. Neither method may block: events are made on the
+// goroutine that tells them (the reaper's, a pump's, or the starting
+// call's), outside every lock.
+type jobContract interface {
+	// jobID mints the id of the seq'th job of a session (unguessable:
+	// the transport lets clients try each other's ids); ok false leaves
+	// the registry's own (the number, or random bits).
+	jobID(seq uint64, unguessable bool) (id string, ok bool)
+	// jobEvent is the notifications/job params telling that j "started"
+	// or "finished"; nil: none is sent.
+	jobEvent(cfg *config, j *job, event string) map[string]any
 }
 
 // inputSighting is a process seen blocked reading its job's input: which,

@@ -16,10 +16,15 @@ import (
 type registry struct {
 	cfg *config
 
-	mu    sync.Mutex      // guards every field below, and job.elem
+	// mu guards every field below. It is never held together with a
+	// job's mu (see job.mu), and never while blocking or writing.
+	mu    sync.Mutex
 	jobs  map[string]*job // waitable jobs: running, or finished and not delivered
 	order *list.List      // the same jobs, oldest first
-	kept  map[string]*job // delivered jobs whose result was cut: readable a while longer
+	// entries is what the registry keeps on each job it lists or a call
+	// is under way on; an entry goes when neither holds.
+	entries map[*job]*jobEntry
+	kept    map[string]*job // delivered jobs whose result was cut: readable a while longer
 	// running counts jobs started and not finished, for MCP_EXEC_MAX_JOBS.
 	// It is taken under mu (checked and added together) but given back
 	// without it, so publish frees a slot before the result shows.
@@ -30,10 +35,9 @@ type registry struct {
 	// the first job starts.
 	everywhere *jobSlots
 	randomIDs  bool
-	// onEvent, when set, hears each job's start and end, once each; it
-	// must not block (publish calls it on the reaper's goroutine).
-	onEvent func(j *job, event string)
-	expired expiredJobs // why recently forgotten jobs were, for their ids' errors
+	// observer, when set, hears each job's start and end, once each.
+	observer jobObserver
+	expired  expiredJobs // why recently forgotten jobs were, for their ids' errors
 	// delivered holds the ids of the jobs delivered last, for their errors
 	// to say so.
 	delivered expiredJobs
@@ -50,10 +54,36 @@ type registry struct {
 	cwd     cwdKeeper // the working directory kept between calls (MCP_EXEC_KEEP_CWD)
 }
 
+// jobEntry is the registry's own record of one job, guarded by
+// registry.mu.
+type jobEntry struct {
+	elem         *list.Element // its place in registry.order; nil while not listed
+	watchers     int           // waits, kills and executes under way on the job
+	finishedSeen bool          // the limits on finished jobs were applied to it
+}
+
 // newRegistry returns an empty registry for one session.
 func newRegistry(cfg *config) *registry {
-	return &registry{cfg: cfg, jobs: map[string]*job{}, order: list.New(), kept: map[string]*job{}, changed: newBroadcast(),
-		handing: map[string]*handoff{}}
+	return &registry{cfg: cfg, jobs: map[string]*job{}, order: list.New(), entries: map[*job]*jobEntry{}, kept: map[string]*job{},
+		changed: newBroadcast(), handing: map[string]*handoff{}}
+}
+
+// entryLocked is j's entry, made when it has none. Caller holds r.mu.
+func (r *registry) entryLocked(j *job) *jobEntry {
+	e := r.entries[j]
+	if e == nil {
+		e = &jobEntry{}
+		r.entries[j] = e
+	}
+	return e
+}
+
+// dropEntryLocked forgets j's entry once j is neither listed nor watched.
+// Caller holds r.mu.
+func (r *registry) dropEntryLocked(j *job) {
+	if e := r.entries[j]; e != nil && e.elem == nil && e.watchers == 0 {
+		delete(r.entries, j)
+	}
 }
 
 // start launches req as a new job and reports whether it started. A job that
@@ -95,7 +125,7 @@ func (r *registry) admitAndLaunch(req startRequest) (*job, bool, error) {
 	jobsStarted.Add(1)
 
 	windowBytes, headBytes := max(r.cfg.maxOutputBytes, req.keepTail), max(r.cfg.keepHeadBytes, req.keepHead)
-	j := &job{id: id, policy: req.policy, done: make(chan struct{}), started: time.Now(), command: commandWords(req),
+	j := &job{id: id, owner: r, policy: req.policy, done: make(chan struct{}), started: time.Now(), command: commandWords(req),
 		program: programOf(r.cfg, req), contract: req.contract, silent: req.silent,
 		stdout: newWindow(windowBytes, headBytes), stderr: newWindow(windowBytes, headBytes)}
 	err = j.launch(r.cfg, req, func(st exitStatus) { r.exited(j, st) })
@@ -106,8 +136,9 @@ func (r *registry) admitAndLaunch(req startRequest) (*job, bool, error) {
 		if errors.Is(err, errExhausted) { // refused before any fork: a tool error, not a start failure
 			return nil, false, err
 		}
-		j.final = outcome{state: stateError, exitCode: -1, startError: err.Error()}
-		errors.As(err, &j.final.startErrno)
+		failed := outcome{state: stateError, exitCode: -1, startError: err.Error()}
+		errors.As(err, &failed.startErrno)
+		j.settle(failed) // no time limit is armed before the start returns
 		close(j.done)
 		// A job that never ran still starts and ends, once each; the
 		// shell set's contract tells only its end.
@@ -133,55 +164,92 @@ func (r *registry) admitAndLaunch(req startRequest) (*job, bool, error) {
 // listLocked makes j waitable. Caller holds r.mu.
 func (r *registry) listLocked(j *job) {
 	r.jobs[j.id] = j
-	j.elem = r.order.PushBack(j)
+	r.entryLocked(j).elem = r.order.PushBack(j)
 	if j.terminal() { // it ended before it was listed: publish could not expire it
 		r.finishedLocked(j)
 	}
 }
 
-// announceStart tells onEvent, if set and tell, that j started, and then
-// that it finished if that was published first; the job log, if any, hears
-// both in the same order. req is what j was started with, its cwd admitted.
+// announceStart tells the observer, if set and tell, that j started, and
+// then that it finished if that was published first; the job log, if any,
+// hears both in the same order. req is what j was started with, its cwd
+// admitted. It returns once both are told.
 func (r *registry) announceStart(j *job, req startRequest, tell bool) {
-	j.eventMu.Lock()
-	defer j.eventMu.Unlock()
-	j.announced = true
-	if r.log != nil {
-		r.log.started(r.session, j.id, req, j.pid, j.started)
+	j.mu.Lock()
+	j.startTold = true
+	j.toTell = append(j.toTell, jobTiding{start: true, req: &req, event: tell})
+	if j.state == jobEnded {
+		j.toTell = append(j.toTell, jobTiding{event: true}) // its end came first and waited for this
 	}
-	if tell {
-		r.event(j, "started")
-	}
-	if j.endHeld {
-		r.tellEnd(j)
-	}
+	r.tellQueued(j) // unlocks j.mu
 }
 
-// announceEnd tells onEvent, if set, and the job log that j finished, once
-// its start has been told.
+// announceEnd moves j to ended and tells the observer, if set, and the job
+// log that j finished, once its start has been told: by itself, or, when
+// announceStart is telling at that moment, by announceStart right after
+// the start.
 func (r *registry) announceEnd(j *job) {
-	j.eventMu.Lock()
-	defer j.eventMu.Unlock()
-	if !j.announced {
-		j.endHeld = true // announceStart tells it
+	j.mu.Lock()
+	j.state = jobEnded
+	if j.startTold {
+		j.toTell = append(j.toTell, jobTiding{event: true})
+	}
+	r.tellQueued(j) // unlocks j.mu
+}
+
+// tellQueued tells what j.toTell holds, in order, unless another
+// goroutine is already telling it (it tells what is queued meanwhile too).
+// Called with j.mu held; it returns with j.mu released, and never holds it
+// while telling: the observer and the job log may read the job through
+// its lock.
+func (r *registry) tellQueued(j *job) {
+	if j.telling {
+		j.mu.Unlock()
 		return
 	}
-	r.tellEnd(j)
+	j.telling = true
+	for len(j.toTell) > 0 {
+		next := j.toTell[0]
+		j.toTell = j.toTell[1:]
+		j.mu.Unlock()
+		r.tell(j, next)
+		j.mu.Lock()
+	}
+	j.telling = false
+	j.mu.Unlock()
 }
 
-// tellEnd tells the job log and onEvent that j finished. Caller holds
-// j.eventMu.
-func (r *registry) tellEnd(j *job) {
-	if r.log != nil {
+// tell tells the job log and, for an event, the observer one announcement.
+func (r *registry) tell(j *job, t jobTiding) {
+	switch {
+	case t.start && r.log != nil:
+		r.log.started(r.session, j.id, *t.req, j.pid, j.started)
+	case !t.start && r.log != nil:
 		r.log.ended(r.session, j)
 	}
-	r.event(j, "finished")
+	event := "finished"
+	if t.start {
+		event = "started"
+	}
+	if t.event {
+		r.event(j, event)
+	}
 }
 
-// event tells onEvent, if set, that j started or finished.
+// jobObserver hears each job's start and end (a session, which sends
+// them as notifications).
+type jobObserver interface {
+	// jobEvent is called once with "started" and then once with
+	// "finished" for each job that is not silent, outside every lock, on
+	// the goroutine that tells them (the reaper's, a pump's, or the
+	// starting call's); it must not block.
+	jobEvent(j *job, event string)
+}
+
+// event tells the observer, if set, that j started or finished.
 func (r *registry) event(j *job, event string) {
-	if r.onEvent != nil && !j.silent {
-		r.onEvent(j, event)
+	if r.observer != nil && !j.silent {
+		r.observer.jobEvent(j, event)
 	}
 }
 
@@ -215,8 +283,10 @@ func commandWords(req startRequest) string {
 // number, or 128 random bits in hex. Caller holds r.mu.
 func (r *registry) newID(req startRequest) string {
 	r.nextID++
-	if req.contract != nil && req.contract.name != nil {
-		return req.contract.name(r.nextID, r.randomIDs)
+	if req.contract != nil {
+		if id, ok := req.contract.jobID(r.nextID, r.randomIDs); ok {
+			return id
+		}
 	}
 	if r.randomIDs {
 		return randomID()
@@ -257,37 +327,45 @@ func (r *registry) exited(j *job, st exitStatus) {
 	// One kill(2) says whether anything survived the shell; only then is
 	// /proc read, and not on the reaper's goroutine.
 	leftBehind := groupAlive(st.pid)
-	if !leftBehind && j.stdoutPump.settle.settled() && j.errPump.settle.settled() {
-		r.publish(j, st, wall, nil)
-		return
+	step := exitSettling
+	switch {
+	case !leftBehind && j.stdoutPump.settle.settled() && j.errPump.settle.settled():
+		step = outputSettled
+	case !leftBehind && j.onPipes && j.outGate == nil && j.stdoutPump.hungUp() && j.errPump.hungUp():
+		// A pump held back for a streaming reader may wait long for room,
+		// and a terminal's end is not a pipe's: those settle the bounded way.
+		step = exitAwaitsPipes
 	}
-	// A pump held back for a streaming reader may wait long for room, and
-	// a terminal's end is not a pipe's: those settle the bounded way.
-	if !leftBehind && j.onPipes && j.outGate == nil && j.stdoutPump.hungUp() && j.errPump.hungUp() {
-		j.atEnd = func() { r.publish(j, st, wall, nil) }
-		j.endSeen() // after atEnd is set: a pump that ends next sees it
+	if end, ok := j.readyToPublish(step, &jobEnd{st: st, wall: wall}); ok {
+		r.publish(j, *end)
+	}
+	if step != exitSettling {
 		return
 	}
 	go func() {
-		var survivors []procInfo
+		end := jobEnd{st: st, wall: wall}
 		if leftBehind {
-			survivors = sessionMembers(st.pid)
+			end.survivors = sessionMembers(st.pid)
 		}
 		awaitSettled(settleMaxDuration, j.stdoutPump, j.errPump)
-		r.publish(j, st, wall, survivors)
+		if ready, ok := j.readyToPublish(outputSettled, &end); ok {
+			r.publish(j, *ready)
+		}
 	}()
 }
 
 // publish makes the job's outcome final and wakes every waiter. It does not
 // block: it may run on the reaper's goroutine.
-func (r *registry) publish(j *job, st exitStatus, wall time.Duration, survivors []procInfo) {
-	j.final = outcome{state: stateSuccess, exitCode: st.code, signal: st.signal, timedOut: j.timedOut.Load(), survivors: survivors, wall: wall}
+func (r *registry) publish(j *job, end jobEnd) {
+	st := end.st
+	final := outcome{state: stateSuccess, exitCode: st.code, signal: st.signal, survivors: end.survivors, wall: end.wall}
 	if r.cfg.usage {
-		j.final.usage = &jobUsage{st.usage, wall}
+		final.usage = &jobUsage{st.usage, end.wall}
 	}
 	if st.code != 0 || st.signal != 0 {
-		j.final.state = stateError
+		final.state = stateError
 	}
+	limit := j.settle(final)
 	// Its slot is free before its result can be seen: a caller handed the
 	// result may start the next job at once, and must not be refused for it.
 	r.everywhere.give()
@@ -297,8 +375,8 @@ func (r *registry) publish(j *job, st exitStatus, wall time.Duration, survivors 
 	}
 	r.running.Add(-1)
 	close(j.done)
-	if t := j.limit.Load(); t != nil {
-		t.Stop()
+	if limit != nil {
+		limit.Stop()
 	}
 	if j.tmpDir != "" {
 		go j.removeTempUnlessUsed(st.pid) // j.pid may not be set yet: launch can still be returning
@@ -396,7 +474,10 @@ func (r *registry) removeLocked(j *job) bool {
 		return false
 	}
 	delete(r.jobs, j.id)
-	r.order.Remove(j.elem)
+	e := r.entryLocked(j)
+	r.order.Remove(e.elem)
+	e.elem = nil
+	r.dropEntryLocked(j)
 	j.release()
 	return true
 }
@@ -426,10 +507,11 @@ func (r *registry) undeliver(j *job) {
 	for e != nil && e.Value.(*job).started.After(j.started) {
 		e = e.Prev()
 	}
+	entry := r.entryLocked(j)
 	if e == nil {
-		j.elem = r.order.PushFront(j)
+		entry.elem = r.order.PushFront(j)
 	} else {
-		j.elem = r.order.InsertAfter(j, e)
+		entry.elem = r.order.InsertAfter(j, e)
 	}
 	if j.stdoutPump != nil {
 		j.stdoutPump.sink.Store(j.stdout)
@@ -516,7 +598,7 @@ type awaitOptions struct {
 	yieldOnInput bool      // also return once a job waits for input
 	// stopEarly, when set, is asked every stopEvery whether to return now
 	// with nothing delivered (a wait's until).
-	stopEarly func() bool
+	stopEarly earlyStopper
 	stopEvery time.Duration
 	// ownJob: the call started the job and nobody else knows its id, so
 	// a reply that never arrives forgets it (as a cancelled execute does)
@@ -541,7 +623,7 @@ func (r *registry) await(w *waiter, jobs []*job, opts awaitOptions) (delivered m
 		if !opts.deadline.IsZero() && !time.Now().Before(opts.deadline) {
 			return nil, false, nil
 		}
-		if opts.stopEarly != nil && opts.stopEarly() {
+		if opts.stopEarly != nil && opts.stopEarly.stopNow() {
 			return nil, false, nil
 		}
 		wake := opts.deadline
@@ -567,6 +649,14 @@ func (r *registry) await(w *waiter, jobs []*job, opts awaitOptions) (delivered m
 			return nil, false, err
 		}
 	}
+}
+
+// earlyStopper ends a wait before any of its jobs finished.
+type earlyStopper interface {
+	// stopNow reports whether the wait returns now, with nothing
+	// delivered. It is asked on the waiting call's goroutine, with no
+	// lock held.
+	stopNow() bool
 }
 
 // handoffOf is where await records what it delivers.
@@ -595,7 +685,8 @@ func (r *registry) watch(jobs []*job, delta int) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, j := range jobs {
-		j.watchers += delta
+		r.entryLocked(j).watchers += delta
+		r.dropEntryLocked(j)
 	}
 }
 
@@ -684,10 +775,11 @@ func (j *job) input(w *waiter, data string, closeAfter bool) error {
 // finished and is listed: MCP_EXEC_MAX_FINISHED now, MCP_EXEC_JOB_TTL later.
 // Caller holds r.mu.
 func (r *registry) finishedLocked(j *job) {
-	if j.finishedSeen {
+	e := r.entryLocked(j)
+	if e.finishedSeen {
 		return // both publish and start may see it finish
 	}
-	j.finishedSeen = true
+	e.finishedSeen = true
 	r.expireBeyondLocked(r.cfg.maxFinished)
 	if ttl := r.cfg.jobTTL; ttl > 0 {
 		time.AfterFunc(ttl, func() {

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"strings"
 	"syscall"
@@ -18,7 +19,10 @@ const deliveryRounds = 200
 func watchersOf(reg *registry, j *job) int {
 	reg.mu.Lock()
 	defer reg.mu.Unlock()
-	return j.watchers
+	if e := reg.entries[j]; e != nil {
+		return e.watchers
+	}
+	return 0
 }
 
 // awaitWatchers waits until n calls are under way on j.
@@ -529,4 +533,38 @@ func TestDeliveredIDSaysDelivered(t *testing.T) {
 			t.Errorf("profile %s: an id never issued: %v", tc.cfg.profile, err)
 		}
 	}
+}
+
+// readingObserver is a jobObserver that reads each job it hears of through
+// the job's own lock, as the shell set's events do (killed, timed out).
+type readingObserver struct {
+	heard chan string // each event, with whether the job says it was killed
+}
+
+// jobEvent reads j's kill and time-limit marks and passes the event on.
+func (o readingObserver) jobEvent(j *job, event string) {
+	o.heard <- fmt.Sprintf("%s killed=%v", event, j.killWasSent() || j.hitTimeLimit())
+}
+
+// TestEventsMayReadTheJob: a job's events are told outside its lock, so
+// an observer may read the job through it. Told under the lock, the end
+// event's read deadlocked the goroutine telling it (the reaper's, which
+// then reaped nothing more).
+func TestEventsMayReadTheJob(t *testing.T) {
+	onLinux(t)
+	t.Parallel()
+	reg := newRegistry(testConfig())
+	obs := readingObserver{heard: make(chan string, 2)}
+	reg.observer = obs
+	j := startJob(t, reg, "exec sleep 60")
+	if got := receive(t, "the start event", obs.heard); got != "started killed=false" {
+		t.Errorf("start event: %q", got)
+	}
+	j.markKillSent()
+	killGroup(j.pid)
+	if got := receive(t, "the end event", obs.heard); got != "finished killed=true" {
+		t.Errorf("end event: %q", got)
+	}
+	awaitDone(t, j)
+	collect(t, reg, j)
 }

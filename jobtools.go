@@ -670,7 +670,18 @@ func appendJSONString(b []byte, s string) []byte {
 
 // jobsContract is what the jobs set asks of its jobs: numbered ids, and
 // events as 1.0 tells them.
-var jobsContract = &jobContract{events: jobEventParams}
+var jobsContract jobContract = jobsSetContract{}
+
+// jobsSetContract is the jobs set's jobContract.
+type jobsSetContract struct{}
+
+// jobID leaves the registry's numbering.
+func (jobsSetContract) jobID(uint64, bool) (string, bool) { return "", false }
+
+// jobEvent is jobEventParams.
+func (jobsSetContract) jobEvent(cfg *config, j *job, event string) map[string]any {
+	return jobEventParams(cfg, j, event)
+}
 
 // jobEventParams is the notifications/job params of a jobs-set job's start
 // or end, or nil when none is sent: only with MCP_EXEC_JOB_EVENTS.

@@ -187,10 +187,9 @@ const killAtOnce time.Duration = -1
 // stops when the job ends first.
 func (j *job) limitTime(limit, grace time.Duration) {
 	t := time.AfterFunc(limit, func() {
-		if j.terminal() {
+		if !j.markTimedOut() {
 			return
 		}
-		j.timedOut.Store(true)
 		rc := newReach([]*job{j}, false)
 		if grace == killAtOnce {
 			rc.beginStep()
@@ -206,8 +205,7 @@ func (j *job) limitTime(limit, grace time.Duration) {
 			}
 		})
 	})
-	j.limit.Store(t)
-	if j.terminal() {
+	if !j.setLimit(t) {
 		t.Stop() // it ended before the timer was stored, so publish missed it
 	}
 }

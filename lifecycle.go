@@ -44,9 +44,10 @@ type ranJob struct {
 // returned. When ended, the client has room for the reply (see
 // roomForReply).
 func (c *toolCall) runJob(run jobRun) (ranJob, error) {
-	if c.toEnd {
-		run.await = awaitOptions{} // a task's call ends with its job
+	if c.waitToEnd {
+		run.await = awaitOptions{} // the call ends with its job
 	}
+	run.reportPrompts = c.reportsPrompts()
 	j, started, err := c.reg.start(run.startRequest)
 	if err != nil || !started {
 		return ranJob{job: j}, err

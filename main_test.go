@@ -110,6 +110,7 @@ func startJob(t *testing.T, reg *registry, command string) *job {
 // startReq is startJob for a full request.
 func startReq(t *testing.T, reg *registry, req startRequest) *job {
 	t.Helper()
+	req.reportPrompts = req.reportPrompts || reg.cfg.profile == profileAgent // as runJob asks
 	j, started, err := reg.start(req)
 	if err != nil {
 		t.Fatalf("start %q: %v", req.command, err)

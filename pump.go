@@ -35,15 +35,23 @@ type pump struct {
 	settle   settle                 // how far the pump is toward holding all the shell wrote
 	gate     *readGate              // holds reads back for a streaming reader; nil: never
 	finished chan struct{}          // closed when the pump has stopped reading
-	ended    func()                 // called once it has, after finished is closed
+	owner    pumpOwner              // told once it has, after finished is closed
 	lastData stamp                  // when a read last brought bytes: how long the job has been silent
 }
 
+// pumpOwner is what a pump tells that it stopped reading (a job, whose
+// result may wait for it).
+type pumpOwner interface {
+	// pumpEnded is called once per pump, on the pump's goroutine, after
+	// its finished channel is closed; it must not block.
+	pumpEnded()
+}
+
 // startPump starts copying f into w; gate, when not nil, holds it back
-// whenever w holds as much unread as it can keep. ended is called on the
-// pump's goroutine once it has stopped reading; it must not block.
-func startPump(f *os.File, w *window, gate *readGate, ended func()) *pump {
-	p := &pump{f: f, settle: settle{changed: newBroadcast()}, gate: gate, finished: make(chan struct{}), ended: ended}
+// whenever w holds as much unread as it can keep. owner hears when the
+// pump has stopped reading.
+func startPump(f *os.File, w *window, gate *readGate, owner pumpOwner) *pump {
+	p := &pump{f: f, settle: settle{changed: newBroadcast()}, gate: gate, finished: make(chan struct{}), owner: owner}
 	p.sink.Store(w)
 	go p.run()
 	return p
@@ -51,7 +59,7 @@ func startPump(f *os.File, w *window, gate *readGate, ended func()) *pump {
 
 // run reads until EOF or error, then closes the pipe.
 func (p *pump) run() {
-	defer p.ended() // last: after finished is closed
+	defer p.owner.pumpEnded() // last: after finished is closed
 	defer close(p.finished)
 	defer p.settle.moveTo(settleSettled) // EOF, a read error or a close
 	defer p.f.Close()

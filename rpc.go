@@ -210,7 +210,7 @@ func newSessionOf(tools *toolBook, out replySink, activity chan<- struct{}) *ses
 		activity: activity}
 	s.tasks = newTaskBoard(s.reg, &s.handlers)
 	if cfg.jobEvents || cfg.offers(toolSetShell) {
-		s.reg.onEvent = s.jobEvent
+		s.reg.observer = s
 	}
 	return s
 }
@@ -225,10 +225,10 @@ func (s *session) streamExec(ctx context.Context, body []byte, sink execSink) er
 // jobEvent sends notifications/job for a job's start or end once a legacy
 // client initialized: the modern era allows none outside a request's own.
 func (s *session) jobEvent(j *job, event string) {
-	if !s.eventsOn.Load() || j.contract == nil || j.contract.events == nil {
+	if !s.eventsOn.Load() || j.contract == nil {
 		return
 	}
-	if params := j.contract.events(s.cfg, j, event); params != nil {
+	if params := j.contract.jobEvent(s.cfg, j, event); params != nil {
 		if msg := notification("notifications/job", params); msg != nil {
 			s.out.send(msg)
 		}

@@ -169,7 +169,20 @@ func shellRunJob(c *toolCall, run jobRun) (ranJob, error) {
 
 // shellContract is what the shell set asks of its jobs: the toolkit's ids
 // and events. Only jobs started under it are the set's to see.
-var shellContract = &jobContract{name: shellJobName, events: shellEvent}
+var shellContract jobContract = shellSetContract{}
+
+// shellSetContract is the shell set's jobContract.
+type shellSetContract struct{}
+
+// jobID is shellJobName.
+func (shellSetContract) jobID(seq uint64, unguessable bool) (string, bool) {
+	return shellJobName(seq, unguessable), true
+}
+
+// jobEvent is shellEvent.
+func (shellSetContract) jobEvent(cfg *config, j *job, event string) map[string]any {
+	return shellEvent(cfg, j, event)
+}
 
 // shellJobName names a shell job as the toolkit does, j<N>-<random>; the
 // random part is long enough to be unguessable where clients could try
@@ -394,7 +407,7 @@ func shellState(j *job) string {
 
 // shellKilled reports whether the server killed j for its caller: by the
 // kill tool, or its timeout.
-func shellKilled(j *job) bool { return j.killSent.Load() || j.timedOut.Load() }
+func shellKilled(j *job) bool { return j.killWasSent() || j.hitTimeLimit() }
 
 // shellPollJSON is sh_poll's result; its keys sort as the toolkit's do.
 type shellPollJSON struct {
@@ -464,7 +477,7 @@ func runShellKill(c *toolCall, a *shellJobArgs) (answer, error) {
 		return nil, err
 	}
 	if !j.terminal() {
-		j.killSent.Store(true)
+		j.markKillSent()
 		if err := j.signal(syscall.SIGKILL); err != nil {
 			return nil, fmt.Errorf("cannot kill job '%s': %v", j.id, err)
 		}

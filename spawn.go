@@ -97,14 +97,14 @@ func (j *job) launch(cfg *config, req startRequest, onExit func(exitStatus)) (er
 	j.stdin.eofByte = req.tty != nil
 	j.inputEnd = inputEndOf(in.child, req.tty != nil)
 	j.tree.notePipes(in.child, out.child, errp.child)
-	j.prompts = cfg.profile == profileAgent || req.tty != nil
+	j.prompts = req.reportPrompts || req.tty != nil // a terminal is where prompts are read, whoever asks
 	if req.streamed {
 		j.outGate, j.errGate = newReadGate(), newReadGate()
 	}
 	j.onPipes = req.tty == nil
-	j.endsLeft.Store(3) // the exit and both pumps' ends; see registry.exited
-	j.stdoutPump = startPump(out.ours, j.stdout, j.outGate, j.endSeen)
-	j.errPump = startPump(errp.ours, j.stderr, j.errGate, j.endSeen)
+	j.pipesOpen = 2 // before the pumps run: each end counts down; see readyToPublish
+	j.stdoutPump = startPump(out.ours, j.stdout, j.outGate, j)
+	j.errPump = startPump(errp.ours, j.stderr, j.errGate, j)
 	dir, release, err := pinDir(cfg, req.dir)
 	if err != nil {
 		return err

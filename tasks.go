@@ -174,7 +174,7 @@ func (b *taskBoard) settle(t *task, res answer, err error) {
 func (b *taskBoard) runLegacy(t *task, c *toolCall, run func() (answer, error)) func() (answer, error) {
 	started := make(chan struct{})
 	var once sync.Once
-	c.toEnd = true
+	c.waitToEnd = true
 	c.onStart = func(j *job) {
 		t.mu.Lock()
 		t.job = j

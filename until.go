@@ -22,6 +22,7 @@ type untilWatch struct {
 	spec    untilSpec
 	streams []*lineScan          // pattern: one per watched stream of each job
 	quiet   map[*job]*quietClock // idle: each job's output total and since when it stays
+	hit     *untilHit            // what ended the wait, once a look found it
 }
 
 // lineScan is how far one stream of one job has been matched.
@@ -67,10 +68,15 @@ func newUntilWatch(spec untilSpec, jobs []*job) *untilWatch {
 // and returns what ended it, to read once the wait is over (nil: nothing).
 func stopOnUntil(spec untilSpec, jobs []*job, opts *awaitOptions) func() *untilHit {
 	watch := newUntilWatch(spec, jobs)
-	var hit *untilHit
-	opts.stopEarly = func() bool { hit = watch.look(); return hit != nil }
-	opts.stopEvery = untilLookInterval
-	return func() *untilHit { return hit }
+	opts.stopEarly, opts.stopEvery = watch, untilLookInterval
+	return func() *untilHit { return watch.hit }
+}
+
+// stopNow looks at the watched jobs and reports whether one meets the
+// spec; what it found stays in hit.
+func (u *untilWatch) stopNow() bool {
+	u.hit = u.look()
+	return u.hit != nil
 }
 
 // untilHit is what ended a wait early for one job.
