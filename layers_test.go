@@ -570,3 +570,102 @@ func TestLayersCyclesAreBounded(t *testing.T) {
 		t.Errorf("got %d problems ending %q, want %d rings and a note there are more", len(got), got[len(got)-1], maxCycles)
 	}
 }
+
+// variantNames are the names that carry a variant — the configured
+// profile, the protocol era or revision, the task form, structured
+// output — by their last part: a field, a constant or a type.
+var variantNames = []string{"profile", "profileAgent", "profileCompat", "structured", "asTask", "toEnd", "era", "revision", "dialect"}
+
+// coreTop is the highest row of the job core for the variant rule: its
+// files and every file below them run a job the same way whatever the
+// client speaks. coreEntry, the one way a call runs a job, takes plain
+// options too, though it sits above with the tool layer it serves.
+const (
+	coreTop   = "kill.go"
+	coreEntry = "lifecycle.go"
+)
+
+// settingsFile declares the settings, the profile among them: who reads
+// the profile is what the variant rule checks, not that it declares it.
+const settingsFile = "config.go"
+
+// TestLayersCoreNamesNoVariant fails on every name of a variant used in
+// lifecycle.go or a file of the job core. Variants are decided at the edge (the
+// session and the tool sets) and reach the core as plain options.
+func TestLayersCoreNamesNoVariant(t *testing.T) {
+	g := packageGraph(t)
+	core := variantFreeFiles(layers)
+	problems := variantReferences(g, core, variantNames)
+	reportProblems(t, append(problems, variantDeclarations(t, core, variantNames)...))
+}
+
+// variantDeclarations lists every field, parameter, constant, variable or
+// type declared in a file of core whose name is in variants: a name used
+// within its own file is no reference between files.
+func variantDeclarations(t *testing.T, core []string, variants []string) []string {
+	t.Helper()
+	var problems []string
+	fset := token.NewFileSet()
+	for _, file := range core {
+		f, err := parser.ParseFile(fset, file, nil, 0)
+		if os.IsNotExist(err) {
+			continue // a row for a file of another platform's build, or none yet
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		ast.Inspect(f, func(n ast.Node) bool {
+			if id, ok := n.(*ast.Ident); ok && id.Obj != nil && id.Obj.Decl != nil && id.Obj.Pos() == id.Pos() &&
+				slices.Contains(variants, id.Name) {
+				problems = append(problems, fmt.Sprintf("%s declares %s: the job core takes plain options, "+
+					"not a variant; name what it does for the job", fset.Position(id.Pos()), id.Name))
+			}
+			return true
+		})
+	}
+	slices.Sort(problems)
+	return problems
+}
+
+// variantFreeFiles lists coreEntry and the files of coreTop's row and
+// every row below it, sorted.
+func variantFreeFiles(rows [][]string) []string {
+	rank := layerRanks(rows)
+	files := []string{coreEntry}
+	for f, r := range rank {
+		if r >= rank[coreTop] && f != settingsFile {
+			files = append(files, f)
+		}
+	}
+	slices.Sort(files)
+	return files
+}
+
+// variantReferences lists every reference in g, from a file of core, to a
+// name whose last part (after a dot) or type is in variants.
+func variantReferences(g fileGraph, core []string, variants []string) []string {
+	var problems []string
+	for _, from := range g.sources() {
+		if !slices.Contains(core, from) {
+			continue
+		}
+		for _, to := range g.targets(from) {
+			var named []string
+			for _, name := range g.refs[from][to] {
+				typ, last, found := strings.Cut(name, ".")
+				if !found {
+					last = typ
+				}
+				if slices.Contains(variants, last) || slices.Contains(variants, typ) {
+					named = append(named, name)
+				}
+			}
+			if len(named) > 0 {
+				problems = append(problems, fmt.Sprintf("%s names %s from %s: the job core runs a job the same way "+
+					"for every profile, era, task form and output shape; decide the variant at the edge and pass a plain option",
+					from, strings.Join(named, ", "), to))
+			}
+		}
+	}
+	return problems
+}
