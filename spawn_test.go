@@ -159,3 +159,36 @@ func closeFds(fds []int) {
 		_ = syscall.Close(fd) // best effort: a test's cleanup
 	}
 }
+
+// TestTerminalCloseSendsDataAndEOFTogether: input with close on a terminal
+// hands the data and the Ctrl-D to the terminal in one write. Sent apart,
+// a reader that switches the terminal to canonical mode between them (a
+// REPL's line editor does, to run the line it read) gets the Ctrl-D as an
+// end-of-file mark that its next raw read turns into a NUL: the REPL then
+// waits at its prompt for an end of input that never comes.
+func TestTerminalCloseSendsDataAndEOFTogether(t *testing.T) {
+	onLinux(t)
+	t.Parallel()
+	reg := newRegistry(testConfig())
+	for round := 0; round < 20; round++ {
+		// One read in raw mode: what the terminal held when the reader woke.
+		j := startReq(t, reg, startRequest{command: `stty raw -echo; echo ready; dd bs=64 count=1 2>/dev/null | od -An -c`,
+			tty: &ttySpec{rows: 24, cols: 80}, policy: capturePolicy{onSuccess: allOf, onError: allOf}})
+		eventually(t, jobDeadline, "dd asleep in its read", func() bool {
+			for _, p := range processTree(j.pid) {
+				if p.comm == "dd" && p.state == "S" {
+					wchan, _ := os.ReadFile(fmt.Sprintf("/proc/%d/wchan", p.pid))
+					return strings.Contains(string(wchan), "tty") || strings.Contains(string(wchan), "wait_woken")
+				}
+			}
+			return false
+		})
+		if err := j.input(plainWaiter(), "x\n", true); err != nil {
+			t.Fatal(err)
+		}
+		r := resultOf(collect(t, reg, j))
+		if !strings.Contains(r.Stdout.Data, `004`) {
+			t.Fatalf("round %d: the reader's one read held no Ctrl-D: %q", round, r.Stdout.Data)
+		}
+	}
+}

@@ -72,8 +72,15 @@ func (s *stdinPipe) writeHeld(ctx context.Context, data string, closeAfter bool,
 	if s.closed {
 		return errAlreadyClosed
 	}
-	if data != "" {
-		if err := s.writeCancellable(ctx, data); err != nil {
+	payload := data
+	if closeAfter && s.eofByte {
+		// One write: a line editor switches its terminal to canonical mode
+		// to run the line it just read, and a Ctrl-D arriving then becomes
+		// an end-of-file mark that its next raw read sees as a NUL.
+		payload += "\x04"
+	}
+	if payload != "" {
+		if err := s.writeCancellable(ctx, payload); err != nil && data != "" { // a bare Ctrl-D is best effort, as a close is
 			if ctx.Err() != nil {
 				return errCancelled // checked first: shutdown both cancels and ends jobs
 			}
@@ -85,15 +92,15 @@ func (s *stdinPipe) writeHeld(ctx context.Context, data string, closeAfter bool,
 			}
 			return fmt.Errorf("write stdin: %w", err)
 		}
-		s.lastWrite.mark()
+		if data != "" {
+			s.lastWrite.mark()
+		}
 	}
 	if closeAfter {
 		s.closed = true
-		if s.eofByte {
-			_ = s.writeCancellable(ctx, "\x04") // best effort: the reader may be gone already
-			return nil
+		if !s.eofByte { // a terminal's end of input was the Ctrl-D above
+			_ = s.f.Close() // best effort: the reader may be gone already
 		}
-		_ = s.f.Close() // best effort: the reader may be gone already
 	}
 	return nil
 }
