@@ -216,7 +216,7 @@ type toolCall struct {
 	dialect       dialect
 	// log sends notifications/message at a level on the request's own
 	// channel; nil unless a 2026-07-28 request asked for messages.
-	log func(level, logger string, data any)
+	log messageLogger
 	// room is where the call waits, before it copies job output into its
 	// reply, for its client to have room for the reply; nil when the
 	// transport bounds nothing (see roomForReply).
@@ -225,12 +225,29 @@ type toolCall struct {
 	// call asked (runJob): set where a task form asks for it. onStart, when
 	// set, hears the start of the call's job.
 	waitToEnd bool
-	onStart   func(j *job)
+	onStart   jobStartListener
 }
 
 // reportsPrompts says whether the call's jobs report a wait for input as
 // it happens (waiting_for_input): the agent profile asks for it.
 func (c *toolCall) reportsPrompts() bool { return c.dialect.agent }
+
+// messageLogger sends a tool's notifications/message on its request's
+// own channel.
+type messageLogger interface {
+	// message sends data at level from logger, or nothing when the level
+	// is below what the request asked for or the request was cancelled.
+	// Any goroutine may call it; it must not block (a client that is not
+	// reading may have it dropped).
+	message(level, logger string, data any)
+}
+
+// jobStartListener hears that a call's job started.
+type jobStartListener interface {
+	// jobStarted is called once, on the call's goroutine, right after the
+	// job started and before the call waits for it; it must not block.
+	jobStarted(j *job)
+}
 
 // replyRoom is room for one reply among those waiting for the client to
 // read them. take waits until there is room and holds it until the reply

@@ -75,7 +75,7 @@ func runExecStream(c *toolCall, body []byte, sink execSink) error {
 	defer leave()
 	c.waiter = &waiter{ctx: ctx}
 	ran, err := c.runJob(jobRun{startRequest: req, timeLimit: limit, killGrace: c.cfg.killGrace,
-		follow: func(j *job) func() { return es.followInBackground(ctx, leave, j) }})
+		follow: streamFollow{es: es, ctx: ctx, leave: leave}})
 	if err != nil {
 		return err
 	}
@@ -109,6 +109,16 @@ type eventStream struct {
 	truncated bool     // the cap stopped forwarding
 	gone      bool     // a send failed: the client stopped reading or left
 }
+
+// streamFollow follows a streamed exec's job for its event stream.
+type streamFollow struct {
+	es    *eventStream
+	ctx   context.Context
+	leave context.CancelFunc // ends the call's wait when the client goes away
+}
+
+// followJob is followInBackground.
+func (f streamFollow) followJob(j *job) func() { return f.es.followInBackground(f.ctx, f.leave, j) }
 
 // followInBackground begins the stream and forwards j's output on a
 // goroutine until follow ends; a client that goes away calls leave, which

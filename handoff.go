@@ -19,16 +19,23 @@ import (
 // their registry again). giveBack also works from handing. Each step
 // happens at most once; a nil *handoff records nothing.
 type handoff struct {
-	mu     sync.Mutex // guards jobs, settled and back
-	jobs   []handed   // what the call took out of a registry
-	settle bool       // the lookups' wait has ended
-	back   bool       // the jobs were given back
+	mu     sync.Mutex  // guards jobs, settled and back
+	jobs   []handedJob // what the call took out of a registry
+	settle bool        // the lookups' wait has ended
+	back   bool        // the jobs were given back
 }
 
-// handed is one job a call took out of its registry: back returns it
-// there, done ends the registry's wait for the reply that carries it.
-type handed struct {
-	back, done func()
+// handedJob is one job a call took out of its registry, as the handoff
+// ends it. Its methods are called at most once each, on the goroutine
+// that settles or gives back the reply (a transport's, or the call's),
+// with the handoff's lock released; they take the registry's lock and do
+// not block beyond it.
+type handedJob interface {
+	// giveBack returns the job to its registry, unless another call took
+	// it again meanwhile.
+	giveBack()
+	// handingEnded ends the wait of lookups for the reply that carries it.
+	handingEnded()
 }
 
 // handingLookupDuration bounds how long a call looking up a job waits for
@@ -38,10 +45,10 @@ type handed struct {
 const handingLookupDuration = 5 * time.Second
 
 // took records that the call took a job out of its registry (whose lock
-// is held: the registry marks the job as handing in the same step); back
-// and done are the job's handed. It reports false when the handoff had
-// already ended, so the registry does not mark the job.
-func (h *handoff) took(back, done func()) bool {
+// is held: the registry marks the job as handing in the same step). It
+// reports false when the handoff had already ended, so the registry does
+// not mark the job.
+func (h *handoff) took(t handedJob) bool {
 	if h == nil {
 		return false
 	}
@@ -50,7 +57,7 @@ func (h *handoff) took(back, done func()) bool {
 	if h.settle || h.back {
 		return false
 	}
-	h.jobs = append(h.jobs, handed{back: back, done: done})
+	h.jobs = append(h.jobs, t)
 	return true
 }
 
@@ -58,7 +65,7 @@ func (h *handoff) took(back, done func()) bool {
 // "delivered" at once from now on. Later failures may still giveBack.
 func (h *handoff) settled() {
 	for _, t := range h.end(false) {
-		t.done()
+		t.handingEnded()
 	}
 }
 
@@ -67,15 +74,15 @@ func (h *handoff) settled() {
 // where they are.
 func (h *handoff) giveBack() {
 	for _, t := range h.end(true) {
-		t.back()
-		t.done()
+		t.giveBack()
+		t.handingEnded()
 	}
 }
 
 // end marks the handoff settled or given back and returns the jobs still
 // to act on: for settle, those not settled before; for giveBack, all of
 // them, once.
-func (h *handoff) end(back bool) []handed {
+func (h *handoff) end(back bool) []handedJob {
 	if h == nil {
 		return nil
 	}

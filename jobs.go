@@ -442,7 +442,7 @@ func (r *registry) deliverLocked(j *job, h *handoff) bool {
 	}
 	if r.removeLocked(j) {
 		r.delivered.add(j.id, "")
-		if h.took(func() { r.undeliver(j) }, func() { r.endHanding(j, h) }) {
+		if h.took(handedOut{r: r, j: j, h: h}) {
 			r.handing[j.id] = h
 		}
 	}
@@ -455,6 +455,19 @@ func (r *registry) deliver(j *job, h *handoff) bool {
 	defer r.mu.Unlock()
 	return r.deliverLocked(j, h)
 }
+
+// handedOut is a job a call took out of r, for the call's handoff.
+type handedOut struct {
+	r *registry
+	j *job
+	h *handoff
+}
+
+// giveBack returns the job to its registry (undeliver).
+func (t handedOut) giveBack() { t.r.undeliver(t.j) }
+
+// handingEnded ends lookups' wait for the reply (endHanding).
+func (t handedOut) handingEnded() { t.r.endHanding(t.j, t.h) }
 
 // endHanding says h's reply, which carries j, is no longer on its way:
 // lookups of j stop waiting for it.

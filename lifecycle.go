@@ -19,10 +19,17 @@ type jobRun struct {
 	nowait    bool          // return as soon as the job has started
 	await     awaitOptions  // when the wait gives up before the job ends
 	until     *untilSpec    // also return, the job running, on a matching line or quiet
-	// follow, when set, runs beside the wait (streaming the job's output,
-	// say) and returns finish, which runJob calls once the wait is over,
-	// before the result is made or the job torn down.
-	follow func(j *job) (finish func())
+	follow    jobFollower   // when set, follows the job beside the wait
+}
+
+// jobFollower follows a call's job beside its wait: streams its output,
+// say.
+type jobFollower interface {
+	// followJob begins following j, on the call's goroutine right after
+	// the start, and returns finish, which runJob calls once the wait is
+	// over, before the result is made or the job torn down; finish
+	// returns when the following is done.
+	followJob(j *job) (finish func())
 }
 
 // ranJob is what runJob leaves its caller.
@@ -56,14 +63,14 @@ func (c *toolCall) runJob(run jobRun) (ranJob, error) {
 		j.limitTime(run.timeLimit, run.killGrace)
 	}
 	if c.onStart != nil {
-		c.onStart(j)
+		c.onStart.jobStarted(j)
 	}
 	if run.nowait {
 		return ranJob{job: j, started: true}, nil
 	}
 	finish := func() {}
 	if run.follow != nil {
-		finish = run.follow(j)
+		finish = run.follow.followJob(j)
 	}
 	hit := func() *untilHit { return nil }
 	if run.until != nil {

@@ -693,7 +693,6 @@ func (s *session) prepareTaskCall(m message, name string, params map[string]json
 // waiterFor builds the waiter of one call: progress notifications go out
 // only when the request's _meta (nil when it has none) has progressToken.
 func (s *session) waiterFor(ctx context.Context, meta map[string]json.RawMessage, m message) *waiter {
-	sink := m.replyTo
 	w := &waiter{ctx: ctx, handoff: m.handoff}
 	token, ok := meta["progressToken"]
 	if !ok || !validID(token) {
@@ -701,21 +700,32 @@ func (s *session) waiterFor(ctx context.Context, meta map[string]json.RawMessage
 	}
 	w.interval = s.cfg.progressInterval
 	w.showOutput = string(meta[metaProgressOutput]) == "true"
-	w.report = func(n int, message string) {
-		if ctx.Err() != nil {
-			return // cancelled: nothing more goes out for the request
-		}
-		notifyDroppable(sink, "notifications/progress", map[string]any{
-			"progressToken": token, "progress": n, "message": message,
-		})
-	}
+	w.reporter = progressNotifier{ctx: ctx, sink: m.replyTo, token: token}
 	return w
+}
+
+// progressNotifier sends a request's notifications/progress where its
+// reply will go, until the request is cancelled.
+type progressNotifier struct {
+	ctx   context.Context
+	sink  replySink
+	token json.RawMessage // the request's progressToken, as sent
+}
+
+// progress sends one notifications/progress, droppably.
+func (p progressNotifier) progress(n int, message string) {
+	if p.ctx.Err() != nil {
+		return // cancelled: nothing more goes out for the request
+	}
+	notifyDroppable(p.sink, "notifications/progress", map[string]any{
+		"progressToken": p.token, "progress": n, "message": message,
+	})
 }
 
 // loggerFor sends a tool's notifications/message, at or above the level a
 // 2026-07-28 request set, on its own channel until it is cancelled. Any
 // other request gets nil: a legacy session's would surface in others.
-func loggerFor(ctx context.Context, meta map[string]json.RawMessage, m message) func(level, logger string, data any) {
+func loggerFor(ctx context.Context, meta map[string]json.RawMessage, m message) messageLogger {
 	if !m.dialect.modern {
 		return nil
 	}
@@ -723,13 +733,23 @@ func loggerFor(ctx context.Context, meta map[string]json.RawMessage, m message) 
 	if json.Unmarshal(meta[metaLogLevel], &least) != nil || !slices.Contains(logLevels, least) {
 		return nil
 	}
-	floor := slices.Index(logLevels, least)
-	return func(level, logger string, data any) {
-		if slices.Index(logLevels, level) < floor || ctx.Err() != nil {
-			return
-		}
-		notifyDroppable(m.replyTo, "notifications/message", map[string]any{"level": level, "logger": logger, "data": data})
+	return requestLog{ctx: ctx, sink: m.replyTo, floor: slices.Index(logLevels, least)}
+}
+
+// requestLog sends a request's notifications/message at or above floor
+// (an index in logLevels) where its reply will go, until it is cancelled.
+type requestLog struct {
+	ctx   context.Context
+	sink  replySink
+	floor int
+}
+
+// message sends one notifications/message, droppably.
+func (l requestLog) message(level, logger string, data any) {
+	if slices.Index(logLevels, level) < l.floor || l.ctx.Err() != nil {
+		return
 	}
+	notifyDroppable(l.sink, "notifications/message", map[string]any{"level": level, "logger": logger, "data": data})
 }
 
 // notifyDroppable sends a progress or log notification where the reply will

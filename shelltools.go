@@ -252,7 +252,7 @@ func runShellRun(c *toolCall, a *shellRunArgs) (answer, error) {
 	}
 	if c.log != nil {
 		logger := c.cfg.toolPrefix + "_run"
-		run.follow = func(j *job) func() { return streamShellRun(c.log, logger, j) } // the last batch goes before the result
+		run.follow = shellRunStream{log: c.log, logger: logger} // the last batch goes before the result
 	}
 	ran, err := shellRunJob(c, run)
 	if err != nil {
@@ -273,11 +273,21 @@ const (
 	shellStreamBatch    = 32 << 10
 )
 
+// shellRunStream follows a shell set's run by streaming its output as
+// messages from logger.
+type shellRunStream struct {
+	log    messageLogger
+	logger string
+}
+
+// followJob is streamShellRun.
+func (s shellRunStream) followJob(j *job) func() { return streamShellRun(s.log, s.logger, j) }
+
 // streamShellRun sends j's output as it comes, as info messages
 // {"stream", "text"} from logger, and returns finish, which sends what is
 // left once the job has ended and returns when all is sent. So the batches
 // of a run that ended on its own add up to its output.
-func streamShellRun(log func(level, logger string, data any), logger string, j *job) (finish func()) {
+func streamShellRun(log messageLogger, logger string, j *job) (finish func()) {
 	done, sent := make(chan struct{}), make(chan struct{})
 	var at [2]int64 // where each stream's next batch starts; only the goroutine uses it
 	flush := func(final bool) {
@@ -295,7 +305,7 @@ func streamShellRun(log func(level, logger string, data any), logger string, j *
 					break
 				}
 				at[i] = from + int64(len(b))
-				log("info", logger, map[string]string{"stream": s.name, "text": string(b)})
+				log.message("info", logger, map[string]string{"stream": s.name, "text": string(b)})
 			}
 		}
 	}

@@ -173,14 +173,8 @@ func (b *taskBoard) settle(t *task, res answer, err error) {
 // context.
 func (b *taskBoard) runLegacy(t *task, c *toolCall, run func() (answer, error)) func() (answer, error) {
 	started := make(chan struct{})
-	var once sync.Once
 	c.waitToEnd = true
-	c.onStart = func(j *job) {
-		t.mu.Lock()
-		t.job = j
-		t.mu.Unlock()
-		once.Do(func() { close(started) })
-	}
+	c.onStart = &taskStart{t: t, started: started}
 	return func() (answer, error) {
 		b.running.Add(1) // counted from here on: this request is one already
 		go func() {
@@ -194,6 +188,22 @@ func (b *taskBoard) runLegacy(t *task, c *toolCall, run func() (answer, error)) 
 		}
 		return wireValue(map[string]any{"task": t.view(false)}), nil
 	}
+}
+
+// taskStart records a legacy task's job as it starts and says so on
+// started.
+type taskStart struct {
+	t       *task
+	started chan struct{} // closed once the job has started
+	once    sync.Once     // closes started once
+}
+
+// jobStarted records j as the task's job.
+func (s *taskStart) jobStarted(j *job) {
+	s.t.mu.Lock()
+	s.t.job = j
+	s.t.mu.Unlock()
+	s.once.Do(func() { close(s.started) })
 }
 
 // answerModern is the run of call c from a client with the extension

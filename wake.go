@@ -58,12 +58,20 @@ func waitFor(ch <-chan struct{}, d time.Duration) bool {
 // pastDeadline aborts a pending pipe write at once.
 var pastDeadline = time.Unix(1, 0)
 
+// progressReporter sends a blocking call's progress notifications.
+type progressReporter interface {
+	// progress sends the n'th notification, saying message. It is called
+	// on the waiting call's goroutine with no lock held and must not
+	// block: a client that is not reading may have it dropped.
+	progress(n int, message string)
+}
+
 // waiter is how a blocking tool call waits: cancellable through ctx, and
 // reporting progress every interval while it blocks.
 type waiter struct {
 	ctx      context.Context
-	interval time.Duration               // 0: the caller asked for no progress
-	report   func(n int, message string) // sends one progress notification
+	interval time.Duration    // 0: the caller asked for no progress
+	reporter progressReporter // sends the progress notifications; nil when interval is 0
 	// showOutput: progress messages also carry the newest output lines
 	// (the request asked for them in _meta).
 	showOutput bool
@@ -109,7 +117,7 @@ func (w *waiter) sleep(wake <-chan struct{}, deadline time.Time, describe func()
 			return nil
 		case w.interval > 0 && !time.Now().Before(w.next):
 			w.sent++
-			w.report(w.sent, describe())
+			w.reporter.progress(w.sent, describe())
 			w.next = w.next.Add(w.interval)
 			continue
 		}

@@ -15,7 +15,7 @@ func TestProgress(t *testing.T) {
 	j := startJob(t, reg, "sleep 0.3")
 	var counters []int
 	var returned, late atomic.Bool
-	w := &waiter{ctx: context.Background(), interval: 50 * time.Millisecond, report: func(n int, message string) {
+	w := &waiter{ctx: context.Background(), interval: 50 * time.Millisecond, reporter: progressFunc(func(n int, message string) {
 		if returned.Load() {
 			late.Store(true)
 		}
@@ -23,7 +23,7 @@ func TestProgress(t *testing.T) {
 			t.Errorf("progress %d without a message", n)
 		}
 		counters = append(counters, n)
-	}}
+	})}
 	claimed, err := waitIDs(reg, w, []string{j.id}, time.Now().Add(jobDeadline), false)
 	returned.Store(true)
 	if err != nil || claimed[j.id] != j {
@@ -46,3 +46,9 @@ func TestProgress(t *testing.T) {
 		t.Errorf("a progress report arrived after the wait returned")
 	}
 }
+
+// progressFunc is a progressReporter made of a function, for tests.
+type progressFunc func(n int, message string)
+
+// progress calls f.
+func (f progressFunc) progress(n int, message string) { f(n, message) }
