@@ -44,8 +44,11 @@ if run "${deselect[@]}" "${suites[@]}" | tee "$tmp/log"; then exit 0; fi
 # and now and then the child hangs before it can exec (seen as a
 # "qemu-aarch64-static" child left in S state, and a spawn that never
 # returns). A test that fails that way passes when run again; one that fails
-# twice fails the check.
+# twice fails the check. A hung spawn holds the fork of the server it
+# happened in, so every later test that starts a job on that module's server
+# fails too (23 at once in one run): the bound counts such a burst, and the
+# tests run again on fresh servers.
 mapfile -t failed < <(sed -n 's/^FAILED \([^ ]*\).*/\1/p' "$tmp/log")
-[ "${#failed[@]}" -gt 0 ] && [ "${#failed[@]}" -le 3 ] || exit 1
+[ "${#failed[@]}" -gt 0 ] && [ "${#failed[@]}" -le 60 ] || exit 1
 echo "again, once (an emulator fork can hang): ${failed[*]}"
 run "${failed[@]}"
