@@ -36,8 +36,9 @@ func httpTransportFor(t *testing.T, settings ...string) (*httpTransport, string)
 	return guardedTransport(t, append([]string{open}, settings...)...)
 }
 
-// post sends one JSON-RPC body to /mcp with the given headers.
-func post(t *testing.T, url, body string, headers map[string]string) (*http.Response, string) {
+// mcpRequest is a POST of one JSON-RPC body to /mcp with the headers a
+// client sends, and headers.
+func mcpRequest(t *testing.T, url, body string, headers map[string]string) *http.Request {
 	t.Helper()
 	req, err := http.NewRequest(http.MethodPost, url+"/mcp", strings.NewReader(body))
 	if err != nil {
@@ -48,6 +49,13 @@ func post(t *testing.T, url, body string, headers map[string]string) (*http.Resp
 	for k, v := range headers {
 		req.Header.Set(k, v)
 	}
+	return req
+}
+
+// post sends one JSON-RPC body to /mcp with the given headers.
+func post(t *testing.T, url, body string, headers map[string]string) (*http.Response, string) {
+	t.Helper()
+	req := mcpRequest(t, url, body, headers)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -535,15 +543,7 @@ func TestHTTPRepliesNameTheClientsIDExactly(t *testing.T) {
 // request); it fails the test when none comes within jobDeadline.
 func firstProgress(t *testing.T, url, body string, headers map[string]string) string {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodPost, url+"/mcp", strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	for k, v := range headers {
-		req.Header.Set(k, v)
-	}
+	req := mcpRequest(t, url, body, headers)
 	client := &http.Client{Timeout: jobDeadline}
 	resp, err := client.Do(req)
 	if err != nil {

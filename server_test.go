@@ -29,14 +29,7 @@ func TestEndingOneSessionLeavesTheOther(t *testing.T) {
 	onLinux(t)
 	t.Parallel()
 	srv := newServer(testConfig())
-	first, err := srv.open(srv.cfg, "test", &collectingSink{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	second, err := srv.open(srv.cfg, "test", &collectingSink{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	first, second := twoSessions(t, srv)
 	doomed := startJob(t, first.reg, "sleep 60 & exec sleep 60")
 	kept := startJob(t, second.reg, "sleep 60 & exec sleep 60")
 	waitForSleeps(t, doomed.pid, 2)
@@ -87,14 +80,7 @@ func TestServerNamesSessionsInTheJobLog(t *testing.T) {
 // its own.
 func TestSessionsShareTheServersToolBook(t *testing.T) {
 	srv := newServer(testConfig())
-	first, err := srv.open(srv.cfg, "test", &collectingSink{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	second, err := srv.open(srv.cfg, "test", &collectingSink{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	first, second := twoSessions(t, srv)
 	if first.tools != srv.tools || second.tools != srv.tools {
 		t.Errorf("sessions' books %p and %p, the server's %p", first.tools, second.tools, srv.tools)
 	}
@@ -108,4 +94,17 @@ func TestSessionsShareTheServersToolBook(t *testing.T) {
 	for _, s := range []*session{first, second, other} {
 		srv.end(s)
 	}
+}
+
+// twoSessions opens two sessions of srv's own settings.
+func twoSessions(t *testing.T, srv *server) (first, second *session) {
+	t.Helper()
+	var err error
+	if first, err = srv.open(srv.cfg, "test", &collectingSink{}); err != nil {
+		t.Fatal(err)
+	}
+	if second, err = srv.open(srv.cfg, "test", &collectingSink{}); err != nil {
+		t.Fatal(err)
+	}
+	return first, second
 }
