@@ -481,6 +481,9 @@ func runOutput(c *toolCall, a *outputArgs) (answer, error) {
 			// reply (and once more as structured content), and grepWindow
 			// counts them raw.
 			s.found, searched = grepWindow(s.w, s.spec.grep, j.terminal(), c.replyBudget()/grepBudgetShare), true
+			if c.dialect.agent { // a model is told what it cannot see
+				s.found.showDropped()
+			}
 			continue
 		}
 		*s.slice, _ = sliceWithin(s.w, s.spec, c.replyBudget())
