@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // ---------------------------------------------------------------------------
@@ -26,8 +27,38 @@ func spillWindow(t *testing.T, limit, headLimit int, streamBytes, all int64) (*w
 	store.configure(t.TempDir(), false, streamBytes, all)
 	w := makeWindow(limit, headLimit, new(atomic.Int64))
 	w.spillTo(store.forStream())
-	t.Cleanup(w.dropSpill)
+	t.Cleanup(func() { dropAndAwaitClosed(t, w) })
 	return w, store
+}
+
+// dropAndAwaitClosed drops w's spill and waits until its writer closed the
+// file and ended.
+func dropAndAwaitClosed(t *testing.T, w *window) {
+	t.Helper()
+	w.dropSpill()
+	awaitFlushed(t, w.spill)
+	if w.spill.f != nil {
+		t.Error("the spill file is still open after its writer ended")
+	}
+}
+
+// awaitFlushed waits until sp's writer has nothing left to do, nor is due
+// to start.
+func awaitFlushed(t *testing.T, sp *spillFile) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		sp.mu.Lock()
+		busy := sp.flushing || sp.lingering
+		sp.mu.Unlock()
+		if !busy {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the spill's writer is still at work after 20 s")
+		}
+		time.Sleep(time.Millisecond)
+	}
 }
 
 // numberedLines is the output of `seq 1 n`.
@@ -149,7 +180,7 @@ func TestSpillLimitIsServerWide(t *testing.T) {
 	for i := range 3 {
 		w := makeWindow(32<<10, 0, new(atomic.Int64))
 		w.spillTo(store.forStream())
-		defer w.dropSpill()
+		defer dropAndAwaitClosed(t, w)
 		writeInPieces(w, all, rand.New(rand.NewPCG(7, uint64(i))))
 		if used := store.used.Load(); used > limit {
 			t.Fatalf("after stream %d the store keeps %d bytes; its limit is %d", i, used, limit)
@@ -189,15 +220,13 @@ func TestDropSpillGivesItsBytesBack(t *testing.T) {
 	all := numberedLines(50000)
 	w, store := spillWindow(t, 16<<10, 0, 1<<30, 0)
 	_, _ = w.Write(all)
+	awaitFlushed(t, w.spill)
 	if store.used.Load() == 0 || w.spill.f == nil {
 		t.Fatal("nothing spilled")
 	}
-	w.dropSpill()
-	if used := store.used.Load(); used != 0 {
-		t.Fatalf("the store still counts %d bytes", used)
-	}
-	if w.spill.f != nil {
-		t.Fatal("the file is still open")
+	dropAndAwaitClosed(t, w)
+	if used, queued := store.used.Load(), store.queued.Load(); used != 0 || queued != 0 {
+		t.Fatalf("the store still counts %d bytes kept, %d queued", used, queued)
 	}
 	want := int64(len(all)) - 16<<10
 	if s := w.readRange(0, 10, true, 0); s.dropped != 10 || s.offset != want {
@@ -288,4 +317,53 @@ func TestSpillSettings(t *testing.T) {
 			t.Errorf("%v: %v; want an error naming %s and %q", tc.kv, err, name, tc.mention)
 		}
 	}
+}
+
+// TestSpillWriteNeverWaitsForTheDisk: a disk that does not answer slows no
+// job: writes queue in memory up to the bound, then the oldest queued bytes
+// go (counted as dropped); what is queued is readable before it reaches
+// the file, and after.
+func TestSpillWriteNeverWaitsForTheDisk(t *testing.T) {
+	t.Parallel()
+	release := make(chan struct{}) // closed: the disk answers again
+	store := &spillStore{queueBytes: 1 << 20}
+	store.configure(t.TempDir(), false, 1<<30, 0)
+	store.writeAt = func(f *os.File, b []byte, at int64) error {
+		<-release
+		_, err := f.WriteAt(b, at)
+		return err
+	}
+	w := makeWindow(64<<10, 0, new(atomic.Int64))
+	w.spillTo(store.forStream())
+	t.Cleanup(func() { dropAndAwaitClosed(t, w) })
+	all := numberedLines(1000000) // 6.9 MB
+	wrote := make(chan struct{})  // closed when every Write returned
+	go func() {
+		writeInPieces(w, all, rand.New(rand.NewPCG(9, 10)))
+		close(wrote)
+	}()
+	select {
+	case <-wrote:
+	case <-time.After(20 * time.Second):
+		close(release)
+		t.Fatal("writing to the window waited for the disk")
+	}
+	total := int64(len(all))
+	first, _ := w.stats()
+	if kept := total - 64<<10 - first; kept < 1<<20-2*spillBlockBytes || kept > 1<<20 {
+		t.Errorf("%d bytes kept past the window with a 1 MiB queue and a stuck disk", kept)
+	}
+	check := func(when string) {
+		s := w.readRange(0, -1, true, 0)
+		if s.offset != first || s.dropped != first || !bytes.Equal(s.data, all[first:]) {
+			t.Fatalf("%s: offset %d dropped %d, %d bytes; want everything from %d", when, s.offset, s.dropped, len(s.data), first)
+		}
+	}
+	check("queued")
+	close(release)
+	awaitFlushed(t, w.spill)
+	if q := store.queued.Load(); q != 0 {
+		t.Fatalf("%d bytes still queued after the writer ended", q)
+	}
+	check("written")
 }

@@ -103,7 +103,7 @@ func (w *window) spillUpTo(to int64) {
 	if sp == nil {
 		return
 	}
-	for from := sp.end; from < to; {
+	for _, from := sp.kept(); from < to; {
 		q := int(from % int64(w.limit))
 		c := w.chunks[q/windowChunkBytes][q%windowChunkBytes:]
 		c = c[:min(int64(len(c)), to-from)]
@@ -286,7 +286,19 @@ func (w *window) reserve(max int) []byte {
 	c := w.room(q, full-off)
 	c = c[:min(len(c), max)]
 	if w.total >= int64(w.limit) {
-		w.spillUpTo(w.total - int64(w.limit) + int64(len(c)))
+		oldest := w.total - int64(w.limit) // the byte at ring position q
+		if sp := w.spill; sp != nil && off == 0 && sp.endsAt(oldest) {
+			// The whole chunk holds the oldest bytes: it goes to the spill
+			// as it is, and fresh storage takes its place. The bytes after
+			// the reservation are then the spill's to serve: the floor.
+			if end := oldest + int64(len(w.chunks[i])); end > w.floor {
+				w.floor = end // (max is this function's argument)
+			}
+			w.chunks[i] = sp.take(w.chunks[i])
+			c = w.chunks[i][:len(c)]
+		} else {
+			w.spillUpTo(oldest + int64(len(c)))
+		}
 		w.hidden = int64(len(c))
 	}
 	w.reserved = c
