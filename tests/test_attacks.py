@@ -2421,6 +2421,25 @@ def test_setsid_process_cannot_dodge_kill(lab, user):
 SPILL_ENV = {"MCP_EXEC_SPILL": "auto", "MCP_EXEC_MAX_OUTPUT_BYTES": "65536"}
 
 
+def spill_holds(pid, secret):
+    """Whether a deleted regular file pid holds open starts with secret (read from
+    the test side, as the server's user or root)."""
+    try:
+        fds = os.listdir("/proc/%d/fd" % pid)
+    except OSError:
+        return False
+    for fd in fds:
+        link = "/proc/%d/fd/%s" % (pid, fd)
+        try:
+            if os.readlink(link).endswith(" (deleted)") and stat.S_ISREG(os.stat(link).st_mode):
+                with open(link, "rb") as f:
+                    if f.read(len(secret)) == secret.encode():
+                        return True
+        except OSError:
+            continue
+    return False
+
+
 def spilled_secret_reached(srv):
     """A job of srv writes a secret that leaves its window; another job then
     looks for it in every regular file the server holds open and every file in a
@@ -2432,6 +2451,8 @@ def spilled_secret_reached(srv):
         srv.s.until_done(writer, timeout=30 + SLACK)
         sl = srv.s.tool("output", {"job_id": writer, "stdout": {"from": 0, "length": 41}})["stdout"]
         assert sl["data"] == secret + "\n", "the spill does not hold the secret: %r" % sl
+        # the file is written a moment later, by a writer of its own
+        wait_until(lambda: spill_holds(srv.hpid, secret), 20 + SLACK, "the secret in a spill file of the server")
         out = srv.job("for f in /proc/%d/fd/* /tmp/mcp-exec-spill-*/* /var/tmp/mcp-exec-spill-*/*; do"
                       " [ -f \"$f\" ] && timeout 10 cat \"$f\" 2>/dev/null; done | grep -c %s; true"
                       % (srv.pid, secret))
