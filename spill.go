@@ -34,9 +34,10 @@ type spillStore struct {
 // oldest waiting bytes rather than slow its job.
 const spillQueueBytes = 64 << 20
 
-// spillBlockBytes is the most one queued block holds: what a pump reads
-// at once.
-const spillBlockBytes = windowChunkBytes
+// spillBlockBytes is the most one queued block holds: a window's chunk
+// (window.go checks they are equal), so a chunk handed over (take) and a
+// block take each other's place.
+const spillBlockBytes = 64 << 10
 
 // spillFreeBlocks is how many written blocks are kept for reuse: a pool
 // the collector empties would have every block of a fast stream

@@ -14,6 +14,13 @@ import (
 // memory bound (windowMemory.enforce).
 const windowChunkBytes = 64 << 10
 
+// A chunk handed to the spill is replaced by one of its blocks: both
+// sizes must be one (each line fails to compile when it would be negative).
+const (
+	_ = uint(windowChunkBytes - spillBlockBytes)
+	_ = uint(spillBlockBytes - windowChunkBytes)
+)
+
 // window keeps the last limit bytes one stream wrote, addressed by absolute
 // byte offsets from the start of the stream. Its storage grows with what the
 // stream actually wrote, so a quiet stream costs nothing, and becomes a ring
