@@ -356,10 +356,13 @@ func (s *spillStore) write(f *os.File, b []byte, at int64) error {
 
 // fail gives up everything after a file error: the stream keeps nothing
 // more on disk, its bytes count as dropped, as a window's, and flush
-// closes the file. Caller holds sp.mu.
+// closes the file. Caller holds sp.mu, which it lets go to say so on
+// stderr.
 func (sp *spillFile) fail(err error) {
-	logf("spill: %v; the stream's oldest bytes are dropped instead", err)
 	sp.closeLocked()
+	sp.mu.Unlock()
+	logf("spill: %v; the stream's oldest bytes are dropped instead", err)
+	sp.mu.Lock()
 }
 
 // kept is the range the spill still holds.
@@ -401,7 +404,8 @@ func (sp *spillFile) pread(b []byte, at int64) {
 	}
 	if _, err := sp.f.ReadAt(b, at); err != nil {
 		clear(b)
-		logf("spill: read %d bytes at %d: %v", len(b), at, err)
+		// Said by another goroutine: the caller holds locks.
+		go logf("spill: read %d bytes at %d: %v", len(b), at, err)
 	}
 }
 

@@ -367,3 +367,30 @@ func TestSpillWriteNeverWaitsForTheDisk(t *testing.T) {
 	}
 	check("written")
 }
+
+// TestSpillWriteErrorDropsAsTheWindowWould: a disk that fails (full)
+// costs the spilled bytes, counted as dropped as 1.0 counts a window's,
+// and nothing else: the window keeps working and the store's counts go
+// back to 0.
+func TestSpillWriteErrorDropsAsTheWindowWould(t *testing.T) {
+	t.Parallel()
+	store := &spillStore{}
+	store.configure(t.TempDir(), false, 1<<30, 0)
+	store.writeAt = func(*os.File, []byte, int64) error { return syscall.ENOSPC }
+	w := makeWindow(64<<10, 0, new(atomic.Int64))
+	w.spillTo(store.forStream())
+	t.Cleanup(func() { dropAndAwaitClosed(t, w) })
+	all := numberedLines(300000)
+	writeInPieces(w, all, rand.New(rand.NewPCG(11, 12)))
+	awaitFlushed(t, w.spill)
+	writeInPieces(w, all[:1000], rand.New(rand.NewPCG(13, 14))) // after the failure, too
+	all = append(all, all[:1000]...)
+	total := int64(len(all))
+	s := w.readRange(0, -1, true, 0)
+	if s.offset != total-64<<10 || s.dropped != s.offset || !bytes.Equal(s.data, all[s.offset:]) {
+		t.Fatalf("after a failed spill: offset %d dropped %d; want the window's %d bytes, the rest dropped", s.offset, s.dropped, 64<<10)
+	}
+	if used, queued := store.used.Load(), store.queued.Load(); used != 0 || queued != 0 {
+		t.Fatalf("the store counts %d bytes kept and %d queued after the failure", used, queued)
+	}
+}
