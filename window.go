@@ -353,7 +353,8 @@ func (w *window) ends(head, tail int64) streamEnds {
 }
 
 // at returns the retained byte at absolute offset p, from the spill or the
-// head when the ring no longer holds it. Caller holds w.mu and guarantees p is retained.
+// head when the ring no longer holds it. Caller holds w.mu and guarantees p
+// is retained.
 func (w *window) at(p int64) byte {
 	if start, _ := w.span(); p < start {
 		return w.head[p]
