@@ -547,8 +547,12 @@ func (r *registry) undeliver(j *job) {
 // cancelled before the caller learned its id).
 func (r *registry) forget(j *job) {
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	r.removeLocked(j)
+	gone := r.goneLocked(j)
+	r.mu.Unlock()
+	if gone {
+		j.dropSpill()
+	}
 }
 
 // list returns the waitable jobs, oldest first.
