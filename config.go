@@ -57,6 +57,9 @@ type config struct {
 	memoryLimit int64           // bytes all output windows may hold together; 0: no bound; memoryLimitAuto: see memoryBound
 	jobLog      string          // where the job log goes: "" off, jobLogStderr, or a file's path (see openJobLog)
 	inputWait   time.Duration   // how long a job's process must wait reading its input before the job counts as waiting for input
+	spill       string          // spillOff, spillAuto, or the resolved directory spill files go in
+	spillBytes  int64           // bytes of one stream's spill kept at most
+	spillLimit  int64           // bytes every spill keeps together; 0: no bound; memoryLimitAuto: a quarter of the free space
 
 	// HTTP; listen "" serves stdio only.
 	listen         string        // the address to serve HTTP on
@@ -187,6 +190,12 @@ var configVars = []configVar{
 		func(c *config, v string) (err error) { c.keepCwd, err = parseSwitch(v); return }},
 	{"MCP_EXEC_MEMORY_LIMIT", "auto", "", "bytes all output windows may hold together (e.g. 512MiB; K, M, G, KiB, MiB, GiB; 0 = no bound); auto: a quarter of the memory available (the cgroup's limit, else physical memory); past it the oldest bytes of the largest windows go first",
 		func(c *config, v string) (err error) { c.memoryLimit, err = parseMemoryLimit(v); return }},
+	{"MCP_EXEC_SPILL", spillOff, spillAuto, "auto, off or a directory: where the bytes that leave a stream's window go, so output reads every byte a job wrote; auto makes a private directory in the temporary directory (never inside MCP_EXEC_ROOTS); files have no name and go with their job",
+		func(c *config, v string) (err error) { c.spill, err = parseSpill(v); return }},
+	{"MCP_EXEC_SPILL_BYTES", "1GiB", "", "bytes of one stream kept on disk past its window (e.g. 256MiB; K, M, G, KiB, MiB, GiB; >= 1); past it the oldest spilled bytes go",
+		func(c *config, v string) (err error) { c.spillBytes, err = parseSize(v, 1); return }},
+	{"MCP_EXEC_SPILL_LIMIT", "auto", "", "bytes every job's spill keeps together (a size, or 0 = no bound); auto: a quarter of the free space where the spill directory is, read at start and as it fills; past it a stream gives up its oldest spilled bytes",
+		func(c *config, v string) (err error) { c.spillLimit, err = parseMemoryLimit(v); return }},
 	{"MCP_EXEC_JOB_EVENTS", "0", "1", "1 sends notifications/job when a job starts and finishes (stdio, after initialize), so a client learns of a nowait job's end without polling",
 		func(c *config, v string) (err error) { c.jobEvents, err = parseSwitch(v); return }},
 	{"MCP_EXEC_JOB_LOG", "", "", "stderr, or the path of a file opened for appending: one JSON line when a job starts, ends or is refused by policy (who ran what, where, how it ended; never its output); unset: no job log",
@@ -457,6 +466,16 @@ func parseRoots(v string) ([]string, error) {
 	return slices.Clip(roots), nil
 }
 
+// insideAny is the first of roots that p is inside, or "".
+func insideAny(p string, roots []string) string {
+	for _, root := range roots {
+		if within(p, root) {
+			return root
+		}
+	}
+	return ""
+}
+
 // within reports whether the clean absolute path p is root or below it.
 func within(p, root string) bool {
 	rel, err := filepath.Rel(root, p)
@@ -620,6 +639,8 @@ func checkLimits(c *config) error {
 		return fmt.Errorf("MCP_EXEC_TIME_LIMIT (%v s) is longer than MCP_EXEC_MAX_TIME_LIMIT (%v s) allows", c.timeLimit.Seconds(), c.maxTimeLimit.Seconds())
 	case c.execCwd != "" && c.roots != nil && !slices.ContainsFunc(c.roots, func(root string) bool { return within(c.execCwd, root) }):
 		return fmt.Errorf("DEFAULT_CWD %s is outside MCP_EXEC_ROOTS (%s)", c.execCwd, strings.Join(c.roots, ", "))
+	case c.spill != spillOff && c.spill != spillAuto && insideAny(c.spill, c.roots) != "":
+		return fmt.Errorf("MCP_EXEC_SPILL=%s is inside MCP_EXEC_ROOTS (%s), where jobs could read what others wrote; use a directory outside them, or auto", c.spill, insideAny(c.spill, c.roots))
 	case c.sandbox == sandboxRoots && c.roots == nil:
 		return errors.New("MCP_EXEC_SANDBOX=roots makes only MCP_EXEC_ROOTS writable, and MCP_EXEC_ROOTS is not set; set it, or use read-only")
 	}
@@ -815,6 +836,35 @@ func (c *config) memoryBound() int64 {
 // autoMemoryBound is MCP_EXEC_MEMORY_LIMIT=auto's bound: a quarter of the
 // memory available (the cgroup's limit, else physical memory).
 var autoMemoryBound = sync.OnceValue(func() int64 { return availableMemory() / 4 })
+
+// Spill modes (MCP_EXEC_SPILL) besides a directory.
+const (
+	spillOff  = "off"
+	spillAuto = "auto"
+)
+
+// parseSpill reads MCP_EXEC_SPILL: auto, off, or an existing directory,
+// resolved.
+func parseSpill(v string) (string, error) {
+	if v == spillOff || v == spillAuto {
+		return v, nil
+	}
+	dir, err := resolveDir(v)
+	if err != nil {
+		return "", fmt.Errorf("must be auto, off or an existing directory: %w", err)
+	}
+	return dir, nil
+}
+
+// parseSize reads a size in bytes, at least least: a whole number with an
+// optional K, M, G, KiB, MiB or GiB.
+func parseSize(v string, least int64) (int64, error) {
+	n, err := parseMemoryLimit(v)
+	if err != nil || n < least {
+		return 0, fmt.Errorf("must be a size of at least %d bytes, e.g. 256MiB", least)
+	}
+	return n, nil
+}
 
 // parseMemoryLimit reads MCP_EXEC_MEMORY_LIMIT: auto, 0, or a size.
 func parseMemoryLimit(v string) (int64, error) {

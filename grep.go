@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"unicode/utf8"
 )
 
@@ -113,6 +114,12 @@ type grepJSON struct {
 	Matches    []grepMatchJSON `json:"matches"`
 	MatchCount int             `json:"match_count"` // lines that match in the searched range, listed or not
 	Searched   searchedJSON    `json:"searched"`
+	// Dropped and Note say, for a model, how many bytes of the asked range
+	// were not searched because they are gone, and from which offset on
+	// matches can be seen (showDropped; nil and "": not said).
+	Dropped *int64 `json:"dropped_bytes,omitempty"`
+	Note    string `json:"note,omitempty"`
+	lost    int64  // what Dropped says once shown
 	// Next is the from that lists the matches after the listed ones, when
 	// max or the reply budget left some out.
 	Next *int64 `json:"next,omitempty"`
@@ -156,7 +163,9 @@ const grepEntryBytes, grepContextBytes = 48, 4
 func grepWindow(w *window, spec *grepSpec, ended bool, room int) *grepJSON {
 	start, total := w.stats()
 	from := min(spec.from, total)
+	var lost int64
 	if kept := w.readRange(from, 0, true, 0); from < start && kept.offset > from {
+		lost = kept.offset - from
 		from = kept.offset // before the oldest byte kept: the search starts there
 	}
 	g := &grepJSON{Matches: []grepMatchJSON{}}
@@ -202,11 +211,26 @@ func grepWindow(w *window, spec *grepSpec, ended bool, room int) *grepJSON {
 		g.Matches = g.Matches[:n-1]
 	}
 	g.Searched = searchedJSON{From: from, To: c.searchedTo(), DroppedBytes: c.skipped}
+	g.lost = lost + c.skipped
 	if n := len(g.Matches); g.MatchCount > n && n > 0 {
 		next := min(g.Matches[n-1].end, c.at)
 		g.Next = &next
 	}
 	return g
+}
+
+// showDropped has g say how many bytes of the range it was asked to search
+// are gone, 0 included, and when some are, in one sentence, where matches
+// become visible.
+func (g *grepJSON) showDropped() {
+	if g == nil {
+		return
+	}
+	g.Dropped = &g.lost
+	if g.lost > 0 {
+		g.Note = fmt.Sprintf("%d bytes of the stream were gone before the search, so matches before offset %d cannot be seen.",
+			g.lost, g.Searched.From)
+	}
 }
 
 // clipLine is text cut to shownLineBytes from byte at on, on character

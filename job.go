@@ -323,3 +323,10 @@ const (
 	stateSuccess = "success"
 	stateError   = "error"
 )
+
+// dropSpill gives up what the job's windows spilled to disk, and their
+// files: for a job no call can find any more.
+func (j *job) dropSpill() {
+	j.stdout.dropSpill()
+	j.stderr.dropSpill()
+}

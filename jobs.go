@@ -473,11 +473,22 @@ func (t handedOut) handingEnded() { t.r.endHanding(t.j, t.h) }
 // lookups of j stop waiting for it.
 func (r *registry) endHanding(j *job, h *handoff) {
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	if r.handing[j.id] == h {
 		delete(r.handing, j.id)
 		r.changed.announce()
 	}
+	gone := r.goneLocked(j)
+	r.mu.Unlock()
+	if gone {
+		j.dropSpill()
+	}
+}
+
+// goneLocked reports whether no call can find j any more: it is not
+// listed, kept or on its way in a reply. Its spilled bytes can go then.
+// Caller holds r.mu.
+func (r *registry) goneLocked(j *job) bool {
+	return r.jobs[j.id] != j && r.kept[j.id] != j && r.handing[j.id] == nil
 }
 
 // removeLocked takes j out of the registry and stops keeping its output; it
@@ -536,8 +547,12 @@ func (r *registry) undeliver(j *job) {
 // cancelled before the caller learned its id).
 func (r *registry) forget(j *job) {
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	r.removeLocked(j)
+	gone := r.goneLocked(j)
+	r.mu.Unlock()
+	if gone {
+		j.dropSpill()
+	}
 }
 
 // list returns the waitable jobs, oldest first.
@@ -825,6 +840,8 @@ func (r *registry) expireBeyondLocked(most int) {
 func (r *registry) expireLocked(j *job, why string) {
 	if j.terminal() && r.removeLocked(j) {
 		r.expired.add(j.id, why)
+		// Closing files is a system call: not under r.mu.
+		go j.dropSpill()
 	}
 }
 
@@ -839,9 +856,13 @@ func (r *registry) keep(j *job, d time.Duration) {
 	r.mu.Unlock()
 	time.AfterFunc(d, func() {
 		r.mu.Lock()
-		defer r.mu.Unlock()
 		if r.kept[j.id] == j {
 			delete(r.kept, j.id)
+		}
+		gone := r.goneLocked(j)
+		r.mu.Unlock()
+		if gone {
+			j.dropSpill()
 		}
 	})
 }

@@ -218,7 +218,7 @@ var jobAgentTexts = map[string]toolWords{
 		description: "Read a running or kept job's output without forgetting it: its status plus a slice of each stream asked for, or its lines matching grep. " +
 			"Offsets count bytes from the stream's start; the next page is from = offset + bytes.",
 		docs: map[string]string{
-			"stdout":          `"all" (what is kept), {"tail": N} (last N lines), {"from": OFFSET, "length"?: N} (bytes), or {"grep": RE2, "max"?: 20, "context"?: L, "from"?: OFFSET} (matching lines with their offsets, and match_count). Default "none".`,
+			"stdout":          `"all" (what is kept), {"tail": N} (last N lines), {"from": OFFSET, "length"?: N} (bytes), or {"grep": RE2, "max"?: 20, "context"?: L, "from"?: OFFSET} (matching lines with their offsets, match_count, and dropped_bytes: the bytes before the search that are gone). Default "none". With spill on, bytes older than the in-memory window are read back from disk at their offsets.`,
 			"stderr":          "As stdout.",
 			"plain":           "Strip terminal escapes and carriage returns (tty output); offsets stay the raw bytes'.",
 			"max_reply_bytes": "Reply limit in bytes (at least 1024, default {budget}); a larger slice is cut to a head and a tail.",
@@ -481,6 +481,9 @@ func runOutput(c *toolCall, a *outputArgs) (answer, error) {
 			// reply (and once more as structured content), and grepWindow
 			// counts them raw.
 			s.found, searched = grepWindow(s.w, s.spec.grep, j.terminal(), c.replyBudget()/grepBudgetShare), true
+			if c.dialect.agent { // a model is told what it cannot see
+				s.found.showDropped()
+			}
 			continue
 		}
 		*s.slice, _ = sliceWithin(s.w, s.spec, c.replyBudget())

@@ -28,7 +28,7 @@ var transports = []string{"stdio.go", "http.go"}
 // too: add it, or the transports may name it unchecked.
 var coreFiles = []string{
 	"jobs.go", "window.go", "windowmemory.go", "grep.go", "pump.go", "kill.go", "reaper.go", "stdin.go", "until.go",
-	"sys.go", "sys_linux.go", "sys_waitset_linux.go", "tree.go", "sys_tree_linux.go",
+	"spill.go", "sys.go", "sys_linux.go", "sys_waitset_linux.go", "tree.go", "sys_tree_linux.go",
 }
 
 // layers orders the server's files from the top (main) to the bottom (the
@@ -73,6 +73,7 @@ var layers = [][]string{
 	{"grep.go"},                 // the complete lines of a window, and searching them
 	{"windowmemory.go"},         // what all windows hold together, and its bound
 	{"window.go"},               // the bounded output window
+	{"spill.go"},                // where the bytes a window lets go are kept on disk
 	{"tree.go"},                 // what ties processes outside its group to a job: its pipes, earlier looks
 	{"reaper.go"},               // the one owner of child exit statuses
 	{"specs.go"},                // stream, capture and signal specs

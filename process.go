@@ -1,9 +1,12 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
+	"strings"
 	"sync"
 )
 
@@ -19,6 +22,7 @@ type process struct {
 	windows windowMemory // every job's output windows and their bound
 	metrics counters     // /metrics's counters
 	temps   jobTempRoot  // the sandboxed jobs' temporary directories
+	spills  spillStore   // where the bytes that leave the windows go (MCP_EXEC_SPILL)
 }
 
 // theProcess is the process's own state, made before main runs.
@@ -27,7 +31,57 @@ var theProcess = &process{metrics: counters{responses: map[int]int64{}}}
 // newWindow returns an empty window of a job: it retains at most the last
 // limit bytes, and also the first headLimit bytes (0: none), and counts
 // against the process's memory bound.
-func newWindow(limit, headLimit int) *window { return theProcess.windows.newWindow(limit, headLimit) }
+// With spill on, the bytes that leave it go to a file of its own.
+func newWindow(limit, headLimit int) *window {
+	w := theProcess.windows.newWindow(limit, headLimit)
+	w.spillTo(theProcess.spills.forStream())
+	return w
+}
+
+// startSpill readies the process's spill as cfg says (MCP_EXEC_SPILL);
+// call it once, before the first job. Under auto, a directory that cannot
+// be made leaves spill off, said on stderr: the windows then drop their
+// oldest bytes as without it.
+func startSpill(cfg *config) {
+	dir, own := cfg.spill, false
+	switch cfg.spill {
+	case spillOff:
+		return
+	case spillAuto:
+		var err error
+		if dir, err = spillDir([]string{os.TempDir(), "/var/tmp", "/tmp"}, cfg.roots); err != nil {
+			logf("spill is off: %v", err)
+			return
+		}
+		own = true
+	}
+	theProcess.spills.configure(dir, own, cfg.spillBytes, cfg.spillLimit)
+}
+
+// removeSpill removes the process's own spill directory; for shutdown.
+func removeSpill() { theProcess.spills.remove() }
+
+// spillDir makes the server's own directory for spill files (mode 0700)
+// under the first of bases that lies in none of roots: jobs confined to
+// the roots never see it, and its files have no names anyway.
+func spillDir(bases, roots []string) (string, error) {
+	var errs []error
+	for _, base := range bases {
+		real, err := filepath.EvalSymlinks(base)
+		if err != nil || insideAny(real, roots) != "" {
+			continue
+		}
+		dir, err := os.MkdirTemp(real, "mcp-exec-spill-")
+		if err == nil {
+			return dir, nil
+		}
+		errs = append(errs, err)
+	}
+	if len(errs) == 0 {
+		return "", fmt.Errorf("every temporary directory (%s) is inside MCP_EXEC_ROOTS; set MCP_EXEC_SPILL to a directory outside them", strings.Join(bases, ", "))
+	}
+	return "", fmt.Errorf("make a private spill directory: %w", errors.Join(errs...))
+}
 
 // boundWindows keeps all jobs' windows within MCP_EXEC_MEMORY_LIMIT
 // (windowMemory.enforce).

@@ -50,6 +50,7 @@ func startServer(cfg *config, jobLog *jobLog) *server {
 		limitRuntimeMemory(bound, os.Getenv("GOMEMLIMIT") != "")
 		return bound
 	})
+	startSpill(cfg)
 	prepareProcess(serverUndumpable(cfg))
 	go trimWhenIdle(s.activity)
 	return s
@@ -133,6 +134,7 @@ func (s *server) shutdown() {
 	s.mu.Unlock()
 	endSessions(sessions, s.ownsProcess)
 	removeJobTemps()
+	removeSpill()
 	s.jobLog.flush(shutdownKillDuration) // the ends of the jobs just torn down, before the process exits
 }
 

@@ -124,3 +124,17 @@ const (
 	deliveryAcked                   // the peer's socket took every byte
 	deliveryFailed                  // the connection was reset or closed
 )
+
+// openThenUnlink makes a file in dir, mode 0600, and unlinks it at once:
+// its descriptor is then the only way to it.
+func openThenUnlink(dir string) (*os.File, error) {
+	f, err := os.CreateTemp(dir, "spill-")
+	if err != nil {
+		return nil, fmt.Errorf("make a spill file in %s: %w", dir, err)
+	}
+	if err := os.Remove(f.Name()); err != nil {
+		_ = f.Close()
+		return nil, fmt.Errorf("unlink the spill file %s: %w", f.Name(), err)
+	}
+	return f, nil
+}

@@ -604,3 +604,42 @@ func threadsOfSelf() int {
 
 // onMainThread reports whether the calling thread is the process's first.
 func onMainThread() bool { return unix.Gettid() == unix.Getpid() }
+
+// openUnlinked opens a new file in dir, mode 0600, that has no name: no
+// path reaches it, and it goes when the descriptor is closed. Where the
+// file system has no O_TMPFILE, a named file is made and unlinked at once.
+func openUnlinked(dir string) (*os.File, error) {
+	for {
+		fd, err := unix.Open(dir, unix.O_TMPFILE|unix.O_RDWR|unix.O_CLOEXEC, 0o600)
+		switch {
+		case err == nil:
+			return os.NewFile(uintptr(fd), dir+"/(spill)"), nil
+		case errors.Is(err, unix.EINTR):
+			continue
+		case errors.Is(err, unix.EOPNOTSUPP), errors.Is(err, unix.EISDIR), errors.Is(err, unix.EINVAL):
+			return openThenUnlink(dir)
+		}
+		return nil, fmt.Errorf("open a spill file in %s: %w", dir, err)
+	}
+}
+
+// punchHole frees the blocks of n bytes of f from offset off; the file
+// keeps its size, and reads there see zeros.
+func punchHole(f *os.File, off, n int64) error {
+	for {
+		err := unix.Fallocate(int(f.Fd()), unix.FALLOC_FL_PUNCH_HOLE|unix.FALLOC_FL_KEEP_SIZE, off, n)
+		if !errors.Is(err, unix.EINTR) {
+			return err
+		}
+	}
+}
+
+// freeBytes is the space an unprivileged user may still fill where path
+// is (0 when it cannot be read).
+func freeBytes(path string) int64 {
+	var st unix.Statfs_t
+	if err := unix.Statfs(path, &st); err != nil {
+		return 0
+	}
+	return int64(st.Bavail) * int64(st.Bsize)
+}

@@ -141,3 +141,21 @@ func procNow(pid int) (procInfo, bool) {
 
 // holdsAny needs /proc to read another process's descriptors.
 func holdsAny(pid int, files []fileKey) bool { return false }
+
+// openUnlinked opens a new file in dir, mode 0600, named only until it is
+// unlinked, at once.
+func openUnlinked(dir string) (*os.File, error) { return openThenUnlink(dir) }
+
+// punchHole is Linux's: elsewhere the blocks of given-up bytes are freed
+// only when the file is closed.
+func punchHole(f *os.File, off, n int64) error { return nil }
+
+// freeBytes is the space an unprivileged user may still fill where path
+// is (0 when it cannot be read).
+func freeBytes(path string) int64 {
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(path, &st); err != nil {
+		return 0
+	}
+	return int64(st.Bavail) * int64(st.Bsize)
+}

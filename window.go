@@ -14,6 +14,13 @@ import (
 // memory bound (windowMemory.enforce).
 const windowChunkBytes = 64 << 10
 
+// A chunk handed to the spill is replaced by one of its blocks: both
+// sizes must be one (each line fails to compile when it would be negative).
+const (
+	_ = uint(windowChunkBytes - spillBlockBytes)
+	_ = uint(spillBlockBytes - windowChunkBytes)
+)
+
 // window keeps the last limit bytes one stream wrote, addressed by absolute
 // byte offsets from the start of the stream. Its storage grows with what the
 // stream actually wrote, so a quiet stream costs nothing, and becomes a ring
@@ -44,6 +51,10 @@ type window struct {
 	// dropped early, as the ring drops bytes, and are counted as dropped.
 	floor int64
 	held  *windowHeld // the bytes its chunks hold, for the memory bound
+	// spill, when not nil, takes every byte before the ring overwrites or
+	// frees it, so readers reach the bytes it still keeps as if the ring
+	// held them: the window's reachable start is the spill's.
+	spill *spillFile
 }
 
 // windowHeld counts one window's chunk bytes. It lives apart from the
@@ -65,6 +76,47 @@ func makeWindow(limit, headLimit int, all *atomic.Int64) *window {
 	// Garbage holds nothing: when the window goes, so does its count.
 	runtime.AddCleanup(win, func(h *windowHeld) { h.all.Add(-h.bytes.Load()) }, win.held)
 	return win
+}
+
+// spillTo makes the window give the bytes that leave its ring to sp
+// instead of dropping them (nil: drop them). Call it before the first
+// write.
+func (w *window) spillTo(sp *spillFile) {
+	if sp == nil {
+		return
+	}
+	w.mu.Lock()
+	w.spill = sp
+	w.mu.Unlock()
+	// A window nobody reads any more takes its file with it; dropSpill
+	// closes it sooner when its job is forgotten.
+	runtime.AddCleanup(w, func(sp *spillFile) { sp.close() }, sp)
+}
+
+// dropSpill closes the window's spill: what it kept is dropped, as if the
+// ring had overwritten it, and its file goes.
+func (w *window) dropSpill() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.spill != nil {
+		w.spill.close()
+	}
+}
+
+// spillUpTo gives the spill the ring's bytes from where it ends up to
+// offset to, before the ring overwrites or frees them. Caller holds w.mu.
+func (w *window) spillUpTo(to int64) {
+	sp := w.spill
+	if sp == nil {
+		return
+	}
+	for _, from := sp.kept(); from < to; {
+		q := int(from % int64(w.limit))
+		c := w.chunks[q/windowChunkBytes][q%windowChunkBytes:]
+		c = c[:min(int64(len(c)), to-from)]
+		sp.write(c)
+		from += int64(len(c))
+	}
 }
 
 // keepHead copies what of p, written at absolute offset at, falls in the
@@ -90,13 +142,15 @@ func (w *window) Write(p []byte) (int, error) {
 	defer w.mu.Unlock()
 	w.keepHead(w.total, p)
 	w.lines += int64(bytes.Count(p, newline))
-	if len(p) > w.limit {
+	if len(p) > w.limit && w.spill == nil {
 		// Only the last limit bytes can survive; skip the rest outright.
 		w.total += int64(len(p) - w.limit)
 		p = p[len(p)-w.limit:]
 	}
 	for len(p) > 0 {
-		c := copy(w.room(int(w.total%int64(w.limit)), len(p)), p)
+		room := w.room(int(w.total%int64(w.limit)), len(p))
+		w.spillUpTo(w.total + int64(min(len(room), len(p))) - int64(w.limit))
+		c := copy(room, p)
 		p = p[c:]
 		w.total += int64(c)
 	}
@@ -193,10 +247,21 @@ func trimPartialRune(b []byte) []byte {
 	return b
 }
 
-// span returns the range [start, total) the ring retains, under the
-// caller's lock.
+// span returns the range [start, total) the ring and its spill retain,
+// under the caller's lock.
 func (w *window) span() (start, total int64) {
-	return max(max(0, w.total-int64(w.limit))+w.hidden, w.floor), w.total
+	start = w.ringStart()
+	if sp := w.spill; sp != nil {
+		if kept, end := sp.kept(); end >= start {
+			start = min(start, kept)
+		}
+	}
+	return start, w.total
+}
+
+// ringStart is the oldest byte the ring itself retains. Caller holds w.mu.
+func (w *window) ringStart() int64 {
+	return max(max(0, w.total-int64(w.limit))+w.hidden, w.floor)
 }
 
 // contiguous returns the start of the longest retained range that ends at
@@ -228,6 +293,19 @@ func (w *window) reserve(max int) []byte {
 	c := w.room(q, full-off)
 	c = c[:min(len(c), max)]
 	if w.total >= int64(w.limit) {
+		oldest := w.total - int64(w.limit) // the byte at ring position q
+		if sp := w.spill; sp != nil && off == 0 && sp.endsAt(oldest) {
+			// The whole chunk holds the oldest bytes: it goes to the spill
+			// as it is, and fresh storage takes its place. The bytes after
+			// the reservation are then the spill's to serve: the floor.
+			if end := oldest + int64(len(w.chunks[i])); end > w.floor {
+				w.floor = end // (max is this function's argument)
+			}
+			w.chunks[i] = sp.take(w.chunks[i])
+			c = w.chunks[i][:len(c)]
+		} else {
+			w.spillUpTo(oldest + int64(len(c)))
+		}
 		w.hidden = int64(len(c))
 	}
 	w.reserved = c
@@ -274,17 +352,22 @@ func (w *window) ends(head, tail int64) streamEnds {
 		total: total, lines: w.lines}
 }
 
-// at returns the retained byte at absolute offset p, from the head when the
-// ring no longer holds it. Caller holds w.mu and guarantees p is retained.
+// at returns the retained byte at absolute offset p, from the spill or the
+// head when the ring no longer holds it. Caller holds w.mu and guarantees p
+// is retained.
 func (w *window) at(p int64) byte {
 	if start, _ := w.span(); p < start {
 		return w.head[p]
+	}
+	if p < w.ringStart() {
+		return w.spill.byteAt(p)
 	}
 	q := int(p % int64(w.limit))
 	return w.chunks[q/windowChunkBytes][q%windowChunkBytes]
 }
 
-// copyRange copies the retained bytes [from, to) out of the ring.
+// copyRange copies the retained bytes [from, to) out of the head, the
+// spill and the ring.
 // Caller holds w.mu and guarantees start <= from <= to <= total.
 func (w *window) copyRange(from, to int64) []byte {
 	out := make([]byte, to-from)
@@ -292,6 +375,12 @@ func (w *window) copyRange(from, to int64) []byte {
 	if start, _ := w.span(); from < start { // from the head
 		n = copy(out, w.head[from:min(to, start)])
 		from += int64(n)
+	}
+	if ring := w.ringStart(); from < min(to, ring) { // from the spill
+		k := min(to, ring) - from
+		w.spill.readAt(out[n:n+int(k)], from)
+		n += int(k)
+		from += k
 	}
 	for from < to {
 		q := int(from % int64(w.limit))
@@ -478,7 +567,7 @@ func (w *window) dropOldest(want int64) {
 	if w.reserved != nil {
 		return // a pump is writing into the ring: next time
 	}
-	start, total := w.span()
+	start, total := w.ringStart(), w.total
 	limit := int64(w.limit)
 	writing := int(total % limit / windowChunkBytes)
 	floor := start
@@ -493,6 +582,7 @@ func (w *window) dropOldest(want int64) {
 			break // around the ring to the newest bytes
 		}
 		floor = min(floor+min(int64(i+1)*windowChunkBytes, limit)-p, total)
+		w.spillUpTo(floor) // what the memory bound frees is spilled first
 		// A full ring's oldest bytes may share the chunk being written: they
 		// go, the chunk stays.
 		if c := w.chunks[i]; c != nil && i != writing {

@@ -61,6 +61,7 @@ func main() {
 		{"until pattern cost", one(benchUntilCost)},
 		{"memory bound", one(benchMemoryBound)},
 		{"capture throughput", one(benchThroughput)},
+		{"spill throughput", one(benchSpillThroughput)},
 		{"memory", one(benchMemory)},
 		{"whole life", benchLife},
 		{"idle cost", one(benchIdle)},
@@ -373,6 +374,32 @@ func benchThroughput(bin string) row {
 	f := mib / median(bare).Seconds()
 	r := v / f
 	return row{Value: v, Floor: f, Unit: "MiB/s", Ratio: r, Target: ">= 0.8", Pass: r >= 0.8}
+}
+
+// benchSpillThroughput is capture throughput with every byte past the
+// window written to a spill file (MCP_EXEC_SPILL): writing to disk must
+// not slow the job.
+func benchSpillThroughput(bin string) row {
+	const cmd = "head -c 268435456 /dev/zero"
+	dir, err := os.MkdirTemp("", "mcp-exec-bench-spill-")
+	check(err)
+	defer os.RemoveAll(dir)
+	s := startServer(bin, "MCP_EXEC_SPILL="+dir)
+	defer s.stop()
+	var ours, bare []time.Duration
+	for i := 0; i < 11; i++ { // interleaved pairs, as capture throughput
+		t := time.Now()
+		s.tool("execute", map[string]any{"command": cmd, "capture": map[string]any{"on_success": "none", "on_error": "none"}})
+		ours = append(ours, time.Since(t))
+		t = time.Now()
+		check(exec.Command("/bin/sh", "-c", cmd+" | cat >/dev/null").Run())
+		bare = append(bare, time.Since(t))
+	}
+	mib := 256.0
+	v := mib / median(ours).Seconds()
+	f := mib / median(bare).Seconds()
+	r := v / f
+	return row{Value: v, Floor: f, Unit: "MiB/s", Ratio: r, Target: ">= 0.8", Pass: r >= 0.8, Note: "255 MiB of each run spilled"}
 }
 
 func benchMemory(bin string) row {

@@ -40,6 +40,9 @@ the implementation, the way an agent trying to get out would probe them:
                          outlived the shell that started it, cannot dodge `kill`: a signal to
                          the job's group misses it (the control), the server's kill still ends
                          it, and says terminated only once it is gone
+  J  spill              with MCP_EXEC_SPILL on, the bytes another job wrote past its window
+                         (kept on disk) are out of a confined job's reach: not through the
+                         server's /proc/PID/fd, and not by a name in the spill directory
 
 Every attack is first run UNCONFINED against a fresh target of the same kind, where it
 must visibly work (the control), so no test can pass because of a typo or a missing
@@ -2408,3 +2411,70 @@ def test_setsid_process_cannot_dodge_kill(lab, user):
         assert state in ("X", "Z"), "kill answered terminated while %d lives: %r" % (escaped, k)
     finally:
         await_no_token_processes(token, timeout=0)
+
+
+# ==========================================================================
+# J. spill: another job's spilled output stays out of a confined job's reach
+# ==========================================================================
+
+# A 64 KiB window: the secret, written first, then 600 KB, is only on disk.
+SPILL_ENV = {"MCP_EXEC_SPILL": "auto", "MCP_EXEC_MAX_OUTPUT_BYTES": "65536"}
+
+
+def spill_holds(pid, secret):
+    """Whether a deleted regular file pid holds open starts with secret (read from
+    the test side, as the server's user or root)."""
+    try:
+        fds = os.listdir("/proc/%d/fd" % pid)
+    except OSError:
+        return False
+    for fd in fds:
+        link = "/proc/%d/fd/%s" % (pid, fd)
+        try:
+            if os.readlink(link).endswith(" (deleted)") and stat.S_ISREG(os.stat(link).st_mode):
+                with open(link, "rb") as f:
+                    if f.read(len(secret)) == secret.encode():
+                        return True
+        except OSError:
+            continue
+    return False
+
+
+def spilled_secret_reached(srv):
+    """A job of srv writes a secret that leaves its window; another job then
+    looks for it in every regular file the server holds open and every file in a
+    spill directory it can name.  Returns that job's Outcome and the count it
+    printed."""
+    secret = "SPILLED-" + uuid.uuid4().hex
+    writer = srv.s.job("echo %s; seq 1 100000" % secret, close_stdin=True)
+    try:
+        srv.s.until_done(writer, timeout=30 + SLACK)
+        sl = srv.s.tool("output", {"job_id": writer, "stdout": {"from": 0, "length": 41}})["stdout"]
+        assert sl["data"] == secret + "\n", "the spill does not hold the secret: %r" % sl
+        # the file is written a moment later, by a writer of its own
+        wait_until(lambda: spill_holds(srv.hpid, secret), 20 + SLACK, "the secret in a spill file of the server")
+        out = srv.job("for f in /proc/%d/fd/* /tmp/mcp-exec-spill-*/* /var/tmp/mcp-exec-spill-*/*; do"
+                      " [ -f \"$f\" ] && timeout 10 cat \"$f\" 2>/dev/null; done | grep -c %s; true"
+                      % (srv.pid, secret))
+        counted = out.out.strip()
+        return out, int(counted) if counted.isdigit() else None
+    finally:
+        srv.s.cleanup(writer)
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("user", USERS)
+def test_sandboxed_job_cannot_read_anothers_spilled_output(lab, user, mode):
+    need_user(user)
+    image = image_for(())
+    lab.require(user, image, ())
+    control = lab.start(user, dict(SPILL_ENV), image=image)
+    out, count = spilled_secret_reached(control)
+    if not count:
+        pytest.skip("the control cannot read the spill even unconfined: %r" % out)
+    env = dict(SPILL_ENV)
+    env.update(lab.mode_env(user, mode))
+    srv = lab.start(user, env, image=image)
+    out, count = spilled_secret_reached(srv)
+    assert out.ok and count == 0, "a %s job (as %s) read another job's spilled output: %r" % (mode, user, out)
+    srv.assert_serving(mode)

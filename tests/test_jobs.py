@@ -382,7 +382,9 @@ def test_agent_profile(raw_server):
 
 
 def test_agent_profile_keeps_heads(raw_server):
-    s = raw_server(env={"MCP_EXEC_PROFILE": "agent", "MCP_EXEC_MAX_OUTPUT_BYTES": "1000"})
+    # Spill (on under the profile) would keep every byte: the kept head is
+    # what a window without it still has.
+    s = raw_server(env={"MCP_EXEC_PROFILE": "agent", "MCP_EXEC_MAX_OUTPUT_BYTES": "1000", "MCP_EXEC_SPILL": "off"})
     expected = numbered(1, 10000)
     jid = s.job("seq 1 10000", close_stdin=True)
     s.until_done(jid)
