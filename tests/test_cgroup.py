@@ -224,10 +224,10 @@ def ready(s, jid, line="ready\n"):
 
 
 # What escapes a process group, each printing "ready" once it is in place.  The
-# fork-hopper forks and exits every few milliseconds, so no pid it had stays
+# fork-hopper forks and exits every 20 ms, so no pid it had stays
 # valid; all of them ignore TERM, so only KILL (or cgroup.kill) ends them.
 HOPPER = ("perl -MPOSIX -e 'POSIX::setsid(); $SIG{TERM} = q(IGNORE); "
-          "while (1) { my $p = fork; exit 0 if $p; select(undef, undef, undef, 0.005) }'")
+          "while (1) { my $p = fork; exit 0 if $p; select(undef, undef, undef, 0.02) }'")
 # (command, the comm values of its processes once in place, the shell's left out)
 ESCAPES = {
     "setsid-child": ("setsid sh -c 'trap \"\" TERM; exec sleep 1000' & echo ready; wait", ["sleep"]),
@@ -253,14 +253,25 @@ def start_escape(s, kind, token):
     command, names = ESCAPES[kind]
     jid = s.job(command, env=token_env(token))
     ready(s, jid)
-    wait_until(lambda: sorted(comms(token).values()) == names, WITHIN,
-               lambda: "the job's %r (now %r)" % (names, token_processes(token)))
+    sleeps = names.count("sleep")
+
+    def in_place():
+        now = list(comms(token).values())
+        return now.count("sleep") == sleeps and ("perl" in now) == ("perl" in names)
+    wait_until(in_place, WITHIN, lambda: "the job's %r (now %r)" % (names, token_processes(token)))
     if "perl" in names:
         first = {p for p, c in comms(token).items() if c == "perl"}
         wait_until(lambda: {p for p, c in comms(token).items() if c == "perl"} - first, WITHIN,
                    "the fork-hopper getting a new pid")
     path = the_job_cgroup(token, len(names))
     return jid, path
+
+
+def own_job_cgroup(s, token, count=1):
+    """The job's cgroup path, which must be its own and not the server's."""
+    path = the_job_cgroup(token, count)
+    assert path != server_cgroup(s), "the job runs in the server's own cgroup %s" % path
+    return path
 
 
 def assert_none_alive(token, what):
@@ -324,7 +335,7 @@ def test_job_cgroup_is_removed_once_the_job_is_forgotten(server, end):
     jid = s.job("echo ready; while [ ! -e %s ]; do sleep 0.05; done; rm -f %s" % (gate, gate),
                 env=token_env(token))
     ready(s, jid)
-    path = the_job_cgroup(token, 1)
+    path = own_job_cgroup(s, token)
     assert os.path.isdir(cg_dir(path)), path
     if end == "kill":
         assert_kill_delivered(kill(s, jid, "KILL"), jid)
@@ -445,14 +456,17 @@ def test_survivors_name_what_is_alive_in_the_cgroup(server):
 @pytest.mark.parametrize("how", ["eof", "sigterm"])
 def test_shutdown_ends_every_escaped_process(server, how):
     s = cg_server(server)
-    token = uuid.uuid4().hex
-    paths = [start_escape(s, escape, token)[1] for escape in sorted(ESCAPES)]
+    tokens = {escape: uuid.uuid4().hex for escape in ESCAPES}
+    paths = [start_escape(s, escape, token)[1] for escape, token in sorted(tokens.items())]
+    srv = server_cgroup(s)
+    assert srv not in paths, "a job runs in the server's own cgroup %s" % srv
     if how == "eof":
         s.close_stdin()
     else:
         s.send_signal(signal.SIGTERM)
     s.wait_exit(EXIT_WITHIN + WITHIN)
-    assert_none_alive(token, "the server exited (%s)" % how)
+    for escape, token in sorted(tokens.items()):
+        assert_none_alive(token, "the server exited (%s) with a %s job" % (how, escape))
     for p in paths:
         wait_until(lambda: dir_gone(p), WITHIN, "the cgroup %s going away at shutdown" % p)
 
@@ -470,7 +484,7 @@ def test_restarted_server_cleans_a_leftover_subtree(server):
         first = server("own", env)
         jid = first.job("setsid sleep 1000 & echo ready; exec sleep 1000", env=token_env(token))
         ready(first, jid)
-        path = the_job_cgroup(token, 2)
+        path = own_job_cgroup(first, token, 2)
         os.kill(first.host_pid(), signal.SIGKILL)
         first.wait_exit(WITHIN)
         assert os.path.isdir(cg_dir(path)), "the killed server's job cgroup should be left over"
@@ -548,8 +562,16 @@ def _limit_refused(var, controller, value, kind):
     err = p.stderr.decode("utf-8", "replace")
     assert p.returncode == 2, "%s=%s was not refused at start (exit %s): %s" % (var, value, p.returncode, err)
     assert var in err, err
-    assert controller in err.replace(var, "").lower(), "the refusal gives no reason naming %s: %s" % (controller, err)
+    reason = _reason(err)
+    assert controller in reason and "cgroup" in reason, \
+        "the refusal does not say the cgroup lacks the %s controller: %s" % (controller, err)
     assert p.stdout == b"", p.stdout[:300]
+
+
+def _reason(err):
+    """A refusal's words besides the setting names it lists, lower-cased (a
+    list of valid settings would name every controller)."""
+    return re.sub(r"MCP_EXEC_\w+", "", err).lower()
 
 
 @pytest.mark.parametrize("var", sorted(LIMITS))
@@ -606,6 +628,7 @@ def test_job_limit_without_a_cgroup_is_refused(kind, mcp_bin):
     err = p.stderr.decode("utf-8", "replace")
     assert p.returncode == 2, "%s without a cgroup was not refused (exit %s): %s" % (var, p.returncode, err)
     assert var in err and p.stdout == b"", err
+    assert "cgroup" in _reason(err), "the refusal does not say there is no cgroup to enforce it in: %s" % err
 
 
 # ==========================================================================
@@ -657,6 +680,10 @@ def test_healthz_says_which_tree_is_in_force(kind, env, tree, mcp_bin):
         pytest.skip("the HTTP transport is tested on the binary target, which the test starts with --listen")
     argv = _argv(kind, env, args=["--listen", "127.0.0.1:0"]) if kind != "own" else \
         [server_binary(), "--listen", "127.0.0.1:0"]
+    # a token of the test's: nobody has no home to keep a generated one in
+    env = dict(env, MCP_EXEC_TOKEN="tok-" + uuid.uuid4().hex)
+    if kind != "own":
+        argv = _argv(kind, env, args=["--listen", "127.0.0.1:0"])
     p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                          env=process_env(env), cwd="/")
     try:
