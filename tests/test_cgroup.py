@@ -40,9 +40,8 @@ import uuid
 import pytest
 
 from tests.helpers import (
-    EXIT_WITHIN, IS_ROOT, PODMAN, SLACK, TARGET, Server, assert_kill_delivered, assert_forgotten,
-    assert_startup_refused, await_no_token_processes, kill, process_env, read_file, server_argv, server_binary,
-    short, token_processes, wait_until)
+    EXIT_WITHIN, IS_ROOT, PODMAN, SLACK, TARGET, assert_forgotten, assert_kill_delivered, await_no_token_processes,
+    kill, process_env, read_file, server_argv, server_binary, short, token_processes, wait_until)
 
 AGENT = {"MCP_EXEC_PROFILE": "agent"}
 # How long anything this file waits for may take on a loaded 2-core VM.
@@ -76,6 +75,7 @@ def cgroup_of(pid):
 
 
 def cg_dir(path):
+    """The host directory of a cgroup path."""
     return os.path.join(CG_MOUNT, path.lstrip("/"))
 
 
@@ -92,10 +92,14 @@ def _own_cgroup_writable():
 
 
 # The container recipe that gives the server a cgroup it may write: a private
-# cgroup namespace, a fresh cgroup2 mounted read-write inside it (hence
-# CAP_SYS_ADMIN for the mount), then the capability dropped from the bounding
-# set before tini and the server start, so neither they nor any job keeps it.
-RW_CGROUP_RECIPE = ("mkdir -p /sys/fs/cgroup/unified && mount -t cgroup2 none /sys/fs/cgroup/unified && "
+# cgroup namespace, a cgroup2 mounted read-write inside it (hence CAP_SYS_ADMIN
+# for the mount), then the capability dropped from the bounding set before tini
+# and the server start, so neither they nor any job keeps it.  On a hybrid host
+# (v1 controllers, as here) podman mounts no cgroup2 at all, so a fresh one
+# goes at /sys/fs/cgroup/unified; where podman mounted one read-only at
+# /sys/fs/cgroup (a pure v2 host) it is remounted read-write instead.
+RW_CGROUP_RECIPE = ("if grep -q ' /sys/fs/cgroup cgroup2 ' /proc/mounts; then mount -o remount,rw /sys/fs/cgroup; "
+                    "else mkdir -p /sys/fs/cgroup/unified && mount -t cgroup2 none /sys/fs/cgroup/unified; fi && "
                     "exec setpriv --bounding-set -sys_admin -- /sbin/tini -- /usr/local/bin/mcp-exec \"$@\"")
 
 
@@ -130,6 +134,7 @@ else:
 
 
 def needs_cgroup_server():
+    """Skip where no server kind of this target gets a writable subtree."""
     if not CGROUP_KINDS:
         pytest.skip("no server kind here gets a writable cgroup v2 subtree (cgroup2 mount %r, root %s)"
                     % (CG_MOUNT, IS_ROOT))
@@ -154,6 +159,7 @@ def server(make_server):
 
 
 def cg_server(server, env=None):
+    """A server that must give its jobs cgroups here (skips where none can)."""
     needs_cgroup_server()
     needs_host_view()
     return server(CGROUP_KINDS[0], env)
@@ -164,6 +170,7 @@ def cg_server(server, env=None):
 # --------------------------------------------------------------------------
 
 def token_env(token, **extra):
+    """A job's env argument carrying the test's token."""
     env = {"MCPX_TOKEN": token}
     env.update(extra)
     return env
@@ -188,16 +195,19 @@ def the_job_cgroup(token, count=1):
 
 
 def server_cgroup(s):
+    """The cgroup path of the server process itself."""
     path = cgroup_of(s.host_pid(10 + SLACK))
     assert path is not None, "the server has no cgroup v2 path"
     return path
 
 
 def is_under(path, ancestor):
+    """path is ancestor or below it."""
     return path == ancestor or path.startswith(ancestor.rstrip("/") + "/")
 
 
 def dir_gone(path):
+    """The cgroup's directory no longer exists."""
     return not os.path.isdir(cg_dir(path))
 
 
@@ -220,6 +230,7 @@ def running_entry(s, jid, timeout=0.5):
 
 
 def ready(s, jid, line="ready\n"):
+    """Wait until the job has printed its ready line."""
     s.poll_output(jid, lambda d: d.endswith(line), timeout=WITHIN)
 
 
@@ -275,6 +286,7 @@ def own_job_cgroup(s, token, count=1):
 
 
 def assert_none_alive(token, what):
+    """No process of the token is alive now (none is waited for)."""
     left = await_no_token_processes(token, timeout=0)
     assert not left, "%s, yet the job's processes live: %r" % (what, left)
 
