@@ -621,7 +621,7 @@ def test_job_killed_for_memory_says_oom_killed(server):
     if "memory" not in offered_controllers():
         pytest.skip("no memory controller offered here (the refusal is tested instead)")
     s = server(CGROUP_KINDS[0], {"MCP_EXEC_JOB_MEMORY": str(64 * 1024 * 1024)})
-    r = s.run("perl -e '$x = q(x) x (512 * 1024 * 1024); print length $x'", timeout=WITHIN * 2)
+    r = s.run("exec perl -e '$x = q(x) x (512 * 1024 * 1024); print length $x'", timeout=WITHIN * 2)
     assert r.get("oom_killed") is True, r
     assert str(r.get("signal", "")).upper().lstrip("SIG").startswith("KILL"), r
 
