@@ -84,6 +84,9 @@ func mustLoadConfig(environ []string) *config {
 	if err == nil {
 		err = checkConfinement(cfg)
 	}
+	if err == nil {
+		err = startTrees(cfg)
+	}
 	if err != nil {
 		exit(2, "configuration error: %v", err)
 	}
@@ -152,5 +155,6 @@ func usage() string {
 		fmt.Fprintf(&b, "  %s\n      %s; default %s\n", v.name, v.doc, def)
 	}
 	b.WriteString("  SHELL                       jobs run as $SHELL -c COMMAND (/bin/sh when unset)\n")
+	fmt.Fprintf(&b, "\nJob tree in force here: %s.\n", treeWords(probeTreeKind(cgroupSetting())))
 	return b.String()
 }
