@@ -618,7 +618,9 @@ def test_spill_files_go_when_an_uncut_result_is_delivered(raw_server, tmpdirs, d
     d = tmpdirs()
     s = agent(raw_server, MCP_EXEC_SPILL=d)
     before = file_keys(s, [d])
-    budget = 8 * MIB
+    # The reply carries the result as JSON (newlines escaped) and, in eras with
+    # structured output, twice: 4 MB of seq output needs about 10 MB of reply.
+    budget = 32 * MIB
     if delivery == "wait":
         jid = s.job(SEQ, close_stdin=True)
         files = await_spill_files(s, before, [d])
