@@ -191,20 +191,20 @@ type session struct {
 	// says; stdio keeps 1.0's -32800 for legacy requests. Set before use.
 	quietCancel bool
 
-	handlers sync.WaitGroup  // running request goroutines
-	pending  []func()        // requests read but not started yet; only the reading goroutine uses it
-	activity chan<- struct{} // 1-buffered, shared by the server's sessions: a request finished
+	handlers sync.WaitGroup // running request goroutines
+	pending  []func()       // requests read but not started yet; only the reading goroutine uses it
+	activity *activityClock // shared by the server's sessions: stamped when a request finishes
 }
 
 // newSession returns a session under cfg with no jobs that writes to out
-// and nudges activity (which may be nil) whenever a request finishes.
-func newSession(cfg *config, out replySink, activity chan<- struct{}) *session {
+// and stamps activity (which may be nil) whenever a request finishes.
+func newSession(cfg *config, out replySink, activity *activityClock) *session {
 	return newSessionOf(newToolBook(cfg), out, activity)
 }
 
 // newSessionOf is newSession with the book of its configuration, which a
 // server computes once for all its sessions.
-func newSessionOf(tools *toolBook, out replySink, activity chan<- struct{}) *session {
+func newSessionOf(tools *toolBook, out replySink, activity *activityClock) *session {
 	cfg := tools.cfg
 	s := &session{cfg: cfg, tools: tools, reg: newRegistry(cfg), out: out, inflight: map[string]*inflight{},
 		activity: activity}
@@ -505,7 +505,7 @@ func (s *session) start(m message, spec methodSpec) {
 		} else if a, ok := m.replyTo.(abandoner); ok {
 			a.abandon() // no reply will come: a transport waiting for one may stop
 		}
-		nudge(s.activity)
+		s.activity.touch()
 	})
 }
 
