@@ -10,8 +10,8 @@ scripts/kube-check.sh.
       dropped, RuntimeDefault seccomp, a read-only root with an emptyDir at
       TMPDIR, only restricted volume types), probes /healthz on a declared
       port, has requests and limits, sets MCP_EXEC_MEMORY_LIMIT below the
-      memory limit; Services, NetworkPolicies, claims and warm pools select or
-      name what the files define; and every agent-sandbox pod template is the
+      memory limit; Services (and their named target ports), NetworkPolicies,
+      claims and warm pools select or name what the files define; and every agent-sandbox pod template is the
       Deployment's pod spec (runtimeClassName aside).
   kube-lint.py play-copy MANIFEST SECRET IMAGE HOSTPORT SUFFIX OUTDIR [DROP_ENV...]
       writes OUTDIR/play.json (MANIFEST's Deployment with IMAGE, a hostPort on
@@ -22,8 +22,9 @@ scripts/kube-check.sh.
       Deployment's name, the secret's name, the token, the grace period in
       seconds, the runAsUser, the probes' paths and the metrics token.
 
-YAML is read with PyYAML (Debian: python3-yaml), a key given twice refused;
-scripts/kube-validate then decodes each document as kubectl does.
+YAML is read with PyYAML (Debian: python3-yaml), a key given twice refused.
+These are the project's own rules; scripts/kube-apiserver/check.py applies
+the manifests to a real API server for the API's.
 """
 
 import base64
@@ -70,10 +71,10 @@ UNITS = {"": 1, "k": 1000, "M": 1000 ** 2, "G": 1000 ** 3, "Ki": 1024, "Mi": 102
 KINDS = {
     "Deployment": "apps/v1", "Service": "v1", "Secret": "v1",
     "NetworkPolicy": "networking.k8s.io/v1",
-    "Sandbox": "agents.x-k8s.io/v1alpha1",
-    "SandboxTemplate": "extensions.agents.x-k8s.io/v1alpha1",
-    "SandboxClaim": "extensions.agents.x-k8s.io/v1alpha1",
-    "SandboxWarmPool": "extensions.agents.x-k8s.io/v1alpha1",
+    "Sandbox": "agents.x-k8s.io/v1beta1",
+    "SandboxTemplate": "extensions.agents.x-k8s.io/v1beta1",
+    "SandboxClaim": "extensions.agents.x-k8s.io/v1beta1",
+    "SandboxWarmPool": "extensions.agents.x-k8s.io/v1beta1",
 }
 
 
@@ -260,6 +261,14 @@ def check_documents(docs):
         selector = get(d, "spec.selector") or {}
         if pods and not selects(selector):
             problems.append("%s: selector %r selects no pod the files define" % (at, selector))
+        # The API server takes any port name; one no selected container
+        # declares leaves the Service without endpoints.
+        for p in ports:
+            target = p.get("targetPort")
+            for pod_at in selects(selector) if isinstance(target, str) else []:
+                names = {q.get("name") for c in (pods[pod_at][1] or {}).get("containers") or [] for q in c.get("ports") or []}
+                if target not in names:
+                    problems.append("%s: targetPort %r is not a port name of %s's containers" % (at, target, pod_at))
     for at, d in by_kind.get("NetworkPolicy", []):
         spec = d.get("spec") or {}
         if "Egress" not in (spec.get("policyTypes") or []) or spec.get("egress") not in ([], None):
@@ -267,12 +276,16 @@ def check_documents(docs):
         selector = get(spec, "podSelector.matchLabels") or {}
         if pods and not selects(selector):
             problems.append("%s: podSelector %r selects no pod the files define" % (at, selector))
-    templates = {get(d, "metadata.name") for _, d in by_kind.get("SandboxTemplate", [])}
-    for kind in ("SandboxClaim", "SandboxWarmPool"):
+    # What each reference must name: a claim takes from a warm pool, a pool
+    # makes its pods from a template.
+    refs = {"SandboxWarmPool": ("spec.sandboxTemplateRef.name", "SandboxTemplate"),
+            "SandboxClaim": ("spec.warmPoolRef.name", "SandboxWarmPool")}
+    for kind, (path, target) in refs.items():
+        names = {get(d, "metadata.name") for _, d in by_kind.get(target, [])}
         for at, d in by_kind.get(kind, []):
-            ref = get(d, "spec.sandboxTemplateRef.name")
-            if ref not in templates:
-                problems.append("%s: spec.sandboxTemplateRef.name %r names no SandboxTemplate the files define" % (at, ref))
+            ref = get(d, path)
+            if ref not in names:
+                problems.append("%s: %s %r names no %s the files define" % (at, path, ref, target))
             if kind == "SandboxWarmPool" and not isinstance(get(d, "spec.replicas"), int):
                 problems.append("%s: spec.replicas must be a number" % at)
 
