@@ -35,7 +35,10 @@ PY=/usr/bin/python3
 [ -x "$PY" ] || PY=python3
 
 echo "kube-check: structure of $DIR/*.yaml"
-$PY scripts/kube-lint.py check $DIR/*.yaml
+# A failure here is reported after the API server's verdict, so one run
+# shows both.
+lint_failed=""
+$PY scripts/kube-lint.py check $DIR/*.yaml || lint_failed=1
 
 work=$(mktemp -d)
 name="" secret=""
@@ -46,6 +49,9 @@ cleanup() {
 }
 trap cleanup EXIT
 
+# Before the long build: the server's store.
+command -v etcd >/dev/null || { echo "kube-check: etcd is missing (Debian: apt-get install etcd-server)" >&2; exit 1; }
+
 # The first build takes minutes (its modules through the Go module proxy,
 # pinned by go.sum); later ones only link, from the Go build cache.
 KUBE_VERSION=v1.34.4  # the k8s.io/kubernetes of scripts/kube-apiserver/go.mod
@@ -53,9 +59,9 @@ echo "kube-check: building kube-apiserver $KUBE_VERSION (scripts/kube-apiserver)
 CGO_ENABLED=0 go -C scripts/kube-apiserver build -trimpath -o "$work/kube-apiserver" \
   -ldflags "-X k8s.io/component-base/version.gitVersion=$KUBE_VERSION -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=34" \
   k8s.io/kubernetes/cmd/kube-apiserver
-command -v etcd >/dev/null || { echo "kube-check: etcd is missing (Debian: apt-get install etcd-server)" >&2; exit 1; }
 echo "kube-check: $DIR/*.yaml applied to it (dry run, strict, restricted Pod Security)"
 $PY scripts/kube-apiserver/check.py "$work/kube-apiserver" "$DIR"
+if [ -n "$lint_failed" ]; then echo "kube-check: $DIR/*.yaml break the project's rules (above)" >&2; exit 1; fi
 
 image=${MCP_EXEC_IMAGE:-$(scripts/offline-image.sh)}
 scripts/podman-setup.sh

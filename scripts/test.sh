@@ -10,14 +10,18 @@ cd "$(dirname "$0")/.."
 
 step() { printf '\n== %s\n' "$*"; }
 
+# apt_install PACKAGE: installs Debian's PACKAGE when we may (root, apt-get).
+apt_install() {
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    step "installing $1 (Debian)"
+    apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$1" >/dev/null
+  fi
+}
+
 # need_python MODULE PACKAGE: /usr/bin/python3 imports MODULE, installing
 # Debian's PACKAGE when it does not and we may.
 need_python() {
-  if /usr/bin/python3 -c "import $1" 2>/dev/null; then return 0; fi
-  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
-    step "installing $2 (Debian)"
-    apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$2" >/dev/null
-  fi
+  /usr/bin/python3 -c "import $1" 2>/dev/null || apt_install "$2"
   /usr/bin/python3 -c "import $1" 2>/dev/null || {
     echo "missing: $1 for /usr/bin/python3 (Debian: apt-get install $2)" >&2; exit 1; }
 }
@@ -25,11 +29,7 @@ need_python() {
 # need_command COMMAND PACKAGE: COMMAND is on the PATH, installing Debian's
 # PACKAGE when it is not and we may.
 need_command() {
-  if command -v "$1" >/dev/null; then return 0; fi
-  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
-    step "installing $2 (Debian)"
-    apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$2" >/dev/null
-  fi
+  command -v "$1" >/dev/null || apt_install "$2"
   command -v "$1" >/dev/null || { echo "missing: $1 (Debian: apt-get install $2)" >&2; exit 1; }
 }
 
@@ -104,6 +104,7 @@ if image=$(scripts/offline-image.sh) && toolbox=$(scripts/offline-image.sh toolb
   MCP_EXEC_TARGET=container MCP_EXEC_IMAGE="$image" MCP_EXEC_TOOLBOX_IMAGE="$toolbox" /usr/bin/python3 -m pytest -q -p no:cacheprovider -m "not slow" "${every_target[@]}" tests/test_image.py
   step "kube-check: deploy/kubernetes/ applied to a kube-apiserver, played with podman kube play (the image above)"
   need_command etcd etcd-server  # the kube-apiserver's store
+  need_command openssl openssl  # its service-account signing key
   MCP_EXEC_IMAGE="$image" ./scripts/kube-check.sh
 elif [ "${CI:-}" = true ]; then
   echo "the container images could not be built" >&2; exit 1

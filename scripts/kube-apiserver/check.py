@@ -68,6 +68,16 @@ REQUEST_SECONDS = 60
 BITES = [
     ("mcp-exec.yaml", "allowPrivilegeEscalation: false", "allowPrivilegeEscalation: true",
      'violates PodSecurity "restricted:latest": allowPrivilegeEscalation != false'),
+    ("mcp-exec.yaml", "capabilities: {drop: [ALL]}", "capabilities: {drop: [NET_RAW]}",
+     'must set securityContext.capabilities.drop=["ALL"]'),
+    ("mcp-exec.yaml", "seccompProfile: {type: RuntimeDefault}", "seccompProfile: {type: Unconfined}",
+     'seccompProfile.type to "Unconfined"'),
+    ("mcp-exec.yaml", "emptyDir: {sizeLimit: 1Gi}", "hostPath: {path: /srv}", 'restricted volume type "hostPath"'),
+    ("mcp-exec.yaml", "allowPrivilegeEscalation: false", "allowPrivilegeEscalation: false\n          privileged: true",
+     # refused before Pod Security sees it: the server runs without --allow-privileged
+     "securityContext.privileged: Forbidden"),
+    ("mcp-exec.yaml", "        runAsUser: 10001\n        runAsGroup", "        runAsUser: 0\n        runAsGroup",
+     "must not set runAsUser=0"),
     ("mcp-exec.yaml", "readinessProbe:", "readinessProbes:",
      'unknown field "spec.template.spec.containers[0].readinessProbes"'),
     ("mcp-exec.yaml", "memory: 1Gi,", "memory: 1Gx,", "quantities must match the regular expression"),
@@ -75,7 +85,7 @@ BITES = [
      "must be less than or equal to memory limit"),
     ("mcp-exec.yaml", '{name: MCP_EXEC_SANDBOX, value: "off"}', "{name: MCP_EXEC_SANDBOX, value: off}",
      "cannot unmarshal bool"),
-    ("secret-example.yaml", "type: Opaque", "type: Opaque\ntype: Opaque", 'duplicate field "type"'),
+    ("secret-example.yaml", "type: Opaque", "type: Opaque\ntype: Opaque", 'key "type" already set in map'),
     ("agent-sandbox.yaml", "mountPath: /tmp}", "mountPth: /tmp}",
      'unknown field "spec.podTemplate.spec.containers[0].volumeMounts[0].mountPth"'),
     ("agent-sandbox.yaml", "runAsNonRoot: true", "runAsNonRoot: false",
@@ -372,7 +382,7 @@ def check(server, directory):
         if not any(said in p for p in found):
             raise Failed("the API server did not refuse %s with %r replaced by %r (expected %r), it said:\n%s"
                          % (f, old, new, said, "\n".join(found) or "nothing"))
-        print("kube-api-check: refused as it must be: %s with %s -> %s" % (f, old.strip(), new.strip().replace("\n", " ")))
+        print("kube-api-check: refused as it must be: %s with %s -> %s" % (f, " ".join(old.split()), " ".join(new.split())))
 
 
 def kubectl_apply(server, kubectl, directory):
@@ -385,8 +395,8 @@ def kubectl_apply(server, kubectl, directory):
                    "clusters": [{"name": "check", "cluster": {
                        "server": server.url,
                        "certificate-authority": server.work + "/certs/apiserver.crt",
-                       # the certificate names the host, not 127.0.0.1
-                       "tls-server-name": socket.gethostname()}}],
+                       # the self-signed certificate names the service, not 127.0.0.1
+                       "tls-server-name": "kubernetes.default.svc"}}],
                    "users": [{"name": "admin", "user": {"token": server.token}}],
                    "contexts": [{"name": "check", "context": {
                        "cluster": "check", "user": "admin", "namespace": NAMESPACE}}]}, f)
