@@ -400,7 +400,8 @@ def kubectl_apply(server, kubectl, directory):
                    "users": [{"name": "admin", "user": {"token": server.token}}],
                    "contexts": [{"name": "check", "context": {
                        "cluster": "check", "user": "admin", "namespace": NAMESPACE}}]}, f)
-    argv = [kubectl, "--kubeconfig", config, "apply", "--dry-run=server", "--validate=strict",
+    # Its discovery cache too stays in the temporary directory, not in ~/.kube.
+    argv = [kubectl, "--kubeconfig", config, "--cache-dir", server.work + "/kube-cache", "apply", "--dry-run=server", "--validate=strict",
             "--warnings-as-errors", "-f", directory]
     try:
         run = subprocess.run(argv, capture_output=True, text=True, timeout=REQUEST_SECONDS * 4)
