@@ -46,8 +46,9 @@ npm: dist
 clean:
 	rm -rf mcp-exec dist
 
-# kube-check: deploy/kubernetes/ checked for structure and against the
-# Kubernetes API types (scripts/kube-validate), and its Deployment
-# played with podman (scripts/kube-check.sh); see docs/running-many-agents.md.
+# kube-check: deploy/kubernetes/ checked against the project's rules, applied
+# to a real kube-apiserver (scripts/kube-apiserver, with etcd), and its
+# Deployment played with podman (scripts/kube-check.sh); see
+# docs/running-many-agents.md.
 kube-check: build
 	./scripts/kube-check.sh
