@@ -15,7 +15,9 @@ import (
 // Tool arguments bind into one struct per tool. A field's `arg` tag gives
 // its wire name, with ",required" when a call must give it (",listed" when
 // the schema lists it as required for older clients but another argument
-// may stand in for it); the field's Go type picks its kind in argKinds, the
+// may stand in for it; ",unlisted" when every call may give it but only the
+// agent profile's schema shows it, so the schema a 1.0 client reads stays
+// 1.0's); the field's Go type picks its kind in argKinds, the
 // one table of each kind's decoder and JSON Schema. So handlers read typed
 // fields, and the published schema, the checks a call gets and the refusal
 // of an unknown argument all come from the same declaration; the tool table
@@ -76,6 +78,7 @@ type param struct {
 	name     string
 	required bool         // a call must give it
 	listed   bool         // published as required though a call may leave it out for another
+	unlisted bool         // accepted, but published only in the agent profile's schema
 	field    int          // index of the struct field
 	typ      reflect.Type // the kind's type; the field is *typ when ptr
 	ptr      bool
@@ -89,7 +92,7 @@ func paramsOf(t reflect.Type) []param {
 	for i := 0; i < t.NumField(); i++ {
 		f := t.Field(i)
 		name, opts, _ := strings.Cut(f.Tag.Get("arg"), ",")
-		p := param{name: name, required: opts == "required", listed: opts == "listed", field: i, typ: f.Type}
+		p := param{name: name, required: opts == "required", listed: opts == "listed", unlisted: opts == "unlisted", field: i, typ: f.Type}
 		if p.typ.Kind() == reflect.Pointer {
 			p.typ, p.ptr = p.typ.Elem(), true
 		}
@@ -162,6 +165,9 @@ func schemaOf(params []param, docs map[string]string) map[string]any {
 	props := map[string]any{}
 	required := []string{}
 	for _, p := range params {
+		if p.unlisted {
+			continue
+		}
 		s := maps.Clone(argKinds[p.typ].schema)
 		s["description"] = docs[p.name]
 		props[p.name] = s

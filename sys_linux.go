@@ -286,6 +286,22 @@ func pipeHungUp(fd int) bool {
 	}
 }
 
+// pipeUnread is how many bytes the pipe or terminal read at fd holds that
+// nobody has read yet (FIONREAD, spelled TIOCINQ here); 0 when it cannot
+// tell.
+func pipeUnread(fd int) int {
+	for {
+		n, err := unix.IoctlGetInt(fd, unix.TIOCINQ)
+		switch {
+		case errors.Is(err, unix.EINTR):
+			continue
+		case err != nil:
+			return 0
+		}
+		return n
+	}
+}
+
 // countOpenFds counts this process's open descriptors (not counting the
 // one used to list them).
 func countOpenFds() int {
