@@ -157,3 +157,23 @@ func usage() string {
 	b.WriteString("Debian package, /usr/share/doc/mcp-exec (README.md and docs/).\n")
 	return b.String()
 }
+
+// exit ends the process with status after one line on stderr.
+func exit(status int, format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "mcp-exec: "+format+"\n", args...)
+	os.Exit(status)
+}
+
+// isOwnExecutable reports whether path names the file this process runs.
+func isOwnExecutable(path string) bool {
+	if !strings.Contains(path, "/") {
+		return false // a bare word is a flag or a typo, never our path
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return false
+	}
+	a, errA := os.Stat(path)
+	b, errB := os.Stat(self)
+	return errA == nil && errB == nil && os.SameFile(a, b)
+}

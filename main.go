@@ -11,9 +11,7 @@
 package main
 
 import (
-	"fmt"
 	"os"
-	"strings"
 )
 
 // main is a job's launcher when started as one; else it serves one client
@@ -76,12 +74,6 @@ func serveHTTP(srv *server) {
 	t.close()
 }
 
-// exit ends the process with status after one line on stderr.
-func exit(status int, format string, args ...any) {
-	fmt.Fprintf(os.Stderr, "mcp-exec: "+format+"\n", args...)
-	os.Exit(status)
-}
-
 // mustLoadConfig loads the configuration or exits with status 2 and one line
 // on stderr.
 func mustLoadConfig(environ []string) *config {
@@ -93,18 +85,4 @@ func mustLoadConfig(environ []string) *config {
 		exit(2, "configuration error: %v", err)
 	}
 	return cfg
-}
-
-// isOwnExecutable reports whether path names the file this process runs.
-func isOwnExecutable(path string) bool {
-	if !strings.Contains(path, "/") {
-		return false // a bare word is a flag or a typo, never our path
-	}
-	self, err := os.Executable()
-	if err != nil {
-		return false
-	}
-	a, errA := os.Stat(path)
-	b, errB := os.Stat(self)
-	return errA == nil && errB == nil && os.SameFile(a, b)
 }

@@ -653,7 +653,7 @@ func (s *session) prepareToolCall(ctx context.Context, m message) func() (answer
 	}
 	call := &toolCall{reg: s.reg, cfg: s.cfg, waiter: s.waiterFor(ctx, meta, m),
 		dialect: m.dialect, replyOverhead: len(textReply(m.id, m.dialect.replyShape, nil)) + len(waitWrapOpen) + 1,
-		log: loggerFor(ctx, meta, m)}
+		log: loggerFor(ctx, meta, m), trace: traceFromMeta(meta)}
 	if m.room != nil { // a nil *replyHold would make a non-nil replyRoom
 		call.room = m.room
 	}
@@ -682,7 +682,8 @@ func (s *session) prepareTaskCall(m message, name string, params map[string]json
 	t := s.tasks.open(ttl)
 	// No progress, messages or room for a reply: the call answers later,
 	// through tasks/result.
-	call := &toolCall{reg: s.reg, cfg: s.cfg, waiter: &waiter{ctx: t.ctx}, dialect: m.dialect,
+	meta, _ := decodeObject(params["_meta"]) // absent or not an object: no trace context
+	call := &toolCall{reg: s.reg, cfg: s.cfg, waiter: &waiter{ctx: t.ctx}, dialect: m.dialect, trace: traceFromMeta(meta),
 		replyOverhead: len(textReply(m.id, m.dialect.replyShape, nil)) + len(waitWrapOpen) + len(metaRelatedTask) + len(t.id) + 32}
 	run, err := s.tools.prepareTool(call, name, params["arguments"])
 	if err != nil {
