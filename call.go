@@ -226,6 +226,9 @@ type toolCall struct {
 	// set, hears the start of the call's job.
 	waitToEnd bool
 	onStart   jobStartListener
+	// trace is the W3C trace context the request's _meta carried, read
+	// by the session: every job the call starts runs in it.
+	trace jobTrace
 }
 
 // reportsPrompts says whether the call's jobs report a wait for input as
@@ -294,6 +297,7 @@ func (c *toolCall) job(id jobID) *job { return c.jobs[id] }
 // call asked to run.
 func (c *toolCall) refusedEarly(req startRequest, err error) error {
 	if refusingSetting(err) != "" {
+		req.trace = c.trace
 		c.reg.logRefused(req, err)
 	}
 	return err

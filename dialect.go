@@ -22,8 +22,8 @@ type replyShape struct {
 type taskForm int
 
 const (
-	tasksOff    taskForm = iota // the client declared no tasks: today's behaviour, byte for byte
-	tasksLegacy                 // 2025-11-25, declared at initialize
+	tasksOff    taskForm = iota // no tasks (an older revision, or a modern client without the extension)
+	tasksLegacy                 // 2025-11-25, negotiated at initialize: the server offers them to every client
 	tasksModern                 // 2026-07-28, the extension declared in the request's _meta
 )
 

@@ -37,6 +37,7 @@ var coreFiles = []string{
 // A new file gets a row here; the test fails until it has one.
 var layers = [][]string{
 	{"main.go"},
+	{"cli.go"},      // the command line: options, usage errors, the terminal hint
 	transports,      // one session on stdin/stdout; sessions over HTTP
 	{"httpconn.go"}, // whether an HTTP client is still there to read its reply
 	// The HTTP listener's guards: bound address, generated token, Host, pending connections.
@@ -62,6 +63,7 @@ var layers = [][]string{
 	{"joblog.go"},           // the job log: a line per start, end and refusal
 	{"spawn.go", "inputwait.go", "expiry.go"}, // a job's launch: pipes, terminal, env, cwd; input wanted; forgotten ids
 	{"job.go"},                  // one job: its group, windows, pumps and outcome
+	{"trace.go"},                // a call's W3C trace context, as its jobs' variables
 	{"room.go"},                 // room for another job: slots, descriptors, processes
 	{"cwd.go"},                  // the working directory a session keeps between calls
 	{"policy.go"},               // what a job may run, where and with what

@@ -659,3 +659,15 @@ func freeBytes(path string) int64 {
 	}
 	return int64(st.Bavail) * int64(st.Bsize)
 }
+
+// stdinIsTerminal reports whether stdin is a terminal (isatty: the
+// terminal ioctl answers), that is whether a person started the server by
+// hand rather than a client through a pipe.
+func stdinIsTerminal() bool {
+	for {
+		_, err := unix.IoctlGetTermios(0, unix.TCGETS)
+		if err != unix.EINTR {
+			return err == nil // ENOTTY (a pipe, a file), EBADF (closed): not a terminal
+		}
+	}
+}

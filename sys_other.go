@@ -162,3 +162,7 @@ func freeBytes(path string) int64 {
 	}
 	return int64(st.Bavail) * int64(st.Bsize)
 }
+
+// stdinIsTerminal is false here: the hint for a person at a terminal is
+// given on Linux only.
+func stdinIsTerminal() bool { return false }
