@@ -140,6 +140,7 @@ type jsonAnswer struct {
 	body    any // a wire value: what json.Marshal encodes
 	results []*resultJSON
 	wait    bool
+	plain   *bool // whether slices and recent show plain text; nil: as the dialect shows them
 }
 
 // wireValue is v, a wire value with no job results in it, as an answer.
@@ -361,13 +362,19 @@ func (c *toolCall) fit(a jsonAnswer) (answer, error) {
 		}
 		r.Kept = c.keepsUncaptured(r)
 	}
+	view := c.view(a)
+	if view.plain {
+		for _, r := range a.results {
+			r.Recent = r.Recent.plain()
+		}
+	}
 	whole := slicesAsTheyAre(a.results)
-	text, err := fitText(a.body, a.results, c.replyBudget(), c.cost())
+	text, err := fitText(a.body, a.results, c.replyBudget(), c.cost(), view)
 	if err != nil {
 		return nil, err
 	}
 	if a.wait && c.cost().of(text) > c.replyBudget() {
-		if text, err = c.deferResults(a.results, whole); err != nil {
+		if text, err = c.deferResults(a.results, whole, view); err != nil {
 			return nil, err
 		}
 	}
@@ -377,6 +384,16 @@ func (c *toolCall) fit(a jsonAnswer) (answer, error) {
 		}
 	}
 	return toolText(text), nil
+}
+
+// view is how a's slices show: the dialect's view, with the plain text
+// the call asked for when it did.
+func (c *toolCall) view(a jsonAnswer) sliceView {
+	v := c.dialect.view()
+	if a.plain != nil {
+		v.plain = *a.plain
+	}
+	return v
 }
 
 // keepsUncaptured says whether r is kept for what its capture left out:
@@ -391,13 +408,13 @@ func (c *toolCall) keepsUncaptured(r *resultJSON) bool {
 // jobs return to the registry, for the next wait) and stand as status
 // entries with "deferred": true, until the rest fits. whole puts back the
 // slices a fit cut, so each fit starts from the whole results.
-func (c *toolCall) deferResults(entries []*resultJSON, whole func()) ([]byte, error) {
+func (c *toolCall) deferResults(entries []*resultJSON, whole func(), view sliceView) ([]byte, error) {
 	fit := func() ([]byte, error) {
 		whole()
 		for _, e := range entries {
 			e.Kept = c.keepsUncaptured(e) // a result cut before may fit whole now
 		}
-		return fitText(entries, entries, c.replyBudget(), c.cost())
+		return fitText(entries, entries, c.replyBudget(), c.cost(), view)
 	}
 	// One entry per job id is the shape of wait's answer: when even status
 	// entries alone would not fit, deferring helps nobody, and the results

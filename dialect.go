@@ -34,3 +34,12 @@ const (
 func (d dialect) cost() lineCost {
 	return lineCost{structured: d.structured || d.agent}
 }
+
+// view is how a result's slices show in a reply of d. Under the agent
+// profile a cut ends at line boundaries and the text is plain (terminal
+// escapes stripped, for pipe jobs too): a model reads lines, not drawing
+// commands. Elsewhere slices are the raw bytes and cuts fall where the
+// budget puts them, as in 1.1.
+func (d dialect) view() sliceView {
+	return sliceView{lineCuts: d.agent, plain: d.agent}
+}

@@ -40,7 +40,7 @@ type (
 		JobID         jobID       `arg:"job_id,required"`
 		Stdout        streamSpec  `arg:"stdout"`
 		Stderr        streamSpec  `arg:"stderr"`
-		Plain         bool        `arg:"plain"`
+		Plain         *bool       `arg:"plain"`
 		MaxReplyBytes *replyBytes `arg:"max_reply_bytes"`
 	}
 	inputArgs struct {
@@ -525,14 +525,19 @@ func runOutput(c *toolCall, a *outputArgs) (answer, error) {
 		}
 		*s.slice, _ = sliceWithin(s.w, s.spec, c.replyBudget())
 	}
-	if a.Plain { // the text without terminal escapes; offsets and counts stay the raw bytes
+	// The view: the call's plain, else the dialect's (plain under the
+	// agent profile). A slice's text is made plain where the reply is
+	// fitted, after any cut, so its offsets stay the raw bytes'.
+	plain := c.view(jsonAnswer{plain: a.Plain}).plain
+	if plain {
 		for _, s := range streams {
-			plainSlice(*s.slice)
 			plainGrep(s.found)
 		}
 	}
 	if !searched {
-		return recentWithin(c, resultAnswer(r)), nil
+		answer := recentWithin(c, resultAnswer(r))
+		answer.plain = &plain
+		return answer, nil
 	}
 	out := &outputJSON{resultJSON: r}
 	for i, into := range []*any{&out.Stdout, &out.Stderr} {
@@ -543,23 +548,12 @@ func runOutput(c *toolCall, a *outputArgs) (answer, error) {
 			*into = *s.slice
 		}
 	}
-	return recentWithin(c, jsonAnswer{body: out, results: []*resultJSON{r}}), nil
+	return recentWithin(c, jsonAnswer{body: out, results: []*resultJSON{r}, plain: &plain}), nil
 }
 
 // grepBudgetShare is the part of the reply budget (1/grepBudgetShare) a
 // grep's listed lines may take.
 const grepBudgetShare = 4
-
-// plainSlice strips terminal escapes from a slice's text (nil: nothing).
-func plainSlice(s *sliceJSON) {
-	if s == nil {
-		return
-	}
-	s.Data = string(plainText([]byte(s.Data)))
-	if s.Tail != nil {
-		s.Tail.Data = string(plainText([]byte(s.Tail.Data)))
-	}
-}
 
 // plainGrep strips terminal escapes from a search's lines (nil: nothing).
 func plainGrep(g *grepJSON) {
@@ -767,7 +761,11 @@ func runListJobs(c *toolCall, _ *noArgs) (answer, error) {
 		}
 		recentAt := len(b)        // where the entry's recent starts, if it has one
 		if waiting && j.prompts { // as markWaiting says
-			if recent := recentOf(j); recent != nil {
+			recent := recentOf(j)
+			if c.dialect.view().plain {
+				recent = recent.plain()
+			}
+			if recent != nil {
 				text, _ := marshal(recent) // two strings: cannot fail
 				b = append(append(b, `,"recent":`...), text...)
 			}

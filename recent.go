@@ -23,6 +23,19 @@ type recentJSON struct {
 	Stderr string `json:"stderr,omitempty"`
 }
 
+// plain is r with terminal escapes stripped from its text, or nil when
+// r is nil or no text is left.
+func (r *recentJSON) plain() *recentJSON {
+	if r == nil {
+		return nil
+	}
+	p := recentJSON{Stdout: string(plainText([]byte(r.Stdout))), Stderr: string(plainText([]byte(r.Stderr)))}
+	if p == (recentJSON{}) {
+		return nil
+	}
+	return &p
+}
+
 // recentOf is j's newest output, or nil when it wrote nothing. A line
 // redrawn with carriage returns (a progress bar) shows as it was last
 // drawn, and a terminal's escape sequences are stripped.

@@ -91,6 +91,20 @@ type sliceJSON struct {
 	Tail         *tailJSON `json:"tail,omitempty"`
 }
 
+// showPlain makes s's text plainText (a nil s: nothing); its offsets and
+// byte counts stay those of the raw bytes, so a reader pages on as before.
+func (s *sliceJSON) showPlain() {
+	if s == nil {
+		return
+	}
+	s.Data = string(plainText([]byte(s.Data)))
+	if s.Tail != nil { // a new tail: the raw one may be shared with a copy of s
+		tail := *s.Tail
+		tail.Data = string(plainText([]byte(tail.Data)))
+		s.Tail = &tail
+	}
+}
+
 // gapJSON is the range between a slice's two parts.
 type gapJSON struct {
 	Offset int64 `json:"offset"`
