@@ -120,7 +120,7 @@ func bindArgs(tool string, params []param, raw map[string]json.RawMessage, dst r
 		}
 		v, err := argKinds[p.typ].decode(r)
 		if err != nil {
-			return fmt.Errorf("%w %s: %v", errInvalid, p.name, err)
+			return fmt.Errorf("%w %s: %w", errInvalid, p.name, err)
 		}
 		value := reflect.ValueOf(v)
 		if p.ptr {
@@ -145,19 +145,40 @@ func refuseUnknown(tool string, params []param, raw map[string]json.RawMessage) 
 		return nil
 	}
 	slices.Sort(unknown)
-	what := "unknown argument"
-	if len(unknown) > 1 {
-		what += "s"
-	}
-	accepted := make([]string, len(params))
-	for i, p := range params {
+	return &unknownArgsError{tool: tool, unknown: unknown, params: params}
+}
+
+// unknownArgsError is a call's refusal for arguments its tool does not
+// take. Its text lists what the tool accepts, as 1.1 worded it; a caller
+// may trade the list for the nearest names (nearMissHint).
+type unknownArgsError struct {
+	tool    string
+	unknown []string // the names given, quoted and clipped, sorted
+	params  []param
+}
+
+// Unwrap makes the refusal an errInvalid.
+func (e *unknownArgsError) Unwrap() error { return errInvalid }
+
+// Error names the unknown arguments and every accepted one.
+func (e *unknownArgsError) Error() string {
+	accepted := make([]string, len(e.params))
+	for i, p := range e.params {
 		accepted[i] = p.name
 	}
 	list := "none"
 	if len(accepted) > 0 {
 		list = strings.Join(accepted, ", ")
 	}
-	return fmt.Errorf("%w: %s %s for %s (accepted: %s)", errInvalid, what, strings.Join(unknown, ", "), tool, list)
+	return fmt.Sprintf("%v: %s %s for %s (accepted: %s)", errInvalid, e.what(), strings.Join(e.unknown, ", "), e.tool, list)
+}
+
+// what is "unknown argument", plural when more than one is.
+func (e *unknownArgsError) what() string {
+	if len(e.unknown) > 1 {
+		return "unknown arguments"
+	}
+	return "unknown argument"
 }
 
 // schemaOf is the inputSchema of a tool with params, described by docs.

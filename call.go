@@ -491,6 +491,9 @@ func newTool[A any](spec toolSpec, handle func(c *toolCall, a *A) (answer, error
 		a := new(A)
 		args := reflect.ValueOf(a).Elem()
 		if err := bindArgs(spec.name, spec.params, raw, args); err != nil {
+			if c.dialect.agent {
+				err = agentArgHint(err)
+			}
 			return nil, err
 		}
 		if err := c.holdJobs(spec.params, args, spec.readsKept); err != nil {

@@ -57,6 +57,7 @@ var layers = [][]string{
 	{"results.go"},          // the wire form of results
 	{"recent.go"},           // a running job's newest lines: a prompt, or progress
 	{"shellview.go"},        // the Shell toolkit's view of a stream
+	{"argshints.go"},        // an unknown argument's nearest accepted names, for a model
 	{"args.go"},             // typed tool arguments and their schemas
 	{"kill.go", "until.go"}, // kill and teardown of a job's tree; a wait ending early
 	{"jobs.go"},             // the registry: starting, waiting, delivery, expiry
