@@ -101,7 +101,7 @@ var argAliases = map[string][]string{
 }
 
 // streamObjectForms are the stream specs that are objects, in a few words.
-const streamObjectForms = `as an object: {"tail": N} (the last N bytes), {"from": P, "length": L} (bytes from offset P) or {"grep": RE2} (the lines that match)`
+const streamObjectForms = `as an object: {"tail": N} (the last N lines), {"from": P, "length": L} (bytes from offset P) or {"grep": RE2} (the lines that match)`
 
 // agentArgHint is err, an argument's refusal, with what a model needs to
 // get the next call right: the nearest accepted arguments for an unknown
