@@ -1,4 +1,4 @@
-module mcp-exec/scripts/kube-validate
+module github.com/mcp-exec/mcp-exec/scripts/kube-validate
 
 go 1.26.0
 
