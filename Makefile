@@ -4,7 +4,7 @@ GO      ?= go
 # COMMIT is what --version names: the checkout's commit, "-dirty" when tracked
 # files differ from it, "unknown" outside a git checkout.
 COMMIT  ?= $(shell ./scripts/commit.sh)
-LDFLAGS := -s -w -X main.version=$(VERSION) -X main.commit=$(COMMIT)
+LDFLAGS := -s -w -X main.commit=$(COMMIT)
 
 .PHONY: build test bench image image-toolbox image-sizes kube-check dist npm clean
 

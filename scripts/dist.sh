@@ -15,7 +15,7 @@ mkdir -p "$out"
 # build GOOS GOARCH FILE: one reproducible static binary.
 build() {
   CGO_ENABLED=0 GOOS="$1" GOARCH="$2" go build -trimpath -buildvcs=false \
-    -ldflags "-s -w -buildid= -X main.version=$version -X main.commit=$commit" -o "$3" .
+    -ldflags "-s -w -buildid= -X main.commit=$commit" -o "$3" .
 }
 for target in linux/amd64 linux/arm64 darwin/amd64 darwin/arm64; do
   os="${target%/*}" arch="${target#*/}"
