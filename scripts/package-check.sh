@@ -32,8 +32,10 @@ for arch in amd64 arm64; do
   deb="$work/a/mcp-exec_${version}_$arch.deb"
   [ "$(dpkg-deb -f "$deb" Version)" = "$version" ] || fail "deb $arch: Version $(dpkg-deb -f "$deb" Version)"
   case "$(dpkg-deb -f "$deb" Maintainer)" in *example.invalid*|'') fail "deb $arch: Maintainer" ;; esac
-  dpkg-deb --fsys-tarfile "$deb" | tar -xO ./usr/share/doc/mcp-exec/copyright | head -1 \
-    | grep -qx 'Format: https://www.debian.org/doc/packaging-manuals/copyright-format/1.0/' || fail "deb $arch: copyright"
+  # sed, not head or grep -q: a reader that stops early makes the writer's
+  # SIGPIPE fail the pipeline under pipefail.
+  format="$(dpkg-deb --fsys-tarfile "$deb" | tar -xO ./usr/share/doc/mcp-exec/copyright | sed -n 1p)"
+  [ "$format" = 'Format: https://www.debian.org/doc/packaging-manuals/copyright-format/1.0/' ] || fail "deb $arch: copyright"
   dpkg-deb --fsys-tarfile "$deb" | tar -xO ./usr/share/man/man1/mcp-exec.1.gz | gzip -d | cmp -s - mcp-exec.1 || fail "deb $arch: man page"
 done
 echo "ok dist: archives (binary, LICENSE, README.md, mcp-exec.1; 0/0, one time) and .deb (Version $version, copyright, man page)"
@@ -49,7 +51,7 @@ assert p["version"] == version, (p["name"], p["version"])
 assert all(v == version for v in p.get("optionalDependencies", {}).values()), p
 assert p["name"] != "mcp-exec" or p["mcpName"] == name, p
 ' "$version" || fail "npm $(basename "$tgz")"
-  tar -tzf "$tgz" | grep -qx package/LICENSE || fail "npm $(basename "$tgz"): no LICENSE"
+  tar -tzf "$tgz" | grep -x package/LICENSE >/dev/null || fail "npm $(basename "$tgz"): no LICENSE"
 done
 echo "ok npm: $(ls "$work"/npm/*.tgz | wc -l) packages at $version with LICENSE, mcpName $(/usr/bin/python3 -c 'import json; print(json.load(open("server.json"))["name"])')"
 mkdir "$work/scratch"
