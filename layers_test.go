@@ -84,8 +84,8 @@ var layers = [][]string{
 	{"wake.go"},                 // waiting with deadlines, waking without blocking
 	{"handoff.go"},              // what a call delivered, until its reply reaches the client
 	{"json.go"},                 // JSON decoding and escaping helpers
-	{"errors.go", "log.go", "ids.go"},
-	{"sys_waitset_linux.go"}, // what a job's process sleeps waiting to read: its stdin, or a set holding it
+	{"errors.go", "log.go", "ids.go", "version.go"}, // version.go: the release number, from VERSION
+	{"sys_waitset_linux.go"},                        // what a job's process sleeps waiting to read: its stdin, or a set holding it
 	{"sys.go", "sys_linux.go", "sys_other.go", "sys_tree_linux.go", "confine.go", "confine_linux.go", "confine_other.go",
 		"isolate_linux.go", "seccomp_linux.go", "conn_linux.go", "conn_other.go"}, // the kernel's layers a confined job's thread takes on
 }

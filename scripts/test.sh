@@ -53,6 +53,8 @@ scripts/fuzz.sh "${FUZZ_SECONDS:-5}"
 
 need_python pytest python3-pytest
 need_python yaml python3-yaml # scripts/kube-lint.py reads the manifests with it
+need_python jsonschema python3-jsonschema # server.json against the MCP Registry's schema
+need_command mandoc mandoc # the man page's lint
 export MCP_EXEC_BIN="$PWD/mcp-exec"
 # The suites every target runs: the 1.0 contract (test_mcp_exec.py) and the
 # suites by feature in tests/. The tool sets' suite needs host files and
@@ -65,7 +67,7 @@ every_target=(test_mcp_exec.py tests/test_protocol.py tests/test_jobs.py tests/t
   tests/test_attacks.py tests/test_until_grep.py tests/test_cwd.py tests/test_wire12.py tests/test_life.py
   tests/test_joblog.py tests/test_tasks.py tests/test_wire13.py)
 step "pytest: binary target"
-MCP_EXEC_TARGET=binary /usr/bin/python3 -m pytest -q -p no:cacheprovider "${every_target[@]}" tests/test_toolsets.py tests/test_http.py tests/test_docs.py tests/test_kube.py tests/test_cli.py
+MCP_EXEC_TARGET=binary /usr/bin/python3 -m pytest -q -p no:cacheprovider "${every_target[@]}" tests/test_toolsets.py tests/test_http.py tests/test_docs.py tests/test_release.py tests/test_kube.py tests/test_cli.py
 if [ "$(id -u)" = 0 ] && command -v unshare >/dev/null; then
   step "pytest: bare PID 1 target (unshare --pid)"
   MCP_EXEC_TARGET=pid1 /usr/bin/python3 -m pytest -q -p no:cacheprovider -m "not slow" "${every_target[@]}" tests/test_toolsets.py
