@@ -70,6 +70,7 @@ func main() {
 		{"list_jobs", one(benchListJobs)},
 		{"budget cut", benchBudgetCut},
 		{"what a model reads", benchReads},
+		{"exchanges a model makes", benchExchanges},
 	}
 	var rows []row
 	fmt.Printf("%-20s %14s %14s %8s  %-10s %s\n", "figure", "mcp-exec", "floor", "ratio", "target", "")
