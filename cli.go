@@ -40,6 +40,7 @@ var cliFlags = map[string]cliAction{
 // what is wrong and what was expected.
 type usageError struct{ msg string }
 
+// Error is the one line printed before the pointer to --help.
 func (e *usageError) Error() string { return e.msg }
 
 // usageErrorf is a usageError of the formatted text.
