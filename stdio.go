@@ -62,8 +62,8 @@ var pollableFiles []*os.File
 // for it. On stdin, reading parks a goroutine, not a thread in read(2)
 // that delays the process's exit; on stdout, the writer may try a reply
 // from its sender's goroutine without ever blocking it (tryDirect). A
-// terminal or a regular file stays blocking: it is not shared with a
-// reader that could be surprised, but nothing is gained either.
+// terminal stays blocking, as its mode is shared with the processes of
+// the session it belongs to; a regular file cannot be polled.
 func pollable(fd int, name string, std *os.File) *os.File {
 	var st syscall.Stat_t
 	if syscall.Fstat(fd, &st) != nil {
@@ -182,15 +182,14 @@ func (w *writer) offer(it outItem, droppable bool) {
 		w.mu.Unlock()
 		return
 	}
-	if w.direct != nil && it.msg != nil && !w.writing && len(w.queue) == 0 {
-		// Everything offered before reached out whole, so order holds.
+	// Everything offered before reached out whole when nothing is queued
+	// or being written, so a sender may write its own message in order.
+	direct := w.direct != nil && it.msg != nil && !w.writing && len(w.queue) == 0
+	if direct {
 		w.writing = true
-		w.queued += len(it.msg)
-		w.mu.Unlock()
-		w.tryDirect(it)
-		return
+	} else {
+		w.queue = append(w.queue, it)
 	}
-	w.queue = append(w.queue, it)
 	w.queued += len(it.msg)
 	pausing := !w.paused && w.queued >= w.boundBytes
 	if pausing {
@@ -198,10 +197,14 @@ func (w *writer) offer(it outItem, droppable bool) {
 	}
 	queued := w.queued
 	w.mu.Unlock()
-	nudge(w.wake)
 	if pausing {
 		w.notice("stdout: %d bytes wait for the client to read them; no request is read until it does", queued)
 	}
+	if direct {
+		w.tryDirect(it)
+		return
+	}
+	nudge(w.wake)
 }
 
 // tryDirect writes it to out from the sender's goroutine, with one write
@@ -403,12 +406,8 @@ func (w *writer) writeBatch(buf *bufio.Writer, batch []outItem) error {
 // non-blocking mode (pollable's stdout, a pipe from os.Pipe), else nil: a
 // write on a blocking descriptor could hold its sender on a slow client.
 func nonblockingConn(out io.Writer) syscall.RawConn {
-	f, ok := out.(*os.File)
-	if !ok {
-		return nil
-	}
-	rc, err := f.SyscallConn()
-	if err != nil {
+	rc := rawConnOf(out)
+	if rc == nil {
 		return nil
 	}
 	nonblocking := false
