@@ -362,7 +362,7 @@ func (c *toolCall) fit(a jsonAnswer) (answer, error) {
 		}
 		r.Kept = c.keepsUncaptured(r)
 	}
-	view := c.view(a)
+	view := c.viewWith(a.plain)
 	if view.plain {
 		for _, r := range a.results {
 			r.Recent = r.Recent.plain()
@@ -386,12 +386,12 @@ func (c *toolCall) fit(a jsonAnswer) (answer, error) {
 	return toolText(text), nil
 }
 
-// view is how a's slices show: the dialect's view, with the plain text
-// the call asked for when it did.
-func (c *toolCall) view(a jsonAnswer) sliceView {
+// viewWith is how the call's slices show: the dialect's view, with the
+// plain text the call asked for (plain), when it did.
+func (c *toolCall) viewWith(plain *bool) sliceView {
 	v := c.dialect.view()
-	if a.plain != nil {
-		v.plain = *a.plain
+	if plain != nil {
+		v.plain = *plain
 	}
 	return v
 }

@@ -528,7 +528,7 @@ func runOutput(c *toolCall, a *outputArgs) (answer, error) {
 	// The view: the call's plain, else the dialect's (plain under the
 	// agent profile). A slice's text is made plain where the reply is
 	// fitted, after any cut, so its offsets stay the raw bytes'.
-	plain := c.view(jsonAnswer{plain: a.Plain}).plain
+	plain := c.viewWith(a.Plain).plain
 	if plain {
 		for _, s := range streams {
 			plainGrep(s.found)
