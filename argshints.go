@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -171,10 +172,20 @@ func nearestArgs(given string, params []param) []string {
 	if len(near) > 0 {
 		return near
 	}
+	type typo struct {
+		name     string
+		distance int
+	}
+	var typos []typo
 	for _, p := range params {
-		if d := editDistance(key, normalArg(p.name)); d <= max(1, len(key)/4) && len(near) < nearMissHints {
-			near = append(near, p.name)
+		if d := editDistance(key, normalArg(p.name)); d <= max(1, len(key)/4) {
+			typos = append(typos, typo{p.name, d})
 		}
+	}
+	// The closest first; among equals, the tool's own order.
+	slices.SortStableFunc(typos, func(a, b typo) int { return a.distance - b.distance })
+	for _, t := range typos[:min(len(typos), nearMissHints)] {
+		near = append(near, t.name)
 	}
 	return near
 }

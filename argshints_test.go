@@ -39,6 +39,16 @@ func TestNearMissHintFindsATypoAndKeepsTheListWhenNothingIsNear(t *testing.T) {
 	}
 }
 
+func TestNearMissHintOffersTheClosestTypoFirst(t *testing.T) {
+	// Both are near "abcdefgh"; the one edit away comes before the one
+	// two edits away, though the tool lists it last.
+	ps := paramsNamed("abcdefzz", "abcdefgz")
+	err := nearMissHint(refuseUnknown("tool", ps, map[string]json.RawMessage{"abcdefgh": nil}))
+	if !strings.Contains(err.Error(), "did you mean abcdefgz or abcdefzz?") {
+		t.Errorf("got %q, want the closer name first", err)
+	}
+}
+
 func TestAgentArgHintListsTheObjectFormsOfAStreamSpec(t *testing.T) {
 	_, err := parseStreamSpec([]byte(`"tail"`))
 	got := agentArgHint(err).Error()
