@@ -633,24 +633,3 @@ func TestDirectWritesFromManySendersNeverInterleave(t *testing.T) {
 	}
 	wg.Wait()
 }
-
-func TestFlushAfterADirectWriteWaitsForTheRest(t *testing.T) {
-	t.Parallel()
-	w, r := directPipe(t)
-	big := numberedLine(0, 1<<20)
-	w.send(big)
-	read := make(chan []byte, 1) // carries the line the client read
-	go func() {
-		line, _ := bufio.NewReader(r).ReadBytes('\n')
-		read <- line
-	}()
-	w.flush(30 * time.Second)
-	select {
-	case line := <-read:
-		if !bytes.Equal(line, big) {
-			t.Fatalf("read %d bytes, want %d", len(line), len(big))
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("flush returned before the line was written")
-	}
-}
