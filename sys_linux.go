@@ -88,9 +88,21 @@ func readProc(pid int) (procInfo, bool) {
 }
 
 // sessionMembers lists the processes in group or session id: a job's, whose
-// process group and session are both its pid.
+// process group and session are both its pid. Members are only ever
+// forked from members, so when orphans return to this process they are
+// all below it, and only its own tree is read, not every process's.
 func sessionMembers(id int) []procInfo {
-	return procsWhere(func(p procInfo) bool { return p.pgid == id || p.sid == id })
+	member := func(p procInfo) bool { return p.pgid == id || p.sid == id }
+	if !orphansReturn.Load() {
+		return procsWhere(member)
+	}
+	var found []procInfo
+	for _, p := range descendants(os.Getpid()) {
+		if member(p) {
+			found = append(found, p)
+		}
+	}
+	return found
 }
 
 // procsWhere lists the processes in /proc that keep accepts; nil for none.
