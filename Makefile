@@ -4,7 +4,7 @@ GO      ?= go
 # COMMIT is what --version names: the checkout's commit, "-dirty" when tracked
 # files differ from it, "unknown" outside a git checkout.
 COMMIT  ?= $(shell ./scripts/commit.sh)
-LDFLAGS := -s -w -X main.version=$(VERSION) -X main.commit=$(COMMIT)
+LDFLAGS := -s -w -X main.commit=$(COMMIT)
 
 .PHONY: build test bench image image-toolbox image-sizes kube-check dist npm clean
 
@@ -34,7 +34,8 @@ image-sizes:
 	@$${PODMAN:-podman} image ls --format '{{.Repository}}:{{.Tag}} {{.Size}}' \
 	  | grep -E '^localhost/mcp-exec(-toolbox)?:$(VERSION) ' || echo "no image yet: make image image-toolbox" >&2
 
-# dist: reproducible release binaries (linux and darwin, amd64 and arm64),
+# dist: reproducible release binaries (linux and darwin, amd64 and arm64), a
+# .tar.gz of each with LICENSE, README.md and the man page,
 # .deb packages and SHA256SUMS in dist/, from the source alone (nothing built
 # before); npm: the npm packages from them.
 dist:
@@ -46,8 +47,9 @@ npm: dist
 clean:
 	rm -rf mcp-exec dist
 
-# kube-check: deploy/kubernetes/ checked for structure and against the
-# Kubernetes API types (scripts/kube-validate), and its Deployment
-# played with podman (scripts/kube-check.sh); see docs/running-many-agents.md.
+# kube-check: deploy/kubernetes/ checked against the project's rules, applied
+# to a real kube-apiserver (scripts/kube-apiserver, with etcd), and its
+# Deployment played with podman (scripts/kube-check.sh); see
+# docs/running-many-agents.md.
 kube-check: build
 	./scripts/kube-check.sh

@@ -15,7 +15,9 @@ import (
 // Tool arguments bind into one struct per tool. A field's `arg` tag gives
 // its wire name, with ",required" when a call must give it (",listed" when
 // the schema lists it as required for older clients but another argument
-// may stand in for it); the field's Go type picks its kind in argKinds, the
+// may stand in for it; ",unlisted" when every call may give it but only the
+// agent profile's schema shows it, so the schema a 1.0 client reads stays
+// 1.0's); the field's Go type picks its kind in argKinds, the
 // one table of each kind's decoder and JSON Schema. So handlers read typed
 // fields, and the published schema, the checks a call gets and the refusal
 // of an unknown argument all come from the same declaration; the tool table
@@ -76,6 +78,7 @@ type param struct {
 	name     string
 	required bool         // a call must give it
 	listed   bool         // published as required though a call may leave it out for another
+	unlisted bool         // accepted, but published only in the agent profile's schema
 	field    int          // index of the struct field
 	typ      reflect.Type // the kind's type; the field is *typ when ptr
 	ptr      bool
@@ -89,7 +92,7 @@ func paramsOf(t reflect.Type) []param {
 	for i := 0; i < t.NumField(); i++ {
 		f := t.Field(i)
 		name, opts, _ := strings.Cut(f.Tag.Get("arg"), ",")
-		p := param{name: name, required: opts == "required", listed: opts == "listed", field: i, typ: f.Type}
+		p := param{name: name, required: opts == "required", listed: opts == "listed", unlisted: opts == "unlisted", field: i, typ: f.Type}
 		if p.typ.Kind() == reflect.Pointer {
 			p.typ, p.ptr = p.typ.Elem(), true
 		}
@@ -117,7 +120,7 @@ func bindArgs(tool string, params []param, raw map[string]json.RawMessage, dst r
 		}
 		v, err := argKinds[p.typ].decode(r)
 		if err != nil {
-			return fmt.Errorf("%w %s: %v", errInvalid, p.name, err)
+			return fmt.Errorf("%w %s: %w", errInvalid, p.name, err)
 		}
 		value := reflect.ValueOf(v)
 		if p.ptr {
@@ -142,19 +145,40 @@ func refuseUnknown(tool string, params []param, raw map[string]json.RawMessage) 
 		return nil
 	}
 	slices.Sort(unknown)
-	what := "unknown argument"
-	if len(unknown) > 1 {
-		what += "s"
-	}
-	accepted := make([]string, len(params))
-	for i, p := range params {
+	return &unknownArgsError{tool: tool, unknown: unknown, params: params}
+}
+
+// unknownArgsError is a call's refusal for arguments its tool does not
+// take. Its text lists what the tool accepts, as 1.1 worded it; a caller
+// may trade the list for the nearest names (nearMissHint).
+type unknownArgsError struct {
+	tool    string
+	unknown []string // the names given, quoted and clipped, sorted
+	params  []param
+}
+
+// Unwrap makes the refusal an errInvalid.
+func (e *unknownArgsError) Unwrap() error { return errInvalid }
+
+// Error names the unknown arguments and every accepted one.
+func (e *unknownArgsError) Error() string {
+	accepted := make([]string, len(e.params))
+	for i, p := range e.params {
 		accepted[i] = p.name
 	}
 	list := "none"
 	if len(accepted) > 0 {
 		list = strings.Join(accepted, ", ")
 	}
-	return fmt.Errorf("%w: %s %s for %s (accepted: %s)", errInvalid, what, strings.Join(unknown, ", "), tool, list)
+	return fmt.Sprintf("%v: %s %s for %s (accepted: %s)", errInvalid, e.what(), strings.Join(e.unknown, ", "), e.tool, list)
+}
+
+// what is "unknown argument", plural when more than one is.
+func (e *unknownArgsError) what() string {
+	if len(e.unknown) > 1 {
+		return "unknown arguments"
+	}
+	return "unknown argument"
 }
 
 // schemaOf is the inputSchema of a tool with params, described by docs.
@@ -162,6 +186,9 @@ func schemaOf(params []param, docs map[string]string) map[string]any {
 	props := map[string]any{}
 	required := []string{}
 	for _, p := range params {
+		if p.unlisted {
+			continue
+		}
 		s := maps.Clone(argKinds[p.typ].schema)
 		s["description"] = docs[p.name]
 		props[p.name] = s

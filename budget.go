@@ -1,6 +1,9 @@
 package main
 
-import "slices"
+import (
+	"bytes"
+	"slices"
+)
 
 // A tools/call reply line may be at most its budget long. A result is JSON
 // text inside a JSON string inside the line, so each byte of a stream costs
@@ -51,28 +54,59 @@ func (lc lineCost) escape(esc string, size int) int {
 	return cost
 }
 
+// sliceView is how a reply shows the stream slices of its results. The
+// tool layer decides it per call (the profile, an output's plain); fitText
+// applies it, after any cut, so the offsets and byte counts of a slice stay
+// those of the raw bytes whatever its text shows.
+type sliceView struct {
+	lineCuts bool // a cut's head ends and its tail starts at a line boundary within lineCutReachBytes
+	plain    bool // text without terminal escapes and carriage returns (plainText)
+}
+
+// lineCutReachBytes is how far a cut end moves, at most, to reach a line
+// boundary: far enough for most lines, short enough that the ends keep
+// about the size the budget gave them.
+const lineCutReachBytes = 1024
+
+// show gives every slot's slice the view v, in place.
+func (v sliceView) show(slots []slot) {
+	if !v.plain {
+		return
+	}
+	for _, s := range slots {
+		s.slice.showPlain()
+	}
+}
+
 // cutReserveBytes is what a cut adds to a slice's text besides its data
 // (the omitted and tail members, escaped), with room to spare.
 const cutReserveBytes = 160
 
-// fitText encodes body and, while its text would escape to more than budget
-// bytes, cuts the stream slices of the results in it: the budget left after
-// everything else is shared fairly, largest slices cut first, each keeping
-// its first and last bytes and naming the gap. A result with a cut slice
+// fitText encodes body, its results' slices shown in view, and, while its
+// text would escape to more than budget bytes, cuts the stream slices of
+// the results in it: the budget left after everything else is shared
+// fairly, largest slices cut first, each keeping its first and last bytes
+// and naming the gap. A result with a cut slice
 // gets kept; the caller keeps its job readable. If even empty slices would
 // not fit, the text is returned as small as cuts can make it.
-func fitText(body any, results []*resultJSON, budget int, lc lineCost) ([]byte, error) {
-	text, err := marshal(body)
-	if err != nil || lc.of(text) <= budget {
-		return text, err
-	}
+func fitText(body any, results []*resultJSON, budget int, lc lineCost, view sliceView) ([]byte, error) {
 	slots := slotsIn(results)
-	if len(slots) == 0 {
-		return text, nil
-	}
 	whole := make([]sliceJSON, len(slots)) // each slice as it was, to cut afresh each round
 	for i, s := range slots {
 		whole[i] = *s.slice
+	}
+	view.show(slots)
+	text, err := marshal(body)
+	if err != nil || lc.of(text) <= budget || len(slots) == 0 {
+		return text, err
+	}
+	if view.plain { // the cut is measured and made on the raw bytes
+		for i, s := range slots {
+			*s.slice = whole[i]
+		}
+		if text, err = marshal(body); err != nil {
+			return text, err
+		}
 	}
 	over := lc.of(text) - budget
 	spent := 0
@@ -90,10 +124,11 @@ func fitText(body any, results []*resultJSON, budget int, lc lineCost) ([]byte, 
 		for i, s := range slots {
 			*s.slice = whole[i]
 			if allowances[i] >= 0 {
-				cutSlice(s.slice, allowances[i], lc)
+				cutSlice(s.slice, allowances[i], lc, view.lineCuts)
 				s.result.Kept = s.result.delivered != nil
 			}
 		}
+		view.show(slots)
 		if text, err = marshal(body); err != nil {
 			return text, 0 // nothing smaller would marshal either
 		}
@@ -196,14 +231,22 @@ func tailCost(s *sliceJSON, lc lineCost) int {
 // cutSlice cuts s to at most allowance bytes of escaped data: a head from
 // the start of its data and a tail from the end of its last part, each of
 // about half, on character boundaries, with the gap between them named.
-func cutSlice(s *sliceJSON, allowance int, lc lineCost) {
+// With atLines, the head ends and the tail starts at a line boundary when
+// one is within lineCutReachBytes of where the budget put them.
+func cutSlice(s *sliceJSON, allowance int, lc lineCost, atLines bool) {
 	first := []byte(s.Data)
 	last, lastOffset := first, s.Offset
 	if s.Tail != nil {
 		last, lastOffset = []byte(s.Tail.Data), s.Tail.Offset
 	}
 	headBytes := prefixWithin(first, allowance/2, lc)
+	if atLines && (headBytes < len(first) || s.Tail != nil) { // the head is followed by a gap
+		headBytes = lineEndBefore(first, headBytes)
+	}
 	tailStart := suffixWithin(last, allowance-lc.data(first[:headBytes]), lc)
+	if atLines {
+		tailStart = lineStartAfter(last, tailStart)
+	}
 	if s.Tail == nil && tailStart < headBytes {
 		tailStart = headBytes
 	}
@@ -212,6 +255,36 @@ func cutSlice(s *sliceJSON, allowance int, lc lineCost) {
 	gapFrom := s.Offset + int64(headBytes)
 	s.Omitted = &gapJSON{Offset: gapFrom, Bytes: lastOffset + int64(tailStart) - gapFrom}
 	s.Tail = &tailJSON{Data: string(tail), Offset: lastOffset + int64(tailStart), Bytes: len(tail)}
+}
+
+// lineEndBefore is where a head of b cut at n ends: just past the last
+// newline within lineCutReachBytes before n, or n when there is none. A
+// head that already ends a line stays as it is.
+func lineEndBefore(b []byte, n int) int {
+	if n == 0 || b[n-1] == '\n' {
+		return n
+	}
+	from := max(n-lineCutReachBytes, 0)
+	if i := bytes.LastIndexByte(b[from:n], '\n'); i >= 0 {
+		return from + i + 1
+	}
+	return n
+}
+
+// lineStartAfter is where a tail of b cut at n starts: just past the first
+// newline within lineCutReachBytes from n, or n when there is none. At 0
+// what precedes b is not known, so the start stays.
+func lineStartAfter(b []byte, n int) int {
+	if n == 0 || n >= len(b) || b[n-1] == '\n' {
+		return n
+	}
+	// The newline must leave a byte after it: a tail moved past the end
+	// would show nothing of the stream's last line.
+	to := min(n+lineCutReachBytes, len(b)-1)
+	if i := bytes.IndexByte(b[n:to], '\n'); i >= 0 {
+		return n + i + 1
+	}
+	return n
 }
 
 // prefixWithin is how many bytes from the start of b, ending on a character

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"math/rand/v2"
 	"strconv"
 	"strings"
@@ -27,9 +28,9 @@ var streamKinds = []func(r *rand.Rand, n int) []byte{
 }
 
 // TestFitTextStaysWithinBudget: whatever the streams hold, a result cut by
-// fitText escapes to no more than its budget, every cut keeps the first and
-// last bytes of what it cut with exact offsets, and no cut splits a valid
-// character.
+// fitText, at line boundaries or not, escapes to no more than its budget,
+// every cut keeps the first and last bytes of what it cut with exact
+// offsets, and no cut splits a valid character.
 func TestFitTextStaysWithinBudget(t *testing.T) {
 	t.Parallel()
 	r := rand.New(rand.NewPCG(1, 2))
@@ -50,7 +51,7 @@ func TestFitTextStaysWithinBudget(t *testing.T) {
 			results = append(results, res)
 		}
 		budget := 1024 + r.IntN(100000)
-		text, err := fitText(results, results, budget, lineCost{})
+		text, err := fitText(results, results, budget, lineCost{}, sliceView{lineCuts: round%2 == 1})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -144,7 +145,7 @@ func TestStructuredCutKeepsAHeadAndATail(t *testing.T) {
 		for _, budget := range []int{65536 - 200, 16384 - 200} {
 			s, _ := sliceWithin(w, streamSpec{kind: streamAll}, budget)
 			res := &resultJSON{JobID: "1", State: stateSuccess, Stdout: s, delivered: &job{}}
-			text, err := fitText(res, []*resultJSON{res}, budget, lc)
+			text, err := fitText(res, []*resultJSON{res}, budget, lc, sliceView{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -198,6 +199,141 @@ func TestDeferringWaitDeliversWhatFitsWhole(t *testing.T) {
 	for _, e := range entries {
 		if e.Kept {
 			t.Errorf("job %s is said to be kept: %s", e.JobID, text)
+		}
+	}
+}
+
+// TestLineCutsEndAndStartAtLines: with line cuts, a cut of 100-byte lines
+// ends its head and starts its tail at a line boundary, and the gap's
+// offsets still chain exactly; without them the cut falls where the
+// budget puts it, inside a line.
+func TestLineCutsEndAndStartAtLines(t *testing.T) {
+	t.Parallel()
+	var stream []byte
+	for i := 1; i <= 2000; i++ {
+		stream = append(stream, fmt.Sprintf("%099d\n", i)...)
+	}
+	for _, atLines := range []bool{true, false} {
+		s := &sliceJSON{Data: string(stream), Bytes: len(stream), TotalBytes: int64(len(stream))}
+		res := &resultJSON{JobID: "1", State: stateSuccess, Stdout: s, delivered: &job{}}
+		if _, err := fitText(res, []*resultJSON{res}, 16333, lineCost{}, sliceView{lineCuts: atLines}); err != nil {
+			t.Fatal(err)
+		}
+		checkCut(t, 0, res.Stdout, stream)
+		s = res.Stdout
+		onLines := strings.HasSuffix(s.Data, "\n") && s.Tail.Offset%100 == 0
+		if onLines != atLines {
+			t.Errorf("line cuts %v: head ends ...%q, tail starts at %d", atLines, s.Data[len(s.Data)-10:], s.Tail.Offset)
+		}
+	}
+}
+
+// TestLineCutsStayWhereNoLineEndsNearby: lines of 3000 bytes leave no
+// newline within reach of most cuts; a cut end then stays where the budget
+// put it (never further than lineCutReachBytes from it), its offsets exact.
+func TestLineCutsStayWhereNoLineEndsNearby(t *testing.T) {
+	t.Parallel()
+	var stream []byte
+	for i := 1; i <= 100; i++ {
+		stream = append(stream, fmt.Sprintf("%02999d\n", i)...)
+	}
+	for budget := 4000; budget < 40000; budget += 1777 {
+		s := &sliceJSON{Data: string(stream), Bytes: len(stream), TotalBytes: int64(len(stream))}
+		res := &resultJSON{JobID: "1", State: stateSuccess, Stdout: s, delivered: &job{}}
+		if _, err := fitText(res, []*resultJSON{res}, budget, lineCost{}, sliceView{lineCuts: true}); err != nil {
+			t.Fatal(err)
+		}
+		checkCut(t, budget, res.Stdout, stream)
+		s = res.Stdout
+		head, tail := []byte(s.Data), s.Tail.Offset
+		if !bytes.HasSuffix(head, []byte("\n")) && bytes.Contains(head[max(len(head)-lineCutReachBytes, 0):], []byte("\n")) {
+			t.Errorf("budget %d: the head ends inside a line with a newline within reach", budget)
+		}
+		if stream[tail-1] != '\n' && bytes.Contains(stream[tail:min(int(tail)+lineCutReachBytes, len(stream)-1)], []byte("\n")) {
+			t.Errorf("budget %d: the tail starts inside a line with a newline within reach", budget)
+		}
+	}
+}
+
+// TestPlainCutKeepsRawOffsets: a plain view of a cut slice shows the raw
+// bytes' offsets. The escapes used to be stripped before the cut, which
+// then counted the plain text's bytes as raw ones: the gap and the tail's
+// offset pointed short of the bytes shown.
+func TestPlainCutKeepsRawOffsets(t *testing.T) {
+	t.Parallel()
+	cl := sessionAt(t, testConfig(), "2025-03-26")
+	command := `awk 'BEGIN { for (i = 1; i <= 3000; i++) printf "\033[31m%d\033[0m\n", i }'`
+	var raw []byte
+	for i := 1; i <= 3000; i++ {
+		raw = append(raw, fmt.Sprintf("\x1b[31m%d\x1b[0m\n", i)...)
+	}
+	r, text, isErr := cl.shellTool(1, "execute", map[string]any{"command": command, "nowait": true})
+	if isErr {
+		t.Fatal(text)
+	}
+	id := r["job_id"]
+	eventually(t, jobDeadline, "the job ending", func() bool {
+		st, _, _ := cl.shellTool(100, "status", map[string]any{"job_id": id})
+		return st["state"] == stateSuccess
+	})
+	_, text, _ = cl.shellTool(2, "output", map[string]any{"job_id": id, "stdout": "all", "plain": true, "max_reply_bytes": 4096})
+	var out resultJSON
+	if err := json.Unmarshal([]byte(text), &out); err != nil || out.Stdout == nil || out.Stdout.Tail == nil {
+		t.Fatalf("%v: not a cut slice: %s", err, text)
+	}
+	s := out.Stdout
+	end := s.Offset + int64(s.Bytes)
+	switch {
+	case s.TotalBytes != int64(len(raw)):
+		t.Fatalf("total_bytes %d, the job wrote %d", s.TotalBytes, len(raw))
+	case end != s.Omitted.Offset || s.Omitted.Offset+s.Omitted.Bytes != s.Tail.Offset:
+		t.Errorf("offsets do not chain: %+v, %+v, tail at %d", s, *s.Omitted, s.Tail.Offset)
+	case s.Tail.Offset+int64(s.Tail.Bytes) != s.TotalBytes:
+		t.Errorf("the tail ends at %d of %d bytes", s.Tail.Offset+int64(s.Tail.Bytes), s.TotalBytes)
+	case s.Data != string(plainText(raw[s.Offset:end])):
+		t.Errorf("the head is not the plain text of bytes %d to %d", s.Offset, end)
+	case s.Tail.Data != string(plainText(raw[s.Tail.Offset:])):
+		t.Errorf("the tail is not the plain text of the bytes from %d", s.Tail.Offset)
+	}
+}
+
+// TestAgentViewIsPlainAndOutputReadsRaw: under the agent profile a pipe
+// job's result shows its text without escapes, offsets and counts those of
+// the raw bytes; output shows the same by default and the raw bytes with
+// plain:false. Outside the profile the result is the raw bytes.
+func TestAgentViewIsPlainAndOutputReadsRaw(t *testing.T) {
+	t.Parallel()
+	const command, raw = `printf '\033[1mbold\033[0m\r\n'`, "\x1b[1mbold\x1b[0m\r\n"
+	for _, c := range []struct {
+		settings []string
+		want     string
+	}{{[]string{"MCP_EXEC_PROFILE=agent", "MCP_EXEC_SPILL=off"}, "bold\n"}, {nil, raw}} {
+		cl := sessionAt(t, configOf(t, c.settings...), "2025-03-26")
+		_, text, _ := cl.shellTool(1, "execute", map[string]any{"command": command})
+		var r resultJSON
+		if err := json.Unmarshal([]byte(text), &r); err != nil || r.Stdout == nil {
+			t.Fatalf("%v: %s", err, text)
+		}
+		if r.Stdout.Data != c.want || r.Stdout.Bytes != len(raw) || r.Stdout.TotalBytes != int64(len(raw)) {
+			t.Errorf("%v: the result shows %+v", c.settings, *r.Stdout)
+		}
+		_, text, _ = cl.shellTool(2, "execute", map[string]any{"command": command, "nowait": true})
+		_ = json.Unmarshal([]byte(text), &r)
+		eventually(t, jobDeadline, "the job ending", func() bool {
+			st, _, _ := cl.shellTool(100, "status", map[string]any{"job_id": r.JobID})
+			return st["state"] == stateSuccess
+		})
+		for _, plain := range []any{nil, false} {
+			args := map[string]any{"job_id": r.JobID, "stdout": "all"}
+			want := c.want
+			if plain != nil {
+				args["plain"], want = plain, raw
+			}
+			var o resultJSON
+			_, text, _ = cl.shellTool(3, "output", args)
+			if err := json.Unmarshal([]byte(text), &o); err != nil || o.Stdout == nil || o.Stdout.Data != want || o.Stdout.Bytes != len(raw) {
+				t.Errorf("%v, plain %v: output shows %s", c.settings, plain, text)
+			}
 		}
 	}
 }

@@ -140,6 +140,7 @@ type jsonAnswer struct {
 	body    any // a wire value: what json.Marshal encodes
 	results []*resultJSON
 	wait    bool
+	plain   *bool // whether slices and recent show plain text; nil: as the dialect shows them
 }
 
 // wireValue is v, a wire value with no job results in it, as an answer.
@@ -226,6 +227,9 @@ type toolCall struct {
 	// set, hears the start of the call's job.
 	waitToEnd bool
 	onStart   jobStartListener
+	// trace is the W3C trace context the request's _meta carried, read
+	// by the session: every job the call starts runs in it.
+	trace jobTrace
 }
 
 // reportsPrompts says whether the call's jobs report a wait for input as
@@ -294,6 +298,7 @@ func (c *toolCall) job(id jobID) *job { return c.jobs[id] }
 // call asked to run.
 func (c *toolCall) refusedEarly(req startRequest, err error) error {
 	if refusingSetting(err) != "" {
+		req.trace = c.trace
 		c.reg.logRefused(req, err)
 	}
 	return err
@@ -357,13 +362,19 @@ func (c *toolCall) fit(a jsonAnswer) (answer, error) {
 		}
 		r.Kept = c.keepsUncaptured(r)
 	}
+	view := c.viewWith(a.plain)
+	if view.plain {
+		for _, r := range a.results {
+			r.Recent = r.Recent.plain()
+		}
+	}
 	whole := slicesAsTheyAre(a.results)
-	text, err := fitText(a.body, a.results, c.replyBudget(), c.cost())
+	text, err := fitText(a.body, a.results, c.replyBudget(), c.cost(), view)
 	if err != nil {
 		return nil, err
 	}
 	if a.wait && c.cost().of(text) > c.replyBudget() {
-		if text, err = c.deferResults(a.results, whole); err != nil {
+		if text, err = c.deferResults(a.results, whole, view); err != nil {
 			return nil, err
 		}
 	}
@@ -373,6 +384,16 @@ func (c *toolCall) fit(a jsonAnswer) (answer, error) {
 		}
 	}
 	return toolText(text), nil
+}
+
+// viewWith is how the call's slices show: the dialect's view, with the
+// plain text the call asked for (plain), when it did.
+func (c *toolCall) viewWith(plain *bool) sliceView {
+	v := c.dialect.view()
+	if plain != nil {
+		v.plain = *plain
+	}
+	return v
 }
 
 // keepsUncaptured says whether r is kept for what its capture left out:
@@ -387,13 +408,13 @@ func (c *toolCall) keepsUncaptured(r *resultJSON) bool {
 // jobs return to the registry, for the next wait) and stand as status
 // entries with "deferred": true, until the rest fits. whole puts back the
 // slices a fit cut, so each fit starts from the whole results.
-func (c *toolCall) deferResults(entries []*resultJSON, whole func()) ([]byte, error) {
+func (c *toolCall) deferResults(entries []*resultJSON, whole func(), view sliceView) ([]byte, error) {
 	fit := func() ([]byte, error) {
 		whole()
 		for _, e := range entries {
 			e.Kept = c.keepsUncaptured(e) // a result cut before may fit whole now
 		}
-		return fitText(entries, entries, c.replyBudget(), c.cost())
+		return fitText(entries, entries, c.replyBudget(), c.cost(), view)
 	}
 	// One entry per job id is the shape of wait's answer: when even status
 	// entries alone would not fit, deferring helps nobody, and the results
@@ -470,6 +491,9 @@ func newTool[A any](spec toolSpec, handle func(c *toolCall, a *A) (answer, error
 		a := new(A)
 		args := reflect.ValueOf(a).Elem()
 		if err := bindArgs(spec.name, spec.params, raw, args); err != nil {
+			if c.dialect.agent {
+				err = agentArgHint(err)
+			}
 			return nil, err
 		}
 		if err := c.holdJobs(spec.params, args, spec.readsKept); err != nil {

@@ -31,6 +31,7 @@ type config struct {
 	timeLimit        time.Duration // a job's time limit when execute gives none; 0: none
 	killGrace        time.Duration // between TERM and KILL when a time limit ends a job
 	yieldAfter       time.Duration // a blocking execute's yield_after when none is given; 0: never
+	maxYield         time.Duration // the longest wait timeout or yield_after a call blocks for; 0: no bound
 	maxReplyBytes    int           // the reply budget of a tools/call line
 	keptDuration     time.Duration // how long a cut result's job stays readable
 	capture          capturePolicy // execute's capture when none is given
@@ -146,6 +147,8 @@ var configVars = []configVar{
 		func(c *config, v string) (err error) { c.killGrace, err = parseSeconds(v, true); return }},
 	{"MCP_EXEC_YIELD_AFTER", "0", "50", "seconds a blocking execute waits before it returns the running job; 0 = until the end (>= 0)",
 		func(c *config, v string) (err error) { c.yieldAfter, err = parseSeconds(v, true); return }},
+	{"MCP_EXEC_MAX_YIELD", "0", "50", "seconds a wait timeout or an execute or input yield_after blocks at most; a longer one is lowered to it and the result says clamped; the defaults of wait and yield_after are lowered to it too; 0 = no bound (>= 0)",
+		func(c *config, v string) (err error) { c.maxYield, err = parseSeconds(v, true); return }},
 	{"MCP_EXEC_MAX_REPLY_BYTES", "8388608", "65536", "longest tools/call reply line; longer results are cut to head and tail (>= 1024)",
 		func(c *config, v string) (err error) { c.maxReplyBytes, err = parseBytes(v, minReplyBytes); return }},
 	{"MCP_EXEC_KEPT_SECONDS", "600", "", "seconds a job whose result was cut stays readable by status and output (>= 0)",

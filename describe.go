@@ -37,6 +37,7 @@ func placeholders(cfg *config) *strings.Replacer {
 		"{carry}", carryWords(cfg),
 		"{keep_cwd}", ifSet(cfg.keepCwd, " "+carryWords(cfg)),
 		"{cwd_default}", cwdDefaultWords(cfg),
+		"{max_yield}", ifSet(cfg.maxYield > 0, ", at most "+secondsWords(cfg.maxYield, "")),
 	)
 }
 

@@ -22,8 +22,8 @@ type replyShape struct {
 type taskForm int
 
 const (
-	tasksOff    taskForm = iota // the client declared no tasks: today's behaviour, byte for byte
-	tasksLegacy                 // 2025-11-25, declared at initialize
+	tasksOff    taskForm = iota // no tasks (an older revision, or a modern client without the extension)
+	tasksLegacy                 // 2025-11-25, negotiated at initialize: the server offers them to every client
 	tasksModern                 // 2026-07-28, the extension declared in the request's _meta
 )
 
@@ -33,4 +33,13 @@ const (
 // every protocol era.
 func (d dialect) cost() lineCost {
 	return lineCost{structured: d.structured || d.agent}
+}
+
+// view is how a result's slices show in a reply of d. Under the agent
+// profile a cut ends at line boundaries and the text is plain (terminal
+// escapes stripped, for pipe jobs too): a model reads lines, not drawing
+// commands. Elsewhere slices are the raw bytes and cuts fall where the
+// budget puts them, as in 1.1.
+func (d dialect) view() sliceView {
+	return sliceView{lineCuts: d.agent, plain: d.agent}
 }

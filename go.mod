@@ -1,4 +1,4 @@
-module mcp-exec
+module github.com/mcp-exec/mcp-exec
 
 go 1.26.8
 

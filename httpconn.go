@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"syscall"
 	"time"
 )
 
@@ -55,12 +54,8 @@ func connDelivery(ctx context.Context) delivery {
 	if gc == nil {
 		return deliveryUnknown
 	}
-	sc, ok := gc.Conn.(syscall.Conn)
-	if !ok {
-		return deliveryUnknown
-	}
-	raw, err := sc.SyscallConn()
-	if err != nil {
+	raw := rawConnOf(gc.Conn)
+	if raw == nil {
 		return deliveryUnknown
 	}
 	d := deliveryUnknown

@@ -51,6 +51,7 @@ type job struct {
 	program  string      // the program asked for (argv[0], or the shell), for the shell set's events
 	contract jobContract // what the caller that started it asked of it; nil: the defaults
 	silent   bool        // it sends no events
+	traceID  string      // the trace id its call carried, for the job log's end line; "" for none
 	inputEnd inputEnd    // its stdin pipe or terminal, to see a process blocked reading it
 	tree     jobTree     // what links processes outside its group to it
 	box      jobBox      // its cgroup, or nothing beyond its group (see boxed); set before its spawn
@@ -292,6 +293,7 @@ type startRequest struct {
 	keepTail   int         // last bytes of each stream kept, at least
 	keepFailed bool        // a job that cannot start stays listed, finished
 	cwdReport  *cwdReport  // a command's shell writes here where it ended; nil: not asked
+	trace      jobTrace    // the call's W3C trace context: variables, and the job log's trace_id
 	// reportPrompts: a process silent at a prompt for a second counts as
 	// waiting for input from one look (see waitingForInputAtOnce), and
 	// the job's replies say so. A job on a terminal has it regardless.

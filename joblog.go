@@ -145,6 +145,7 @@ type (
 		Argv    []string `json:"argv,omitempty"`
 		Cwd     string   `json:"cwd,omitempty"`
 		Pid     int      `json:"pid,omitempty"`
+		TraceID string   `json:"trace_id,omitempty"`
 	}
 	jobLogEnd struct {
 		Time        string  `json:"time"`
@@ -158,6 +159,7 @@ type (
 		DurationMs  float64 `json:"duration_ms"`
 		StdoutBytes int64   `json:"stdout_bytes"`
 		StderrBytes int64   `json:"stderr_bytes"`
+		TraceID     string  `json:"trace_id,omitempty"`
 	}
 	jobLogRefused struct {
 		Time    string   `json:"time"`
@@ -168,6 +170,7 @@ type (
 		Cwd     string   `json:"cwd,omitempty"`
 		Setting string   `json:"setting,omitempty"`
 		Reason  string   `json:"reason"`
+		TraceID string   `json:"trace_id,omitempty"`
 	}
 	jobLogDropped struct {
 		Time  string `json:"time"`
@@ -182,7 +185,7 @@ func (l *jobLog) started(session, id string, req startRequest, pid int, at time.
 	command, argv := loggedCommand(req)
 	l.open.Add(1)
 	l.add(jobLogStart{Time: logTime(at), Event: "start", Session: session, JobID: id,
-		Command: command, Argv: argv, Cwd: l.loggedCwd(req.dir), Pid: pid})
+		Command: command, Argv: argv, Cwd: l.loggedCwd(req.dir), Pid: pid, TraceID: req.trace.id})
 }
 
 // ended queues the end line of job j in session, which has finished. Its
@@ -194,7 +197,7 @@ func (l *jobLog) ended(session string, j *job) {
 	_, errBytes := j.stderr.stats()
 	line := jobLogEnd{Time: logTime(j.started.Add(o.wall)), Event: "end", Session: session, JobID: j.id,
 		ExitCode: o.exitCode, TimedOut: o.timedOut, StartError: o.startError,
-		DurationMs: float64(o.wall.Microseconds()) / 1e3, StdoutBytes: out, StderrBytes: errBytes}
+		DurationMs: float64(o.wall.Microseconds()) / 1e3, StdoutBytes: out, StderrBytes: errBytes, TraceID: j.traceID}
 	if o.signal > 0 {
 		line.Signal = signalName(o.signal)
 	}
@@ -209,7 +212,7 @@ func (l *jobLog) ended(session string, j *job) {
 func (l *jobLog) refused(session string, req startRequest, err error) {
 	command, argv := loggedCommand(req)
 	l.add(jobLogRefused{Time: logTime(time.Now()), Event: "refused", Session: session, Command: command, Argv: argv,
-		Cwd: l.loggedCwd(req.dir), Setting: refusingSetting(err), Reason: firstRunes(err.Error(), jobLogReasonRunes)})
+		Cwd: l.loggedCwd(req.dir), Setting: refusingSetting(err), Reason: firstRunes(err.Error(), jobLogReasonRunes), TraceID: req.trace.id})
 }
 
 // loggedCwd is the directory a job runs in, as the log shows it.

@@ -126,7 +126,7 @@ func (r *registry) admitAndLaunch(req startRequest) (*job, bool, error) {
 
 	windowBytes, headBytes := max(r.cfg.maxOutputBytes, req.keepTail), max(r.cfg.keepHeadBytes, req.keepHead)
 	j := &job{id: id, owner: r, policy: req.policy, done: make(chan struct{}), started: time.Now(), command: commandWords(req),
-		program: programOf(r.cfg, req), contract: req.contract, silent: req.silent, countsProcs: req.reportPrompts,
+		program: programOf(r.cfg, req), contract: req.contract, silent: req.silent, traceID: req.trace.id, countsProcs: req.reportPrompts,
 		stdout: newWindow(windowBytes, headBytes), stderr: newWindow(windowBytes, headBytes)}
 	err = j.launch(r.cfg, req, func(st exitStatus) { r.exited(j, st) })
 	if err != nil {

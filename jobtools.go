@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -39,13 +40,14 @@ type (
 		JobID         jobID       `arg:"job_id,required"`
 		Stdout        streamSpec  `arg:"stdout"`
 		Stderr        streamSpec  `arg:"stderr"`
-		Plain         bool        `arg:"plain"`
+		Plain         *bool       `arg:"plain"`
 		MaxReplyBytes *replyBytes `arg:"max_reply_bytes"`
 	}
 	inputArgs struct {
-		JobID jobID  `arg:"job_id,required"`
-		Data  string `arg:"data"`
-		Close bool   `arg:"close"`
+		JobID      jobID    `arg:"job_id,required"`
+		Data       string   `arg:"data"`
+		Close      bool     `arg:"close"`
+		YieldAfter *seconds `arg:"yield_after,unlisted"`
 	}
 	killArgs struct {
 		JobID         jobID           `arg:"job_id,required"`
@@ -142,9 +144,10 @@ var jobTools = withAgentTexts([]toolSpec{
 		output:      resultSchema,
 		description: "Write to a running job's stdin; close:true sends EOF after the data. Returns the job's status. Blocks while the pipe is full.",
 		docs: map[string]string{
-			"job_id": "The job.",
-			"data":   "Text to write.",
-			"close":  "Close stdin after writing.",
+			"job_id":      "The job.",
+			"data":        "Text to write.",
+			"close":       "Close stdin after writing.",
+			"yield_after": "Seconds to wait for the job's answer: input then returns once the job reads again, goes quiet 0.3 s after output, or ends (its result), with recent: what it wrote since. 0 = return at once.",
 		},
 	}, runInput),
 	newTool(toolSpec{
@@ -195,17 +198,17 @@ var jobAgentTexts = map[string]toolWords{
 				"Default {capture}.",
 			"time_limit":      "Seconds until TERM (KILL {grace} later; the result says timed_out:true). Default {time_limit}.",
 			"tty":             `true or {"rows", "cols"}: run on a terminal (prompts, sudo, REPLs); stdout is the screen, input types into it.`,
-			"yield_after":     "Seconds to block before returning the running job (yielded:true); 0 = until it exits. Default {yield}. Also returns once the job waits for input.",
+			"yield_after":     "Seconds to block before returning the running job (yielded:true); 0 = until it exits. Default {yield}{max_yield}. Also returns once the job waits for input.",
 			"max_reply_bytes": "Reply limit in bytes (at least 1024, default {budget}); larger output is cut to a head and a tail.",
 			"until":           `Return as soon as a complete line matches, the job still running (state "running", matched {stream, offset, line, next}): {"pattern": RE2, "stream"?: "stdout"|"stderr"|"any", "from"?: OFFSET}; or {"idle": S}: when it has written nothing for S seconds (idle:true). A job that ends first returns its result.`,
 		},
 	},
 	"wait": {
-		description: "Block until one of job_ids finishes, or the timeout (default {wait}; keep it below your host's call time-out, often 60 s). " +
-			"One entry per id, in order: a finished job's result (delivered: the job is gone unless kept), or {job_id, state:\"running\", waiting_for_input?, recent?}.",
+		description: "Block until one of job_ids finishes or waits for input, or the timeout (default {wait}; keep it below your host's call time-out, often 60 s). " +
+			"One entry per id, in order: a finished job's result (delivered: the job is gone unless kept), or {job_id, state:\"running\", waiting_for_input?, recent?}; after a timeout also elapsed_s.",
 		docs: map[string]string{
 			"job_ids": "Jobs to wait for.",
-			"timeout": "Seconds to block (default {wait}); 0 = look once.",
+			"timeout": "Seconds to block (default {wait}{max_yield}); 0 = look once.",
 			"until": `Return early for a running job: {"pattern": RE2, "stream"?: "stdout"|"stderr"|"any", "from"?: OFFSET} on a complete matching line, including lines already written (from the oldest kept byte, or from OFFSET); the entry carries matched {stream, offset, line, next} (pass next as from to look past it). ` +
 				`{"idle": S}: when it wrote nothing for S seconds (entry idle:true).`,
 			"max_reply_bytes": "Reply limit in bytes (at least 1024, default {budget}).",
@@ -220,13 +223,15 @@ var jobAgentTexts = map[string]toolWords{
 		docs: map[string]string{
 			"stdout":          `"all" (what is kept), {"tail": N} (last N lines), {"from": OFFSET, "length"?: N} (bytes), or {"grep": RE2, "max"?: 20, "context"?: L, "from"?: OFFSET} (matching lines with their offsets, match_count, and dropped_bytes: the bytes before the search that are gone). Default "none". With spill on, bytes older than the in-memory window are read back from disk at their offsets.`,
 			"stderr":          "As stdout.",
-			"plain":           "Strip terminal escapes and carriage returns (tty output); offsets stay the raw bytes'.",
+			"plain":           "Default true: terminal escapes and carriage returns stripped; false: the raw bytes. Offsets stay the raw bytes'.",
 			"max_reply_bytes": "Reply limit in bytes (at least 1024, default {budget}); a larger slice is cut to a head and a tail.",
 		},
 	},
 	"input": {
-		description: "Write data to a running job's stdin (end a line with \\n); close:true then sends EOF. Returns its status.",
-		docs:        map[string]string{"data": "Text to write.", "close": "Send EOF after data."},
+		description: "Write data to a running job's stdin (end a line with \\n); close:true then sends EOF. " +
+			"Then returns its answer: once it reads again (waiting_for_input:true), is quiet 0.3 s after output, or yield_after passes, with recent: what it wrote since the write; or its result if it ended.",
+		docs: map[string]string{"data": "Text to write.", "close": "Send EOF after data.",
+			"yield_after": "Seconds to wait for the answer (default 2{max_yield}); 0 = return at once."},
 	},
 	"kill": {
 		description: "Signal the job's process group and wait for it to die: {terminated:true, result} (the job is then gone) " +
@@ -258,7 +263,17 @@ func jobsInstructions(_ *config, d dialect) string {
 // nowait, waits as the arguments say (to its end, a yield, an until match or
 // a prompt); a job that ended is delivered to this call.
 func runExecute(c *toolCall, a *executeArgs) (answer, error) {
-	run, err := executeRun(c.cfg, a)
+	clamped := clamps{}
+	ans, err := executeAnswer(c, a, clamped)
+	if err != nil {
+		return nil, err
+	}
+	return clamped.on(ans), nil
+}
+
+// executeAnswer is runExecute's answer before the clamps are said in it.
+func executeAnswer(c *toolCall, a *executeArgs, clamped clamps) (answer, error) {
+	run, err := executeRun(c.cfg, a, clamped)
 	if err != nil {
 		return nil, c.refusedEarly(startRequest{command: a.Command, argv: a.Argv, dir: a.Cwd}, err)
 	}
@@ -311,7 +326,7 @@ func keepCwd(c *toolCall, report *cwdReport, ran ranJob) {
 // executeRun checks execute's arguments and says how its job runs. The
 // execute holds its job from the start, so it gets the result even if a
 // kill or a wait that guessed the id took it first.
-func executeRun(cfg *config, a *executeArgs) (jobRun, error) {
+func executeRun(cfg *config, a *executeArgs, clamped clamps) (jobRun, error) {
 	req, err := startRequestOf(cfg, a)
 	if err != nil {
 		return jobRun{}, err
@@ -324,6 +339,7 @@ func executeRun(cfg *config, a *executeArgs) (jobRun, error) {
 	if err != nil {
 		return jobRun{}, err
 	}
+	yieldAfter = clamped.bound(cfg, "yield_after", yieldAfter, a.YieldAfter != nil)
 	if a.Until != nil && a.Nowait {
 		return jobRun{}, fmt.Errorf("%w: until waits for a line or for quiet and nowait returns at once; give one of them (or nowait, then wait with until)", errInvalid)
 	}
@@ -359,11 +375,15 @@ func startRequestOf(cfg *config, a *executeArgs) (startRequest, error) {
 // ends, the timeout passes, until matches or the call is cancelled, and
 // answers one entry per job id; finished jobs are delivered to it.
 func runWait(c *toolCall, a *waitArgs) (answer, error) {
+	clamped := clamps{}
 	timeout := c.cfg.defaultTimeout
 	if a.Timeout != nil {
 		timeout = secondsToDuration(float64(*a.Timeout))
 	}
-	opts := awaitOptions{poll: timeout <= 0}
+	timeout = clamped.bound(c.cfg, "timeout", timeout, a.Timeout != nil)
+	// Under the agent profile a job that waits for input ends the wait: its
+	// entry shows the prompt. A 1.0 wait blocks on until its timeout.
+	opts := awaitOptions{poll: timeout <= 0, yieldOnInput: c.dialect.agent && len(a.JobIDs) <= lookAtMostJobs}
 	if timeout > 0 {
 		opts.deadline = time.Now().Add(timeout)
 	}
@@ -375,7 +395,7 @@ func runWait(c *toolCall, a *waitArgs) (answer, error) {
 	if a.Until != nil {
 		hit = stopOnUntil(*a.Until, jobs, &opts)
 	}
-	delivered, _, err := c.reg.await(c.waiter, jobs, opts)
+	delivered, inputWanted, err := c.reg.await(c.waiter, jobs, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -391,6 +411,10 @@ func runWait(c *toolCall, a *waitArgs) (answer, error) {
 	for _, j := range delivered {
 		c.reg.cwd.delivered(c.cfg, j.id)
 	}
+	// Timed out: under the agent profile each running entry says how long
+	// its job has run and what it wrote last, so a stuck job can be told
+	// from a working one without another call.
+	timedOut := c.dialect.agent && len(delivered) == 0 && !inputWanted && hit() == nil
 	entries := make([]*resultJSON, len(jobs))
 	for i, j := range jobs {
 		if delivered[j.id] != nil {
@@ -398,8 +422,21 @@ func runWait(c *toolCall, a *waitArgs) (answer, error) {
 			continue
 		}
 		entries[i] = runningEntry(j, hit(), j.waitingForInputAtOnce())
+		if timedOut {
+			progressOf(entries[i], j)
+		}
 	}
-	return recentWithin(c, waitAnswer(entries)), nil
+	return clamped.on(recentWithin(c, waitAnswer(entries))), nil
+}
+
+// progressOf adds to r, a running job's entry, the job's age in seconds
+// (to a tenth) and, unless r has them, its newest lines.
+func progressOf(r *resultJSON, j *job) {
+	elapsed := math.Round(time.Since(j.started).Seconds()*10) / 10
+	r.ElapsedS = &elapsed
+	if r.Recent == nil {
+		r.Recent = recentOf(j)
+	}
 }
 
 // runningEntry is a running job's entry: with what ended the wait early if
@@ -494,14 +531,19 @@ func runOutput(c *toolCall, a *outputArgs) (answer, error) {
 		}
 		*s.slice, _ = sliceWithin(s.w, s.spec, c.replyBudget())
 	}
-	if a.Plain { // the text without terminal escapes; offsets and counts stay the raw bytes
+	// The view: the call's plain, else the dialect's (plain under the
+	// agent profile). A slice's text is made plain where the reply is
+	// fitted, after any cut, so its offsets stay the raw bytes'.
+	plain := c.viewWith(a.Plain).plain
+	if plain {
 		for _, s := range streams {
-			plainSlice(*s.slice)
 			plainGrep(s.found)
 		}
 	}
 	if !searched {
-		return recentWithin(c, resultAnswer(r)), nil
+		answer := recentWithin(c, resultAnswer(r))
+		answer.plain = &plain
+		return answer, nil
 	}
 	out := &outputJSON{resultJSON: r}
 	for i, into := range []*any{&out.Stdout, &out.Stderr} {
@@ -512,23 +554,12 @@ func runOutput(c *toolCall, a *outputArgs) (answer, error) {
 			*into = *s.slice
 		}
 	}
-	return recentWithin(c, jsonAnswer{body: out, results: []*resultJSON{r}}), nil
+	return recentWithin(c, jsonAnswer{body: out, results: []*resultJSON{r}, plain: &plain}), nil
 }
 
 // grepBudgetShare is the part of the reply budget (1/grepBudgetShare) a
 // grep's listed lines may take.
 const grepBudgetShare = 4
-
-// plainSlice strips terminal escapes from a slice's text (nil: nothing).
-func plainSlice(s *sliceJSON) {
-	if s == nil {
-		return
-	}
-	s.Data = string(plainText([]byte(s.Data)))
-	if s.Tail != nil {
-		s.Tail.Data = string(plainText([]byte(s.Tail.Data)))
-	}
-}
 
 // plainGrep strips terminal escapes from a search's lines (nil: nothing).
 func plainGrep(g *grepJSON) {
@@ -549,13 +580,109 @@ func plainGrep(g *grepJSON) {
 }
 
 // runInput is the input tool: it writes data to a held job's stdin (or
-// terminal), closing it when asked, and answers the job's status.
+// terminal), closing it when asked. Without yield_after (1.0) it answers
+// the job's status at once; with it, it waits for the job's answer (see
+// answerWatch), its end (delivered to this call, as wait delivers it) or
+// yield_after, and answers the running job with what it wrote since the
+// write.
 func runInput(c *toolCall, a *inputArgs) (answer, error) {
 	j := c.job(a.JobID)
+	clamped := clamps{}
+	yieldAfter, err := inputYield(c, a, clamped)
+	if err != nil {
+		return nil, err
+	}
+	if yieldAfter == 0 {
+		if err := j.input(c.waiter, a.Data, a.Close); err != nil {
+			return nil, err
+		}
+		return resultAnswer(statusOf(j)), nil
+	}
+	mark := outputMarkOf(j) // before the write: the answer may come before the write returns
+	watch := newAnswerWatch(j)
 	if err := j.input(c.waiter, a.Data, a.Close); err != nil {
 		return nil, err
 	}
-	return resultAnswer(statusOf(j)), nil
+	opts := awaitOptions{deadline: time.Now().Add(yieldAfter), stopEarly: watch, stopEvery: untilLookInterval}
+	delivered, _, err := c.reg.await(c.waiter, []*job{j}, opts)
+	if err != nil {
+		return nil, err
+	}
+	if delivered[j.id] != nil {
+		if err := c.roomForReply(); err != nil {
+			c.reg.undeliver(j) // cancelled: the result goes back for a wait, as in runWait
+			return nil, err
+		}
+		c.reg.cwd.delivered(c.cfg, j.id)
+		return clamped.on(resultAnswer(resultWithin(j, c.replyBudget()))), nil
+	}
+	r := &resultJSON{JobID: j.id, State: stateRunning, WaitingForInput: watch.readingAgain(), Recent: recentSince(j, mark)}
+	return clamped.on(recentWithin(c, resultAnswer(r))), nil
+}
+
+// inputAnswerDefault is input's yield_after under the agent profile when
+// the call gives none: long enough for a REPL's or a prompt's answer,
+// short enough that a busy job costs the model little.
+const inputAnswerDefault = 2 * time.Second
+
+// inputYield is how long an input waits for the job's answer: the call's
+// yield_after (bounded, see clamps.bound), else inputAnswerDefault under
+// the agent profile, else 0: the write alone, as 1.0 answers it.
+func inputYield(c *toolCall, a *inputArgs, clamped clamps) (time.Duration, error) {
+	def := time.Duration(0)
+	if c.dialect.agent {
+		def = inputAnswerDefault
+	}
+	d, err := optionalSeconds("yield_after", a.YieldAfter, def, true)
+	if err != nil {
+		return 0, err
+	}
+	return clamped.bound(c.cfg, "yield_after", d, a.YieldAfter != nil), nil
+}
+
+// clamps is what a call's waits were lowered to by MCP_EXEC_MAX_YIELD, in
+// seconds by argument name; a result says so as "clamped".
+type clamps map[string]float64
+
+// bound is d, a wait the call asks for (given: by argument name; else a
+// default), no longer than MCP_EXEC_MAX_YIELD, so that a call never
+// outlives its host's request time-out. A given argument that was lowered
+// is recorded; a default is lowered silently, as nobody asked for it.
+func (cs clamps) bound(cfg *config, name string, d time.Duration, given bool) time.Duration {
+	if cfg.maxYield <= 0 || d <= cfg.maxYield {
+		return d
+	}
+	if given {
+		cs[name] = cfg.maxYield.Seconds()
+	}
+	return cfg.maxYield
+}
+
+// on is a with the clamps said in each of its results (wait: every
+// entry; a yielded execute: whichever way it is answered).
+func (cs clamps) on(a answer) answer {
+	if len(cs) == 0 {
+		return a
+	}
+	switch a := a.(type) {
+	case jsonAnswer:
+		for _, r := range a.results {
+			r.Clamped = cs
+		}
+		return a
+	case yieldedAnswer:
+		now, later := a.now, a.later
+		a.now = func() answer { return cs.on(now()) }
+		a.later = func() (answer, error) {
+			b, err := later()
+			if err != nil {
+				return nil, err
+			}
+			return cs.on(b), nil
+		}
+		return a
+	}
+	return a
 }
 
 // runKill is the kill tool: it signals a held job's tree per the call's
@@ -640,7 +767,11 @@ func runListJobs(c *toolCall, _ *noArgs) (answer, error) {
 		}
 		recentAt := len(b)        // where the entry's recent starts, if it has one
 		if waiting && j.prompts { // as markWaiting says
-			if recent := recentOf(j); recent != nil {
+			recent := recentOf(j)
+			if c.dialect.view().plain {
+				recent = recent.plain()
+			}
+			if recent != nil {
 				text, _ := marshal(recent) // two strings: cannot fail
 				b = append(append(b, `,"recent":`...), text...)
 			}

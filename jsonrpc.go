@@ -9,12 +9,9 @@ import (
 	"unicode/utf8"
 )
 
-// version is the release and commit the source it was built from, set at
-// build time with -ldflags "-X main.version=... -X main.commit=...".
-var (
-	version = "1.0.0"
-	commit  = "unknown"
-)
+// commit is the commit the source was built from, set at build time with
+// -ldflags "-X main.commit=..."; the release number is version (version.go).
+var commit = "unknown"
 
 // maxLineBytes caps one request line. A longer line is answered with a parse
 // error and skipped without being held in memory.

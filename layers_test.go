@@ -38,6 +38,7 @@ var coreFiles = []string{
 // A new file gets a row here; the test fails until it has one.
 var layers = [][]string{
 	{"main.go"},
+	{"cli.go"},      // the command line: options, usage errors, the terminal hint
 	transports,      // one session on stdin/stdout; sessions over HTTP
 	{"httpconn.go"}, // whether an HTTP client is still there to read its reply
 	// The HTTP listener's guards: bound address, generated token, Host, pending connections.
@@ -57,12 +58,14 @@ var layers = [][]string{
 	{"results.go"},          // the wire form of results
 	{"recent.go"},           // a running job's newest lines: a prompt, or progress
 	{"shellview.go"},        // the Shell toolkit's view of a stream
+	{"argshints.go"},        // an unknown argument's nearest accepted names, for a model
 	{"args.go"},             // typed tool arguments and their schemas
 	{"kill.go", "until.go"}, // kill and teardown of a job's tree; a wait ending early
 	{"jobs.go"},             // the registry: starting, waiting, delivery, expiry
 	{"joblog.go"},           // the job log: a line per start, end and refusal
 	{"spawn.go", "inputwait.go", "expiry.go"}, // a job's launch: pipes, terminal, env, cwd; input wanted; forgotten ids
 	{"job.go"},          // one job: its group, windows, pumps and outcome
+	{"trace.go"},        // a call's W3C trace context, as its jobs' variables
 	{"room.go"},         // room for another job: slots, descriptors, processes
 	{"cwd.go"},          // the working directory a session keeps between calls
 	{"policy.go"},       // what a job may run, where and with what
@@ -83,8 +86,8 @@ var layers = [][]string{
 	{"wake.go"},                 // waiting with deadlines, waking without blocking
 	{"handoff.go"},              // what a call delivered, until its reply reaches the client
 	{"json.go"},                 // JSON decoding and escaping helpers
-	{"errors.go", "log.go", "ids.go"},
-	{"sys_waitset_linux.go"}, // what a job's process sleeps waiting to read: its stdin, or a set holding it
+	{"errors.go", "log.go", "ids.go", "version.go"}, // version.go: the release number, from VERSION
+	{"sys_waitset_linux.go"},                        // what a job's process sleeps waiting to read: its stdin, or a set holding it
 	{"sys.go", "sys_linux.go", "sys_other.go", "sys_tree_linux.go", "confine.go", "confine_linux.go", "confine_other.go",
 		"isolate_linux.go", "seccomp_linux.go", "conn_linux.go", "conn_other.go"}, // the kernel's layers a confined job's thread takes on
 }

@@ -11,10 +11,7 @@
 package main
 
 import (
-	"fmt"
 	"os"
-	"runtime"
-	"strings"
 )
 
 // main is a job's launcher when started as one; else it serves one client
@@ -48,6 +45,12 @@ func serveStdio(srv *server) {
 	if err != nil {
 		exit(1, "%v", err)
 	}
+	if stdinIsTerminal() {
+		// Someone typed the command by hand: without this line the server
+		// would sit silent, looking hung. stderr only: stdout is the
+		// client's.
+		logf("%s", terminalHint)
+	}
 	_ = t.serveUntilDone(srv.stop) // why it stopped is the client's to know
 	srv.shutdown()
 	t.flush()
@@ -71,12 +74,6 @@ func serveHTTP(srv *server) {
 	t.close()
 }
 
-// exit ends the process with status after one line on stderr.
-func exit(status int, format string, args ...any) {
-	fmt.Fprintf(os.Stderr, "mcp-exec: "+format+"\n", args...)
-	os.Exit(status)
-}
-
 // mustLoadConfig loads the configuration or exits with status 2 and one line
 // on stderr.
 func mustLoadConfig(environ []string) *config {
@@ -91,70 +88,4 @@ func mustLoadConfig(environ []string) *config {
 		exit(2, "configuration error: %v", err)
 	}
 	return cfg
-}
-
-// handleFlags answers --version and --help, and turns --listen ADDR into
-// the setting it stands for, which it returns; any other argument is a
-// usage error. A first argument naming this very executable is skipped, as
-// an image run with its own path as command (`podman run IMAGE
-// /usr/local/bin/mcp-exec`) passes it through the entrypoint.
-func handleFlags(args []string) (settings []string) {
-	if len(args) > 0 && isOwnExecutable(args[0]) {
-		args = args[1:]
-	}
-	if len(args) == 0 {
-		return nil
-	}
-	if addr, ok := strings.CutPrefix(args[0], "--listen="); ok && len(args) == 1 {
-		return []string{"MCP_EXEC_LISTEN=" + addr}
-	}
-	if args[0] == "--listen" && len(args) == 2 {
-		return []string{"MCP_EXEC_LISTEN=" + args[1]}
-	}
-	switch args[0] {
-	case "--version", "-version", "-v":
-		fmt.Printf("mcp-exec %s (commit %s, %s)\n", version, commit, runtime.Version())
-		os.Exit(0)
-	case "--help", "-help", "-h":
-		fmt.Print(usage())
-		os.Exit(0)
-	}
-	fmt.Fprintf(os.Stderr, "mcp-exec: unknown argument %q\n%s", args[0], usage())
-	os.Exit(2)
-	return nil // not reached
-}
-
-// isOwnExecutable reports whether path names the file this process runs.
-func isOwnExecutable(path string) bool {
-	if !strings.Contains(path, "/") {
-		return false // a bare word is a flag or a typo, never our path
-	}
-	self, err := os.Executable()
-	if err != nil {
-		return false
-	}
-	a, errA := os.Stat(path)
-	b, errB := os.Stat(self)
-	return errA == nil && errB == nil && os.SameFile(a, b)
-}
-
-// usage is the --help text.
-func usage() string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "mcp-exec %s: an MCP server over stdio that runs shell commands as jobs.\n\n", version)
-	b.WriteString("Usage: mcp-exec            serve MCP (newline-delimited JSON-RPC) on stdin/stdout\n")
-	b.WriteString("       mcp-exec --listen HOST:PORT  serve MCP over Streamable HTTP at /mcp, with /healthz, /metrics, /exec\n")
-	b.WriteString("       mcp-exec --version  print the version\n       mcp-exec --help     print this help\n")
-	b.WriteString("A first argument naming this executable itself is skipped (an image run with its own path).\n\n")
-	b.WriteString("Environment:\n")
-	for _, v := range configVars {
-		def := v.def
-		if v.agentDef != "" {
-			def += " (agent: " + v.agentDef + ")"
-		}
-		fmt.Fprintf(&b, "  %s\n      %s; default %s\n", v.name, v.doc, def)
-	}
-	b.WriteString("  SHELL                       jobs run as $SHELL -c COMMAND (/bin/sh when unset)\n")
-	fmt.Fprintf(&b, "\nJob tree in force here: %s.\n", treeWords(probeTreeKind(cgroupSetting())))
-	return b.String()
 }

@@ -12,9 +12,9 @@ import (
 // left was counted as already trimmed. Not parallel: it counts forced
 // collections, which other tests also make.
 func TestTrimAfterBurstThatEndsDuringRechecks(t *testing.T) {
-	activity := make(chan struct{}, 1)
+	activity := newActivityClock()
 	go trimWhenIdle(activity)
-	defer close(activity)
+	defer activity.stop()
 	forced := func() uint32 {
 		var m runtime.MemStats
 		runtime.ReadMemStats(&m)
@@ -24,7 +24,7 @@ func TestTrimAfterBurstThatEndsDuringRechecks(t *testing.T) {
 		for i := 0; i < 2*trimMinBytes/(64<<10); i++ {
 			sink = make([]byte, 64<<10)
 		}
-		activity <- struct{}{}
+		activity.touch()
 	}
 	before := forced()
 	burst()

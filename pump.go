@@ -122,6 +122,20 @@ func (p *pump) hungUp() bool {
 	return hung
 }
 
+// unread is how many bytes wait in the pump's pipe for it to read; 0 once
+// it has closed the pipe.
+func (p *pump) unread() int {
+	rc, err := p.f.SyscallConn()
+	if err != nil {
+		return 0
+	}
+	n := 0
+	if rc.Control(func(fd uintptr) { n = pipeUnread(int(fd)) }) != nil {
+		return 0
+	}
+	return n
+}
+
 // wake makes a pump parked on an empty pipe run a read at once.
 func (p *pump) wake() {
 	_ = p.f.SetReadDeadline(pastDeadline) // fails only when closed: then the pump has ended

@@ -23,6 +23,19 @@ type recentJSON struct {
 	Stderr string `json:"stderr,omitempty"`
 }
 
+// plain is r with terminal escapes stripped from its text, or nil when
+// r is nil or no text is left.
+func (r *recentJSON) plain() *recentJSON {
+	if r == nil {
+		return nil
+	}
+	p := recentJSON{Stdout: string(plainText([]byte(r.Stdout))), Stderr: string(plainText([]byte(r.Stderr)))}
+	if p == (recentJSON{}) {
+		return nil
+	}
+	return &p
+}
+
 // recentOf is j's newest output, or nil when it wrote nothing. A line
 // redrawn with carriage returns (a progress bar) shows as it was last
 // drawn, and a terminal's escape sequences are stripped.
@@ -36,10 +49,40 @@ func recentOf(j *job) *recentJSON {
 
 // recentText is the newest lines of w, bounded, as valid UTF-8 text.
 func recentText(w *window, onTerminal bool) string {
+	return recentTextSince(w, 0, onTerminal)
+}
+
+// outputMark is where a job's streams stood at a moment: their totals.
+type outputMark struct{ stdout, stderr int64 }
+
+// outputMarkOf is where j's streams stand now.
+func outputMarkOf(j *job) outputMark {
+	_, out := j.stdout.stats()
+	_, errb := j.stderr.stats()
+	return outputMark{stdout: out, stderr: errb}
+}
+
+// recentSince is recentOf counted from mark: j's newest output among what
+// it wrote after mark, or nil when it wrote nothing since.
+func recentSince(j *job, mark outputMark) *recentJSON {
+	onTerminal := j.inputEnd.terminal
+	r := recentJSON{Stdout: recentTextSince(j.stdout, mark.stdout, onTerminal), Stderr: recentTextSince(j.stderr, mark.stderr, onTerminal)}
+	if r == (recentJSON{}) {
+		return nil
+	}
+	return &r
+}
+
+// recentTextSince is the newest lines of w at or after offset from,
+// bounded, as valid UTF-8 text.
+func recentTextSince(w *window, from int64, onTerminal bool) string {
 	s := w.readTail(recentLines, recentReadBytes)
-	raw := s.data
+	raw, at := s.data, s.offset
 	if s.tail != nil { // longer than the read: the newest bytes are after the gap
-		raw = s.tail
+		raw, at = s.tail, s.tailOffset
+	}
+	if skip := from - at; skip > 0 {
+		raw = raw[min(skip, int64(len(raw))):]
 	}
 	return string(newestText(raw, onTerminal))
 }

@@ -6,27 +6,29 @@ import "math"
 // StartError are 1.1's; each is left out unless it says something, so a 1.0
 // client sees 1.0's objects.
 type resultJSON struct {
-	JobID           string           `json:"job_id"`
-	State           string           `json:"state"`
-	ExitCode        *int             `json:"exit_code,omitempty"`
-	Signal          string           `json:"signal,omitempty"`
-	StartError      string           `json:"start_error,omitempty"`
-	TimedOut        bool             `json:"timed_out,omitempty"`         // its time limit ended it
-	Yielded         bool             `json:"yielded,omitempty"`           // an execute returned before the end
-	WaitingForInput bool             `json:"waiting_for_input,omitempty"` // a process is blocked reading stdin
-	Procs           *int             `json:"procs,omitempty"`             // a running job's processes now (its cgroup's, or its group's)
-	OOMKilled       bool             `json:"oom_killed,omitempty"`        // the kernel killed a process of its cgroup for memory
-	Recent          *recentJSON      `json:"recent,omitempty"`            // the newest output of a job that yielded or waits for input
-	Stdout          *sliceJSON       `json:"stdout,omitempty"`
-	Stderr          *sliceJSON       `json:"stderr,omitempty"`
-	Uncaptured      map[string]int64 `json:"uncaptured,omitempty"` // bytes per stream the capture left out unsaid
-	Usage           *usageJSON       `json:"usage,omitempty"`
-	Matched         *matchJSON       `json:"matched,omitempty"`         // the line that ended a wait early
-	Idle            bool             `json:"idle,omitempty"`            // a wait ended early on quiet
-	Survivors       []survivorJSON   `json:"survivors,omitempty"`       // processes its shell left alive
-	SurvivorsCount  int              `json:"survivors_count,omitempty"` // all of them, named or not
-	Kept            bool             `json:"kept,omitempty"`            // cut to fit (or, agent profile, uncaptured bytes): still readable a while
-	Deferred        bool             `json:"deferred,omitempty"`        // finished, but left for the next wait
+	JobID           string             `json:"job_id"`
+	State           string             `json:"state"`
+	ExitCode        *int               `json:"exit_code,omitempty"`
+	Signal          string             `json:"signal,omitempty"`
+	StartError      string             `json:"start_error,omitempty"`
+	TimedOut        bool               `json:"timed_out,omitempty"`         // its time limit ended it
+	Yielded         bool               `json:"yielded,omitempty"`           // an execute returned before the end
+	WaitingForInput bool               `json:"waiting_for_input,omitempty"` // a process is blocked reading stdin
+	Procs           *int               `json:"procs,omitempty"`             // a running job's processes now (its cgroup's, or its group's)
+	OOMKilled       bool               `json:"oom_killed,omitempty"`        // the kernel killed a process of its cgroup for memory
+	Recent          *recentJSON        `json:"recent,omitempty"`            // the newest output of a job that yielded or waits for input
+	Stdout          *sliceJSON         `json:"stdout,omitempty"`
+	Stderr          *sliceJSON         `json:"stderr,omitempty"`
+	Uncaptured      map[string]int64   `json:"uncaptured,omitempty"` // bytes per stream the capture left out unsaid
+	Usage           *usageJSON         `json:"usage,omitempty"`
+	Matched         *matchJSON         `json:"matched,omitempty"`         // the line that ended a wait early
+	Idle            bool               `json:"idle,omitempty"`            // a wait ended early on quiet
+	Survivors       []survivorJSON     `json:"survivors,omitempty"`       // processes its shell left alive
+	SurvivorsCount  int                `json:"survivors_count,omitempty"` // all of them, named or not
+	Kept            bool               `json:"kept,omitempty"`            // cut to fit (or, agent profile, uncaptured bytes): still readable a while
+	Deferred        bool               `json:"deferred,omitempty"`        // finished, but left for the next wait
+	ElapsedS        *float64           `json:"elapsed_s,omitempty"`       // seconds since a running job started (a timed-out wait, agent profile)
+	Clamped         map[string]float64 `json:"clamped,omitempty"`         // a call's wait arguments lowered to MCP_EXEC_MAX_YIELD, in seconds
 
 	delivered *job // the job whose result this is, when the call delivered it
 }
@@ -99,6 +101,20 @@ type sliceJSON struct {
 	DroppedBytes *int64    `json:"dropped_bytes,omitempty"` // how many of its bytes were dropped
 	Omitted      *gapJSON  `json:"omitted,omitempty"`
 	Tail         *tailJSON `json:"tail,omitempty"`
+}
+
+// showPlain makes s's text plainText (a nil s: nothing); its offsets and
+// byte counts stay those of the raw bytes, so a reader pages on as before.
+func (s *sliceJSON) showPlain() {
+	if s == nil {
+		return
+	}
+	s.Data = string(plainText([]byte(s.Data)))
+	if s.Tail != nil { // a new tail: the raw one may be shared with a copy of s
+		tail := *s.Tail
+		tail.Data = string(plainText([]byte(tail.Data)))
+		s.Tail = &tail
+	}
 }
 
 // gapJSON is the range between a slice's two parts.

@@ -52,7 +52,7 @@ var methods = map[string]methodSpec{
 	})},
 	"tasks/list": {legacyOnly: true, call: func(s *session, _ context.Context, m message) (answer, error) {
 		if _, rerr := s.taskFormOf(m); rerr != nil || !s.tasksListable() {
-			return nil, newError(codeNoMethod, "method not found: tasks/list (offered to a 2025-11-25 client that declared capabilities.tasks, on stdio or with a token)")
+			return nil, newError(codeNoMethod, "method not found: tasks/list (offered in a 2025-11-25 session on stdio or with a token)")
 		}
 		return s.tasks.list(m.params)
 	}},
@@ -185,26 +185,26 @@ type session struct {
 
 	negotiated string      // the legacy revision initialize agreed; only the reading goroutine uses it
 	eventsOn   atomic.Bool // job events may go out: a legacy client initialized
-	tasksOn    atomic.Bool // a 2025-11-25 client declared capabilities.tasks at initialize
+	tasksOn    atomic.Bool // the session negotiated 2025-11-25 at initialize, whose tasks it offers
 	tasks      *taskBoard  // the session's MCP tasks
 	// quietCancel: a cancelled request gets no reply in any era, as MCP
 	// says; stdio keeps 1.0's -32800 for legacy requests. Set before use.
 	quietCancel bool
 
-	handlers sync.WaitGroup  // running request goroutines
-	pending  []func()        // requests read but not started yet; only the reading goroutine uses it
-	activity chan<- struct{} // 1-buffered, shared by the server's sessions: a request finished
+	handlers sync.WaitGroup // running request goroutines
+	pending  []func()       // requests read but not started yet; only the reading goroutine uses it
+	activity *activityClock // shared by the server's sessions: stamped when a request finishes
 }
 
 // newSession returns a session under cfg with no jobs that writes to out
-// and nudges activity (which may be nil) whenever a request finishes.
-func newSession(cfg *config, out replySink, activity chan<- struct{}) *session {
+// and stamps activity (which may be nil) whenever a request finishes.
+func newSession(cfg *config, out replySink, activity *activityClock) *session {
 	return newSessionOf(newToolBook(cfg), out, activity)
 }
 
 // newSessionOf is newSession with the book of its configuration, which a
 // server computes once for all its sessions.
-func newSessionOf(tools *toolBook, out replySink, activity chan<- struct{}) *session {
+func newSessionOf(tools *toolBook, out replySink, activity *activityClock) *session {
 	cfg := tools.cfg
 	s := &session{cfg: cfg, tools: tools, reg: newRegistry(cfg), out: out, inflight: map[string]*inflight{},
 		activity: activity}
@@ -505,7 +505,7 @@ func (s *session) start(m message, spec methodSpec) {
 		} else if a, ok := m.replyTo.(abandoner); ok {
 			a.abandon() // no reply will come: a transport waiting for one may stop
 		}
-		nudge(s.activity)
+		s.activity.touch()
 	})
 }
 
@@ -565,7 +565,8 @@ func taskMethod(f func(s *session, ctx context.Context, m message, form taskForm
 }
 
 // taskFormOf is the form of tasks request m may use, or the error for a
-// client that declared none: -32601 in the legacy era, -32021 naming the
+// request that may use none: -32601 in the legacy era (a revision before
+// 2025-11-25), -32021 naming the
 // extension in the modern one.
 func (s *session) taskFormOf(m message) (taskForm, *rpcError) {
 	if form := m.dialect.tasks; form != tasksOff {
@@ -576,12 +577,13 @@ func (s *session) taskFormOf(m message) (taskForm, *rpcError) {
 		e.Data = map[string]any{"requiredCapabilities": map[string]any{"extensions": map[string]any{extTasks: map[string]any{}}}}
 		return tasksOff, e
 	}
-	return tasksOff, newError(codeNoMethod, "method not found: %s (tasks are offered to %s clients that declare capabilities.tasks at initialize)", clipText(m.method), tasksVersion)
+	return tasksOff, newError(codeNoMethod, "method not found: %s (tasks are offered in sessions that negotiate %s at initialize)", clipText(m.method), tasksVersion)
 }
 
 // taskFormFor is the form of tasks a request may use, of the modern era or
-// not, whose _meta declared clientCaps (modern only); tasksOff when its
-// client declared none.
+// not, whose _meta declared clientCaps (modern only); tasksOff when a
+// modern client declared no extension or a legacy session negotiated a
+// revision before 2025-11-25.
 func (s *session) taskFormFor(modern bool, clientCaps json.RawMessage) taskForm {
 	switch {
 	case modern && declaresTaskExtension(clientCaps):
@@ -651,7 +653,7 @@ func (s *session) prepareToolCall(ctx context.Context, m message) func() (answer
 	}
 	call := &toolCall{reg: s.reg, cfg: s.cfg, waiter: s.waiterFor(ctx, meta, m),
 		dialect: m.dialect, replyOverhead: len(textReply(m.id, m.dialect.replyShape, nil)) + len(waitWrapOpen) + 1,
-		log: loggerFor(ctx, meta, m)}
+		log: loggerFor(ctx, meta, m), trace: traceFromMeta(meta)}
 	if m.room != nil { // a nil *replyHold would make a non-nil replyRoom
 		call.room = m.room
 	}
@@ -680,7 +682,8 @@ func (s *session) prepareTaskCall(m message, name string, params map[string]json
 	t := s.tasks.open(ttl)
 	// No progress, messages or room for a reply: the call answers later,
 	// through tasks/result.
-	call := &toolCall{reg: s.reg, cfg: s.cfg, waiter: &waiter{ctx: t.ctx}, dialect: m.dialect,
+	meta, _ := decodeObject(params["_meta"]) // absent or not an object: no trace context
+	call := &toolCall{reg: s.reg, cfg: s.cfg, waiter: &waiter{ctx: t.ctx}, dialect: m.dialect, trace: traceFromMeta(meta),
 		replyOverhead: len(textReply(m.id, m.dialect.replyShape, nil)) + len(waitWrapOpen) + len(metaRelatedTask) + len(t.id) + 32}
 	run, err := s.tools.prepareTool(call, name, params["arguments"])
 	if err != nil {
@@ -791,7 +794,10 @@ func (s *session) initialize(_ context.Context, m message) (answer, error) {
 	}
 	s.negotiated = negotiated
 	s.eventsOn.Store(true)
-	tasks := negotiated == tasksVersion && declaresLegacyTasks(p)
+	// The server's capabilities are its own to declare: a 2025-11-25 client
+	// learns of tasks here whether or not it declared capabilities.tasks
+	// itself (that declaration is about tasks the server would send it).
+	tasks := negotiated == tasksVersion
 	s.tasksOn.Store(tasks)
 	capabilities := map[string]any{"tools": map[string]any{}} // exactly the wire shape
 	// The dialect the session's requests speak from now on, as far as the

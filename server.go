@@ -27,7 +27,7 @@ type server struct {
 	cfg      *config
 	tools    *toolBook        // what cfg offers, computed once for every session
 	stop     <-chan os.Signal // carries the signal that ends the process
-	activity chan struct{}    // 1-buffered: a request finished in some session
+	activity *activityClock   // stamped when a request finishes in some session
 
 	ownsProcess bool         // started by startServer: shutdown also ends every other descendant
 	shared      jobSlots     // the running jobs of every shared session (openShared), against MCP_EXEC_MAX_JOBS
@@ -59,7 +59,7 @@ func startServer(cfg *config, jobLog *jobLog) *server {
 // newServer returns a server with no sessions and no process-wide work
 // started; startServer is the one for a real process.
 func newServer(cfg *config) *server {
-	return &server{cfg: cfg, tools: newToolBook(cfg), activity: make(chan struct{}, 1), sessions: map[*session]struct{}{}}
+	return &server{cfg: cfg, tools: newToolBook(cfg), activity: newActivityClock(), sessions: map[*session]struct{}{}}
 }
 
 // isClosing reports whether shutdown has begun.

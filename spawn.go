@@ -33,7 +33,13 @@ func (j *job) launch(cfg *config, req startRequest, onExit func(exitStatus)) (er
 			return err
 		}
 	}
-	env := withoutNames(mergeEnv(cfg.baseEnv, req.env), req.unsetEnv)
+	// The caller's env is layered over the trace context: a variable it
+	// names on purpose wins over what the host's _meta carried.
+	base := cfg.baseEnv
+	if add, unset := req.trace.variables(cfg.envDeny); add != nil {
+		base = withoutNames(mergeEnv(base, add), unset)
+	}
+	env := withoutNames(mergeEnv(base, req.env), req.unsetEnv)
 	path, argv := cfg.shell, []string{cfg.shell, "-c", req.command}
 	if req.argv != nil {
 		// Under an allowlist the program is found with the server's PATH:

@@ -85,6 +85,15 @@ var (
 	}
 )
 
+// bareStreamWordError refuses a stream spec given as a word other than
+// "none" or "all" ("tail", say), in the words 1.0 used.
+type bareStreamWordError string
+
+// Error says which words a stream spec may be.
+func (w bareStreamWordError) Error() string {
+	return fmt.Sprintf("stream spec %q is not \"none\" or \"all\"", string(w))
+}
+
 // parseStreamSpec parses "none", "all", {"tail": N} or {"from": P, "length": L?, "unaligned": B?}.
 func parseStreamSpec(r json.RawMessage) (streamSpec, error) {
 	if isNull(r) {
@@ -98,7 +107,7 @@ func parseStreamSpec(r json.RawMessage) (streamSpec, error) {
 		case "all":
 			return specAll, nil
 		}
-		return streamSpec{}, fmt.Errorf("stream spec %q is not \"none\" or \"all\"", word)
+		return streamSpec{}, bareStreamWordError(word)
 	}
 	obj, err := decodeObject(r)
 	if err != nil {

@@ -142,6 +142,7 @@ type spillBlock struct {
 	b  []byte // a pooled block's, or a window chunk handed over (take)
 }
 
+// end is the stream offset just past b.
 func (b spillBlock) end() int64 { return b.at + int64(len(b.b)) }
 
 // recycle gives b's storage back to the pool, when it has a block's size.

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // shutdownFlushDuration bounds the last write of replies at shutdown.
@@ -21,7 +23,7 @@ type stdio struct {
 
 // openStdio opens the session of the process's own stdin and stdout.
 func openStdio(srv *server) (*stdio, error) {
-	out := newBoundedWriter(os.Stdout, intakeBoundBytes(srv.cfg))
+	out := newBoundedWriter(pollable(1, "stdout", os.Stdout), intakeBoundBytes(srv.cfg))
 	ss, err := srv.open(srv.cfg, "stdio", out)
 	if err != nil {
 		return nil, err
@@ -33,7 +35,7 @@ func openStdio(srv *server) (*stdio, error) {
 // stop or stdout breaks, and says which.
 func (t *stdio) serveUntilDone(stop <-chan os.Signal) string {
 	eof := make(chan error, 1)
-	go func() { eof <- t.session.serve(pollableStdin()) }()
+	go func() { eof <- t.session.serve(pollable(0, "stdin", os.Stdin)) }()
 	select {
 	case err := <-eof:
 		if err != nil {
@@ -50,24 +52,30 @@ func (t *stdio) serveUntilDone(stop <-chan os.Signal) string {
 // flush writes what is still queued, for at most shutdownFlushDuration.
 func (t *stdio) flush() { t.out.flush(shutdownFlushDuration) }
 
-// stdinFile is process-wide state: it keeps the pollable stdin alive, as
-// its finalizer would close fd 0. pollableStdin sets it, once.
-var stdinFile *os.File
+// pollableFiles is process-wide state: it keeps the files pollable made
+// alive, as a finalizer would close their descriptors. Only pollable
+// appends to it, before the session starts.
+var pollableFiles []*os.File
 
-// pollableStdin returns stdin in the runtime poller when it is a pipe or
-// socket: reading it parks a goroutine, not a thread in read(2) that delays
-// the requests it started. A terminal, whose mode others share, stays.
-func pollableStdin() *os.File {
+// pollable returns the descriptor fd (stdin or stdout) in the runtime
+// poller when it is a pipe or socket, or else std, the os package's file
+// for it. On stdin, reading parks a goroutine, not a thread in read(2)
+// that delays the process's exit; on stdout, the writer may try a reply
+// from its sender's goroutine without ever blocking it (tryDirect). A
+// terminal stays blocking, as its mode is shared with the processes of
+// the session it belongs to; a regular file cannot be polled.
+func pollable(fd int, name string, std *os.File) *os.File {
 	var st syscall.Stat_t
-	if syscall.Fstat(0, &st) != nil {
-		return os.Stdin
+	if syscall.Fstat(fd, &st) != nil {
+		return std
 	}
 	kind := st.Mode & syscall.S_IFMT
-	if kind != syscall.S_IFIFO && kind != syscall.S_IFSOCK || syscall.SetNonblock(0, true) != nil {
-		return os.Stdin
+	if kind != syscall.S_IFIFO && kind != syscall.S_IFSOCK || syscall.SetNonblock(fd, true) != nil {
+		return std
 	}
-	stdinFile = os.NewFile(0, "stdin")
-	return stdinFile
+	f := os.NewFile(uintptr(fd), name)
+	pollableFiles = append(pollableFiles, f)
+	return f
 }
 
 // minIntakeBoundBytes is the least intakeBoundBytes, so a small reply
@@ -81,9 +89,12 @@ func intakeBoundBytes(cfg *config) int {
 	return max(minIntakeBoundBytes, 2*cfg.maxReplyBytes)
 }
 
-// writer owns stdout. Messages are queued, never written by their sender,
-// and one goroutine writes them in batches, whole messages only: lines
-// never interleave, and no session goroutine waits on a slow client.
+// writer owns stdout. One goroutine, the loop, writes queued messages in
+// batches; lines never interleave, and no session goroutine waits on a
+// slow client. A sender writes its message itself only when nothing is
+// queued or being written and out takes writes that never block
+// (tryDirect): one non-blocking write, the rest queued first for the loop.
+// That saves waking the loop for the common reply that fits the pipe.
 //
 // A client that stops reading must not grow the queue without bound. Once
 // boundBytes wait to be written the writer pauses the session's intake
@@ -93,11 +104,13 @@ func intakeBoundBytes(cfg *config) int {
 // room for it (takeRoom), so finished calls hold jobs, not output copies.
 type writer struct {
 	out        io.Writer
+	direct     syscall.RawConn                  // out's descriptor when it is non-blocking, for tryDirect; nil: the loop writes everything
 	boundBytes int                              // queued bytes that pause the intake
 	notice     func(format string, args ...any) // says when the intake pauses and resumes (logf)
 
-	mu       sync.Mutex    // guards queue, queued, paused, pausedAt, dropped and failed
+	mu       sync.Mutex    // guards queue, queued, writing, paused, pausedAt, dropped and failed
 	queue    []outItem     // messages not yet taken by the loop
+	writing  bool          // the loop or a sender (tryDirect) is writing to out
 	queued   int           // bytes of messages not yet handed to out
 	paused   bool          // queued reached boundBytes and has not fallen below half of it since
 	pausedAt time.Time     // when the pause began
@@ -132,9 +145,9 @@ func (it outItem) release() {
 // newBoundedWriter starts the writer goroutine for out; its intake pauses
 // once boundBytes wait to be written.
 func newBoundedWriter(out io.Writer, boundBytes int) *writer {
-	w := &writer{out: out, boundBytes: boundBytes, notice: logf, wake: make(chan struct{}, 1),
-		room: make(chan struct{}, 1), gone: make(chan struct{}), ticket: make(chan struct{}, 1),
-		spaced: make(chan struct{}, 1)}
+	w := &writer{out: out, direct: nonblockingConn(out), boundBytes: boundBytes, notice: logf,
+		wake: make(chan struct{}, 1), room: make(chan struct{}, 1), gone: make(chan struct{}),
+		ticket: make(chan struct{}, 1), spaced: make(chan struct{}, 1)}
 	go w.loop()
 	return w
 }
@@ -169,7 +182,14 @@ func (w *writer) offer(it outItem, droppable bool) {
 		w.mu.Unlock()
 		return
 	}
-	w.queue = append(w.queue, it)
+	// Everything offered before reached out whole when nothing is queued
+	// or being written, so a sender may write its own message in order.
+	direct := w.direct != nil && it.msg != nil && !w.writing && len(w.queue) == 0
+	if direct {
+		w.writing = true
+	} else {
+		w.queue = append(w.queue, it)
+	}
 	w.queued += len(it.msg)
 	pausing := !w.paused && w.queued >= w.boundBytes
 	if pausing {
@@ -177,9 +197,39 @@ func (w *writer) offer(it outItem, droppable bool) {
 	}
 	queued := w.queued
 	w.mu.Unlock()
-	nudge(w.wake)
 	if pausing {
 		w.notice("stdout: %d bytes wait for the client to read them; no request is read until it does", queued)
+	}
+	if direct {
+		w.tryDirect(it)
+		return
+	}
+	nudge(w.wake)
+}
+
+// tryDirect writes it to out from the sender's goroutine, with one write
+// that never blocks; what the pipe did not take goes first in the queue,
+// for the loop. The caller set writing and counted it in queued.
+func (w *writer) tryDirect(it outItem) {
+	n, err := writeNonblocking(w.direct, it.msg)
+	if n > 0 {
+		w.written(n)
+	}
+	w.mu.Lock()
+	w.writing = false
+	if err == nil && n < len(it.msg) {
+		it.msg = it.msg[n:]
+		w.queue = append([]outItem{it}, w.queue...)
+	}
+	pending := len(w.queue) > 0
+	w.mu.Unlock()
+	if err != nil {
+		it.lost()
+		w.fail(err)
+		return
+	}
+	if pending {
+		nudge(w.wake)
 	}
 }
 
@@ -274,13 +324,22 @@ func (w *writer) loop() {
 	for range w.wake {
 		for {
 			w.mu.Lock()
+			if w.writing { // a sender's tryDirect: it wakes the loop if more came
+				w.mu.Unlock()
+				break
+			}
 			batch := w.queue
 			w.queue = nil
+			w.writing = len(batch) > 0
 			w.mu.Unlock()
 			if len(batch) == 0 {
 				break
 			}
-			if err := w.writeBatch(buf, batch); err != nil {
+			err := w.writeBatch(buf, batch)
+			w.mu.Lock()
+			w.writing = false
+			w.mu.Unlock()
+			if err != nil {
 				w.fail(err)
 				break
 			}
@@ -291,12 +350,16 @@ func (w *writer) loop() {
 // fail marks the client gone: nothing more is queued, and what was queued
 // is dropped with its flush markers released.
 func (w *writer) fail(err error) {
-	logf("stdout: %v; the client is gone", err)
 	w.mu.Lock()
+	if w.failed { // the loop and a sender's tryDirect may both fail
+		w.mu.Unlock()
+		return
+	}
 	w.failed = true
 	dropped := w.queue
 	w.queue = nil
 	w.mu.Unlock()
+	logf("stdout: %v; the client is gone", err)
 	close(w.gone)
 	for _, it := range dropped {
 		it.lost()
@@ -337,4 +400,42 @@ func (w *writer) writeBatch(buf *bufio.Writer, batch []outItem) error {
 		it.release()
 	}
 	return err
+}
+
+// nonblockingConn returns out's descriptor when out is a file in
+// non-blocking mode (pollable's stdout, a pipe from os.Pipe), else nil: a
+// write on a blocking descriptor could hold its sender on a slow client.
+func nonblockingConn(out io.Writer) syscall.RawConn {
+	rc := rawConnOf(out)
+	if rc == nil {
+		return nil
+	}
+	nonblocking := false
+	if rc.Control(func(fd uintptr) {
+		flags, err := unix.FcntlInt(fd, unix.F_GETFL, 0)
+		nonblocking = err == nil && flags&unix.O_NONBLOCK != 0
+	}) != nil || !nonblocking {
+		return nil
+	}
+	return rc
+}
+
+// writeNonblocking makes one write of msg to rc's descriptor that never
+// waits: n is what it took, 0 with a nil error when the pipe is full.
+func writeNonblocking(rc syscall.RawConn, msg []byte) (n int, err error) {
+	var werr error
+	if err := rc.Write(func(fd uintptr) bool {
+		for {
+			n, werr = syscall.Write(int(fd), msg)
+			if werr != syscall.EINTR {
+				return true // done, whatever it took: never wait for room
+			}
+		}
+	}); err != nil {
+		return 0, err
+	}
+	if werr == syscall.EAGAIN {
+		return 0, nil
+	}
+	return max(n, 0), werr
 }

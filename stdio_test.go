@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -522,4 +523,113 @@ func TestPauseBegunDuringABlockedReadHoldsTheLine(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the held request was not answered once the pause ended")
 	}
+}
+
+// directPipe returns a writer on a non-blocking os.Pipe, so senders try
+// their own writes, and the pipe's read end.
+func directPipe(t *testing.T) (*writer, *os.File) {
+	t.Helper()
+	r, wf, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close(); wf.Close() })
+	w := newWriter(wf)
+	if w.direct == nil {
+		t.Fatal("os.Pipe's write end is not taken as non-blocking")
+	}
+	return w, r
+}
+
+// numberedLine is line i of a test: its number, padded to size bytes.
+func numberedLine(i, size int) []byte {
+	line := fmt.Appendf(nil, "%d ", i)
+	return append(append(line, bytes.Repeat([]byte{'x'}, max(0, size-len(line)-1))...), '\n')
+}
+
+func TestDirectWritesKeepOrderPastAFullPipe(t *testing.T) {
+	t.Parallel()
+	w, r := directPipe(t)
+	sizes := []int{40, 200 << 10, 60, 70 << 10, 10, 1 << 20, 33, 64 << 10, 5}
+	var want [][]byte
+	for i := range 60 {
+		want = append(want, numberedLine(i, sizes[i%len(sizes)]))
+	}
+	got := make(chan error, 1) // carries the reader's verdict
+	go func() {
+		br := bufio.NewReaderSize(r, 1<<16)
+		for i, line := range want {
+			l, err := br.ReadBytes('\n')
+			if err != nil || !bytes.Equal(l, line) {
+				got <- fmt.Errorf("line %d: %d bytes (err %v), want %d", i, len(l), err, len(line))
+				return
+			}
+		}
+		got <- nil
+	}()
+	for _, line := range want {
+		w.send(line)
+	}
+	select {
+	case err := <-got:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the lines did not all arrive")
+	}
+}
+
+func TestDirectSenderNeverWaitsOnAStalledClient(t *testing.T) {
+	t.Parallel()
+	w, r := directPipe(t)
+	big := numberedLine(0, 4<<20) // far past a pipe's buffer
+	sent := make(chan struct{})   // closed once both sends returned
+	go func() {
+		w.send(big)
+		w.send(numberedLine(1, 100))
+		close(sent)
+	}()
+	select {
+	case <-sent:
+	case <-time.After(10 * time.Second):
+		t.Fatal("send waited for a client that does not read")
+	}
+	br := bufio.NewReader(r)
+	for i, want := range [][]byte{big, numberedLine(1, 100)} {
+		line, err := br.ReadBytes('\n')
+		if err != nil || !bytes.Equal(line, want) {
+			t.Fatalf("line %d: %d bytes (err %v), want %d", i, len(line), err, len(want))
+		}
+	}
+}
+
+func TestDirectWritesFromManySendersNeverInterleave(t *testing.T) {
+	t.Parallel()
+	w, r := directPipe(t)
+	const senders, each = 8, 50
+	var wg sync.WaitGroup
+	for s := range senders {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range each {
+				w.send(numberedLine(s*each+i, 100+(i%7)*20000))
+			}
+		}()
+	}
+	seen := make(map[int]bool)
+	br := bufio.NewReader(r)
+	for range senders * each {
+		line, err := br.ReadBytes('\n')
+		if err != nil {
+			t.Fatal(err)
+		}
+		var n int
+		if _, err := fmt.Sscanf(string(line), "%d ", &n); err != nil || seen[n] || !bytes.Equal(line, numberedLine(n, len(line))) {
+			t.Fatalf("a line of %d bytes is torn or repeated (number %d)", len(line), n)
+		}
+		seen[n] = true
+	}
+	wg.Wait()
 }

@@ -88,9 +88,21 @@ func readProc(pid int) (procInfo, bool) {
 }
 
 // sessionMembers lists the processes in group or session id: a job's, whose
-// process group and session are both its pid.
+// process group and session are both its pid. Members are only ever
+// forked from members, so when orphans return to this process they are
+// all below it, and only its own tree is read, not every process's.
 func sessionMembers(id int) []procInfo {
-	return procsWhere(func(p procInfo) bool { return p.pgid == id || p.sid == id })
+	member := func(p procInfo) bool { return p.pgid == id || p.sid == id }
+	if !orphansReturn.Load() {
+		return procsWhere(member)
+	}
+	var found []procInfo
+	for _, p := range descendants(os.Getpid()) {
+		if member(p) {
+			found = append(found, p)
+		}
+	}
+	return found
 }
 
 // procsWhere lists the processes in /proc that keep accepts; nil for none.
@@ -283,6 +295,22 @@ func pipeHungUp(fd int) bool {
 			continue
 		}
 		return err == nil && n == 1 && fds[0].Revents&unix.POLLHUP != 0
+	}
+}
+
+// pipeUnread is how many bytes the pipe or terminal read at fd holds that
+// nobody has read yet (FIONREAD, spelled TIOCINQ here); 0 when it cannot
+// tell.
+func pipeUnread(fd int) int {
+	for {
+		n, err := unix.IoctlGetInt(fd, unix.TIOCINQ)
+		switch {
+		case errors.Is(err, unix.EINTR):
+			continue
+		case err != nil:
+			return 0
+		}
+		return n
 	}
 }
 
@@ -642,4 +670,16 @@ func freeBytes(path string) int64 {
 		return 0
 	}
 	return int64(st.Bavail) * int64(st.Bsize)
+}
+
+// stdinIsTerminal reports whether stdin is a terminal (isatty: the
+// terminal ioctl answers), that is whether a person started the server by
+// hand rather than a client through a pipe.
+func stdinIsTerminal() bool {
+	for {
+		_, err := unix.IoctlGetTermios(0, unix.TCGETS)
+		if err != unix.EINTR {
+			return err == nil // ENOTTY (a pipe, a file), EBADF (closed): not a terminal
+		}
+	}
 }

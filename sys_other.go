@@ -19,6 +19,9 @@ const (
 // slower way (awaitSettled), which holds everywhere.
 func pipeHungUp(int) bool { return false }
 
+// pipeUnread cannot tell here: a pipe counts as read to its end.
+func pipeUnread(int) int { return 0 }
+
 // jobPipeEnds creates a job's pipe, both ends close-on-exec: ours
 // non-blocking, for the runtime poller, and the child's blocking;
 // childReads says which end is the child's.
@@ -159,3 +162,7 @@ func freeBytes(path string) int64 {
 	}
 	return int64(st.Bavail) * int64(st.Bsize)
 }
+
+// stdinIsTerminal is false here: the hint for a person at a terminal is
+// given on Linux only.
+func stdinIsTerminal() bool { return false }

@@ -13,14 +13,14 @@ import (
 
 // MCP tasks: a long call the client polls instead of holding it open, in
 // the two forms the revisions define. In 2025-11-25 (an experimental core
-// utility) a client that declared capabilities.tasks at initialize may send
+// utility) any client of a session that negotiated that revision may send
 // a tools/call with params.task: the call runs on in the background and is
 // answered at once with the task; tasks/get polls it, tasks/result blocks
 // for the call's own result, tasks/list lists and tasks/cancel kills. In
 // 2026-07-28 (the io.modelcontextprotocol/tasks extension) the server
 // decides: an execute that would yield, from a client that declared the
 // extension, answers with resultType "task" instead; tasks/get carries the
-// result and tasks/cancel acknowledges. Nobody else ever sees a task.
+// result and tasks/cancel acknowledges. Older revisions never see a task.
 //
 // A task is an edge over one call and its job, not a second lifecycle: the
 // call runs its job as every call does (runJob) and the task keeps what it
@@ -55,14 +55,6 @@ func declaresTaskExtension(clientCaps json.RawMessage) bool {
 	exts, _ := decodeObject(caps["extensions"])
 	ext, ok := exts[extTasks]
 	return ok && len(ext) > 0 && ext[0] == '{'
-}
-
-// declaresLegacyTasks reports whether initialize's params declare
-// capabilities.tasks (an object).
-func declaresLegacyTasks(p map[string]json.RawMessage) bool {
-	caps, _ := decodeObject(p["capabilities"])
-	t, ok := caps["tasks"]
-	return ok && len(t) > 0 && t[0] == '{'
 }
 
 // legacyTaskCapability is capabilities.tasks in initialize's answer:

@@ -194,10 +194,45 @@ func TestTaskUnknownIDsAreInvalidParams(t *testing.T) {
 	}
 }
 
-func TestClientsThatDeclareNoTasksSeeNone(t *testing.T) {
+// TestTasksAreOfferedToA2025_11_25ClientThatDeclaredNoCapabilities: the
+// server's capabilities.tasks and the tools' execution.taskSupport do not
+// hang on the client's own capabilities, and such a client's
+// task-augmented call runs as a task.
+func TestTasksAreOfferedToA2025_11_25ClientThatDeclaredNoCapabilities(t *testing.T) {
 	cfg := testConfig()
 	cl := newRPCClient(t, cfg)
 	init := cl.call(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{}}}`)["result"].(map[string]any)
+	want := map[string]any{"tools": map[string]any{}, "tasks": toJSONValue(t, legacyTaskCapability(true))}
+	if !reflect.DeepEqual(init["capabilities"], want) {
+		t.Fatalf("initialize capabilities = %v, want %v", init["capabilities"], want)
+	}
+	tools := cl.call(`{"jsonrpc":"2.0","id":2,"method":"tools/list"}`)["result"].(map[string]any)["tools"].([]any)
+	for _, tool := range tools {
+		tool := tool.(map[string]any)
+		if tool["name"] != "execute" {
+			continue
+		}
+		if exec, _ := tool["execution"].(map[string]any); exec["taskSupport"] != "optional" {
+			t.Fatalf("execute's execution = %v", tool["execution"])
+		}
+	}
+	task := taskOf(t, cl.call(`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"execute","arguments":{"command":"echo tasked"},"task":{}}}`))
+	id, _ := task["taskId"].(string)
+	if id == "" {
+		t.Fatalf("task-augmented call = %v", task)
+	}
+	res := cl.call(`{"jsonrpc":"2.0","id":4,"method":"tasks/result","params":{"taskId":"` + id + `"}}`)["result"].(map[string]any)
+	if text := res["content"].([]any)[0].(map[string]any)["text"].(string); !strings.Contains(text, `tasked\n`) {
+		t.Fatalf("tasks/result = %v", res)
+	}
+}
+
+// TestClientsOfOtherRevisionsSeeNoTasks: tasks came in 2025-11-25, and a
+// 2026-07-28 client sees them only through the extension it declares.
+func TestClientsOfOtherRevisionsSeeNoTasks(t *testing.T) {
+	cfg := testConfig()
+	cl := newRPCClient(t, cfg)
+	init := cl.call(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{}}}`)["result"].(map[string]any)
 	if !reflect.DeepEqual(init["capabilities"], map[string]any{"tools": map[string]any{}}) || init["instructions"] != instructionsFor(cfg) {
 		t.Fatalf("initialize = %v", init)
 	}
@@ -291,4 +326,18 @@ func TestFinishedTasksPastTheBoundForgetTheOldest(t *testing.T) {
 	if b.tasks[running.id] == nil {
 		t.Errorf("a running task was forgotten")
 	}
+}
+
+// toJSONValue is v as it decodes after a trip through JSON.
+func toJSONValue(t *testing.T, v any) any {
+	t.Helper()
+	b, err := marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := jsonValue(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return got
 }

@@ -29,6 +29,9 @@ from conftest import (
 
 SUPPORTED_VERSIONS = ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"]
 NEWEST_VERSION = "2025-11-25"
+# RELEASE is the number the server must report: VERSION, the one place it is written.
+with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "VERSION")) as f:
+    RELEASE = f.read().strip()
 
 TOOL_ARGS = {
     "execute": {"command", "cwd", "env", "stdin", "close_stdin", "nowait", "capture"},
@@ -346,7 +349,7 @@ def test_tool_input_schema(srv, name):
 def test_version_flag():
     r = run_server_once(args=["--version"])
     assert r.returncode == 0, r
-    assert b"1.0.0" in r.stdout + r.stderr
+    assert RELEASE.encode() in r.stdout + r.stderr
 
 
 def test_help_lists_variables():
@@ -357,7 +360,7 @@ def test_help_lists_variables():
 
 
 def test_server_info_version_matches_release(fresh):
-    assert "1.0.0" in fresh.init_result["serverInfo"]["version"]
+    assert fresh.init_result["serverInfo"]["version"] == RELEASE
 
 
 @pytest.mark.parametrize("var,value", [

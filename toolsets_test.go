@@ -127,7 +127,7 @@ func TestToolBookHoldsEveryDialectsList(t *testing.T) {
 		for _, rev := range negotiated {
 			for _, form := range []taskForm{tasksOff, tasksLegacy} {
 				if form == tasksLegacy && rev != tasksVersion {
-					continue // tasks are declared only by a 2025-11-25 client
+					continue // tasks are offered only in a 2025-11-25 session
 				}
 				checkBookList(t, b, b.dialectOf(shapeOf(false, rev), form))
 			}

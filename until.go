@@ -133,3 +133,114 @@ func (s *lineScan) scan(spec untilSpec) *lineMatch {
 	})
 	return m
 }
+
+// An exchange: a call that writes to a job's input waits for the job's
+// answer, not for its end. The job has answered when it reads its input
+// again (a REPL back at its prompt), or when it printed something after the
+// write and then went quiet for a while (it answered and works on, or
+// sleeps); the call's own deadline and the job's end bound the wait as
+// for any other.
+
+// Answer timings. answerQuietDuration is how long a job that printed since
+// the write must stay silent: longer than the pauses between the pieces of
+// one answer, short against a model's turn. answerLookInterval is how
+// often a watch looks in /proc for the job reading again; a look reads only
+// the job's own processes.
+const (
+	answerQuietDuration = 300 * time.Millisecond
+	answerLookInterval  = 50 * time.Millisecond
+)
+
+// answerWatch ends the wait that follows a write to a job's input once the
+// job has answered. It is made before the write, so what it saw then is
+// not taken for an answer.
+type answerWatch struct {
+	j       *job
+	before  readerSighting // the process seen blocked reading before the write; zero: none
+	written int64          // the job's output bytes before the write
+	quiet   quietClock     // the job's output total and since when it stays
+	looked  int64          // the output total at the last look in /proc
+	next    time.Time      // when to look in /proc next
+	reading bool           // the last look saw the job read its input again
+}
+
+// readerSighting is a process seen blocked reading a job's input, and how
+// often it had been scheduled then: the same pid with more runs has read
+// and blocked again.
+type readerSighting struct {
+	pid  int
+	runs uint64
+}
+
+// newAnswerWatch starts watching j for an answer to a write about to be
+// made.
+func newAnswerWatch(j *job) *answerWatch {
+	now, total := time.Now(), j.outputBytes()
+	return &answerWatch{j: j, before: readerOf(j), written: total, looked: total,
+		quiet: quietClock{total: total, since: now}}
+}
+
+// readerOf is the process of j blocked reading its input now, if any.
+func readerOf(j *job) readerSighting {
+	if j.terminal() || j.inputEnd.ino == 0 {
+		return readerSighting{}
+	}
+	pid, runs, ok := blockedReading(processTree(j.pid), j.inputEnd, j.pid)
+	if !ok {
+		return readerSighting{}
+	}
+	return readerSighting{pid: pid, runs: runs}
+}
+
+// stopNow reports whether j has answered: quiet for answerQuietDuration
+// after printing, or reading its input again with what it printed before
+// that already read from its pipes.
+func (a *answerWatch) stopNow() bool {
+	if a.j.terminal() {
+		return false // its end is delivered instead
+	}
+	now, total := time.Now(), a.j.outputBytes()
+	if total != a.quiet.total {
+		a.quiet = quietClock{total: total, since: now}
+	} else if total > a.written && now.Sub(a.quiet.since) >= answerQuietDuration {
+		return true
+	}
+	if now.Before(a.next) {
+		return false
+	}
+	a.next = now.Add(answerLookInterval)
+	steady := total == a.looked // nothing arrived since the last look
+	a.looked = total
+	a.reading = a.readsAgain()
+	// A prompt printed just before the read may still be in the pipe, or
+	// in a pump between its read and the window: wait until a look finds
+	// the pipes empty and the total as the previous look left it.
+	return a.reading && steady && a.pipesRead()
+}
+
+// readsAgain looks whether a process of the job is blocked reading its
+// input and is not the one, unscheduled since, seen there before the write.
+func (a *answerWatch) readsAgain() bool {
+	now := readerOf(a.j)
+	return now.pid != 0 && now != a.before
+}
+
+// pipesRead reports whether the job's output pipes hold no unread bytes.
+func (a *answerWatch) pipesRead() bool {
+	for _, p := range []*pump{a.j.stdoutPump, a.j.errPump} {
+		if p != nil && p.unread() > 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// readingAgain is what the watch knows at the end of the wait: whether the
+// job reads its input again, looked at once more when the wait ended for
+// another reason (quiet, the deadline) since the last look.
+func (a *answerWatch) readingAgain() bool {
+	if !a.reading && !a.j.terminal() {
+		a.reading = a.readsAgain()
+	}
+	return a.reading
+}

@@ -1,3 +1,3 @@
-module mcp-exec/bench
+module github.com/mcp-exec/mcp-exec/bench
 
 go 1.26.8

@@ -1,16 +1,15 @@
 #!/usr/bin/env bash
 # Packs one Linux binary as a Debian package with dpkg-deb: the binary in
-# /usr/bin, a man page made from its --help, the README with the docs/ and
+# /usr/bin, the man page mcp-exec.1 (generated, checked in), the licence as
+# a machine-readable copyright file, the README with the docs/ and
 # CHANGELOG.md it links to. Reproducible: file times are the commit's, owners
 # root.
-# Usage: scripts/deb.sh BINARY ARCH OUTDIR [HELP_BINARY]
-# HELP_BINARY prints the --help the man page is made of (default BINARY): a
-# build this machine can run, when BINARY is for another architecture.
+# Usage: scripts/deb.sh BINARY ARCH OUTDIR
 set -euo pipefail
-bin="$(realpath "$1")" arch="$2" out="$(realpath "$3")" help_bin="$(realpath "${4:-$1}")"
+bin="$(realpath "$1")" arch="$2" out="$(realpath "$3")"
 cd "$(dirname "$0")/.."
 version="$(cat VERSION)"
-when="$(git log -1 --format=%ct 2>/dev/null || echo 0)"
+when="${SOURCE_DATE_EPOCH:-$(git log -1 --format=%ct 2>/dev/null || echo 0)}"
 root="$(mktemp -d)"
 chmod 0755 "$root"
 trap 'rm -rf "$root"' EXIT
@@ -18,22 +17,32 @@ install -D -m 0755 "$bin" "$root/usr/bin/mcp-exec"
 install -D -m 0644 -t "$root/usr/share/doc/mcp-exec" README.md CHANGELOG.md
 install -D -m 0644 -t "$root/usr/share/doc/mcp-exec/docs" docs/*.md
 mkdir -p "$root/usr/share/man/man1" "$root/DEBIAN"
+gzip -9n < mcp-exec.1 > "$root/usr/share/man/man1/mcp-exec.1.gz"
+# Debian's machine-readable copyright format 1.0: who, where from, under what.
 {
-  echo '.TH MCP-EXEC 1 "" "mcp-exec '"$version"'" "User Commands"'
-  echo '.SH NAME'
-  echo 'mcp-exec \- an MCP server that runs shell commands as jobs'
-  echo '.SH DESCRIPTION'
-  echo '.nf'
-  "$help_bin" --help | sed -e 's/\\/\\\\/g' -e 's/^\./\\\&./'
-  echo '.fi'
-  echo '.SH SEE ALSO'
-  echo '/usr/share/doc/mcp-exec/README.md'
-} | gzip -9n > "$root/usr/share/man/man1/mcp-exec.1.gz"
+  cat <<HEAD
+Format: https://www.debian.org/doc/packaging-manuals/copyright-format/1.0/
+Upstream-Name: mcp-exec
+Upstream-Contact: https://github.com/mcp-exec/mcp-exec/issues
+Source: https://github.com/mcp-exec/mcp-exec
+
+Files: *
+Copyright: 2026 the mcp-exec authors
+License: Expat
+
+License: Expat
+HEAD
+  # The licence's text, without its title and copyright lines (given above),
+  # an empty line written as " ." as the format asks.
+  sed -e '1,/^Copyright/d' LICENSE | sed -e '/./,$!d' -e 's/^$/./' -e 's/^/ /'
+} > "$root/usr/share/doc/mcp-exec/copyright"
+chmod 0644 "$root/usr/share/doc/mcp-exec/copyright"
 cat > "$root/DEBIAN/control" <<CONTROL
 Package: mcp-exec
 Version: $version
 Architecture: $arch
-Maintainer: mcp-exec developers <mcp-exec@example.invalid>
+Maintainer: mcp-exec maintainers <mcp-exec@users.noreply.github.com>
+Homepage: https://github.com/mcp-exec/mcp-exec
 Section: utils
 Priority: optional
 Description: MCP server that runs shell commands as jobs

@@ -490,6 +490,21 @@ class Server:
         assert len(r) == 1 and r[0]["state"] != "running", r
         return r[0]
 
+    def answer(self, job_id, data=None, close=False, timeout=20):
+        """Write data to a job's stdin (and close it) and return its final
+        result: from the input call itself when the job ended within its
+        yield_after (the agent profile's default since 1.3, which delivers
+        it), else from a wait."""
+        args = {"job_id": job_id}
+        if data is not None:
+            args["data"] = data
+        if close:
+            args["close"] = True
+        r = self.tool("input", args, timeout=timeout + 10)
+        if r.get("state", "running") != "running":
+            return r
+        return self.collect(job_id, timeout=timeout)
+
     def cleanup(self, *job_ids):
         """Kill and forget jobs; errors (already gone) are fine."""
         for jid in job_ids:

@@ -134,15 +134,13 @@ def test_yielded_execute_moves_the_directory_when_delivered(make_server, tree):
     a, outside = os.path.join(tree, "a"), os.path.join(tree, "outside")
     r = s.run("cd %s; read line" % a, yield_after=0.3)
     assert r.get("yielded") is True, r
-    s.tool("input", {"job_id": r["job_id"], "close": True})
-    s.collect(r["job_id"])
+    s.answer(r["job_id"], close=True)
     assert pwd(s) == a
     # a call that set the directory after the yield wins over the yielded end
     r = s.run("cd %s; read line" % tree, yield_after=0.3)
     assert r.get("yielded") is True, r
     out(s.run("true", cwd=outside))
-    s.tool("input", {"job_id": r["job_id"], "close": True})
-    s.collect(r["job_id"])
+    s.answer(r["job_id"], close=True)
     assert pwd(s) == outside
 
 

@@ -377,8 +377,7 @@ def test_agent_profile(raw_server):
     r, took = timed(s.tool, "execute", {"command": "read x; echo got $x"}, timeout=70)
     assert r.get("yielded") is True and r.get("waiting_for_input") is True, r
     assert took <= 1 + LATE
-    s.tool("input", {"job_id": r["job_id"], "data": "z\n", "close": True})
-    assert s.collect(r["job_id"])["stdout"]["data"] == "got z\n"
+    assert s.answer(r["job_id"], "z\n", close=True)["stdout"]["data"] == "got z\n"
 
 
 def test_agent_profile_keeps_heads(raw_server):

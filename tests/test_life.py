@@ -27,19 +27,33 @@ PROC_OPEN = re.compile(r'^(\d+)\s+openat\([^,]*, "/proc/(\d+)/')
 STDIN_SETFL = re.compile(r'^\d+\s+fcntl\(0, F_SETFL')
 
 
-def traced_life(tmp_path, requests, env=None):
+def traced_life(tmp_path, requests, env=None, answered_first=False):
     """Runs the server under strace -f for one life: the request lines,
-    then stdin closed. Returns the trace's lines and the replies."""
+    then stdin closed (with answered_first, once every request with an id
+    has its reply). Returns the trace's lines and the replies."""
     needs_binary_target()  # strace must see the server itself, not unshare or podman
     if shutil.which("strace") is None:
         pytest.skip("strace is not installed: what the server asks of the kernel cannot be recorded")
     trace = tmp_path / "trace"
     lines = "".join(json.dumps(r) + "\n" for r in requests)
-    r = subprocess.run(["strace", "-f", "-qq", "-e", "trace=openat,fcntl", "-o", str(trace), server_binary()],
-                       input=lines, stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True,
-                       env=process_env(env), timeout=EXIT_WITHIN + 30)
-    assert r.returncode == 0, r.stderr
-    replies = [json.loads(line) for line in r.stdout.splitlines()]
+    argv = ["strace", "-f", "-qq", "-e", "trace=openat,fcntl", "-o", str(trace), server_binary()]
+    with subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          universal_newlines=True, env=process_env(env)) as server:
+        replies = []
+        if answered_first:
+            server.stdin.write(lines)
+            server.stdin.flush()
+            # Each readline has the server's own deadline: a call that never
+            # answers is killed by communicate's timeout below.
+            while len(replies) < sum(1 for r in requests if "id" in r):
+                line = server.stdout.readline()
+                if not line:
+                    break
+                replies.append(json.loads(line))
+            lines = ""
+        out, err = server.communicate(lines, timeout=EXIT_WITHIN + 30)
+    assert server.returncode == 0, err
+    replies += [json.loads(line) for line in out.splitlines()]
     return trace.read_text().splitlines(), replies
 
 
@@ -77,6 +91,18 @@ def test_the_exit_sweep_reads_only_the_servers_own_tree(tmp_path):
     ours = {int(line.split()[0]) for line in trace if line.split() and line.split()[0].isdigit()}
     strangers = [line for line in trace if PROC_OPEN.match(line) and int(PROC_OPEN.match(line).group(2)) not in ours]
     assert strangers == [], "the exit sweep read /proc of processes outside the server's tree:\n" + "\n".join(strangers[:20])
+
+
+def test_survivors_of_a_shell_are_found_in_the_servers_own_tree(tmp_path):
+    # The shell ends while a child it started still runs in its group: the
+    # result names that survivor, found below the server (a child
+    # subreaper), without reading /proc of the machine's other processes.
+    job = tools_call(2, "execute", {"command": "sleep 300 >/dev/null 2>&1 & echo started"})
+    trace, replies = traced_life(tmp_path, [INITIALIZE, job], answered_first=True)
+    assert "started" in replies[1]["result"]["content"][0]["text"]
+    ours = {int(line.split()[0]) for line in trace if line.split() and line.split()[0].isdigit()}
+    strangers = [line for line in trace if PROC_OPEN.match(line) and int(PROC_OPEN.match(line).group(2)) not in ours]
+    assert strangers == [], "finding survivors read /proc of processes outside the server's tree:\n" + "\n".join(strangers[:20])
 
 
 def test_a_job_started_as_stdin_closes_is_torn_down_at_exit():

@@ -1,6 +1,7 @@
 """End-to-end tests of MCP tasks in both revisions' forms.
 
-  2025-11-25  a client that declares capabilities.tasks at initialize sends
+  2025-11-25  any client of a session of this revision (capabilities.tasks
+              is offered whatever the client declared) sends
               tools/call with params.task: the task comes back at once;
               tasks/get, tasks/result (the call's own result), tasks/list,
               tasks/cancel (kills the job's tree); isError results are failed
@@ -9,7 +10,8 @@
               yield; tasks/get carries the result (isError results are
               completed); tasks/cancel acknowledges; no tasks/result, tasks/list
 
-A client that declares nothing sees exactly what it always did. Run on every
+A client of an older revision, or a 2026-07-28 client without the extension,
+sees exactly what it always did. Run on every
 target: nothing here needs host files.
 """
 
@@ -141,8 +143,20 @@ def test_legacy_unknown_ids_and_tools(legacy):
     assert err["code"] == -32601
 
 
-def test_legacy_client_without_tasks_is_unaffected(make_server):
+def test_legacy_client_declaring_no_capabilities_is_offered_tasks(make_server):
+    # The server declares its own capabilities: a 2025-11-25 client that
+    # declared none still learns of tasks and may use them.
     s = make_server(version="2025-11-25")
+    assert s.init_result["capabilities"]["tasks"] == {"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}}
+    tools = {t["name"]: t for t in s.result("tools/list")["tools"]}
+    assert tools["execute"]["execution"] == {"taskSupport": "optional"}
+    t = start_task(s, {"command": "echo tasked"})
+    res = s.result("tasks/result", {"taskId": t["taskId"]})
+    assert Server.decode(res)["stdout"]["data"] == "tasked\n" and res["_meta"][RELATED] == {"taskId": t["taskId"]}
+
+
+def test_client_of_an_older_revision_is_unaffected(make_server):
+    s = make_server(version="2025-06-18")
     assert s.init_result["capabilities"] == {"tools": {}}
     assert "task" not in s.init_result["instructions"]
     assert all("execution" not in t and "MCP task" not in t["description"] for t in s.result("tools/list")["tools"])

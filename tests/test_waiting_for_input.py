@@ -221,8 +221,7 @@ def test_waiting_for_input_on_first_look(raw_server):
         await_silence(s, m2)
         entries = [e for e in s.tool("list_jobs")["jobs"] if e["job_id"] == second]
         assert entries == [{"job_id": second, "state": "running", "waiting_for_input": True}], entries
-        s.tool("input", {"job_id": first, "data": "y\n"})
-        done = s.collect(first, timeout=10 + SLACK)
+        done = s.answer(first, "y\n", timeout=10 + SLACK)
         assert done["stdout"]["data"].endswith("got y\n") and "recent" not in done, done
     finally:
         s.cleanup(first, second)

@@ -374,8 +374,7 @@ def test_waiting_for_input_on_the_first_look(raw_server, look):
             assert entry["state"] == "running", short(entry)
             assert entry.get("waiting_for_input") is True, "first look: %s" % short(entry)
             assert "Name? " in (entry.get("recent") or {}).get("stdout", ""), short(entry)
-            s.tool("input", {"job_id": jid, "data": "ada\n"})
-            assert s.collect(jid)["stdout"]["data"] == "Name? hello ada\n"
+            assert s.answer(jid, "ada\n")["stdout"]["data"] == "Name? hello ada\n"
     finally:
         s.sh("rm -f %s" % m)
 
@@ -394,8 +393,7 @@ def test_tty_prompt_yields_promptly_with_the_prompt_in_recent(raw_server):
         recent = (r.get("recent") or {}).get("stdout", "")
         assert "Password: " in recent, short(r)
         assert "\x1b" not in recent, "escape sequences must be stripped: %r" % recent
-        s.tool("input", {"job_id": jid, "data": "hunter2\n"})
-        done = s.collect(jid)
+        done = s.answer(jid, "hunter2\n")
         assert done["state"] == "success" and "got hunter2" in done["stdout"]["data"], short(done)
     finally:
         s.cleanup(jid)

@@ -1,4 +1,4 @@
-module mcp-exec/scripts/go-sdk-client
+module github.com/mcp-exec/mcp-exec/scripts/go-sdk-client
 
 go 1.26
 
