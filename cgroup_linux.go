@@ -183,10 +183,9 @@ func makeCgroupTrees(mode string, limits jobLimits) (*cgroupTrees, error) {
 	if err := offersLimits(parent, limits); err != nil {
 		return nil, err
 	}
-	cleanLeftovers(parent)
 	subtree := filepath.Join(parent, subtreePrefix+randomHex(6))
 	t := &cgroupTrees{home: home, subtree: subtree, limits: limits, boxes: map[*cgroupBox]bool{}}
-	if err := t.enter(); err != nil {
+	if err := cleanThenEnter(parent, cgroupLockDuration, t.enter); err != nil {
 		t.leave()
 		return nil, err
 	}
@@ -269,8 +268,59 @@ func (t *cgroupTrees) enableControllers(parent string) error {
 	return nil
 }
 
+// cgroupLockDuration bounds how long a starting server waits for another
+// that is cleaning leftovers (each waits up to cgroupEmptyDuration).
+const cgroupLockDuration = 3 * cgroupEmptyDuration
+
+// lockCgroupDir takes an exclusive flock(2) on the directory dir, trying
+// until wait has passed; unlock releases it (and is safe to call when
+// locked is false). Servers take it on their parent cgroup around cleaning
+// leftovers and entering their own subtree.
+func lockCgroupDir(dir string, wait time.Duration) (unlock func(), locked bool) {
+	fd, err := openRetrying(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC)
+	if err != nil {
+		return func() {}, false
+	}
+	unlock = func() { _ = unix.Close(fd) } // closing the only descriptor drops the lock
+	deadline := time.Now().Add(wait)
+	backoff := time.Millisecond
+	for {
+		err := unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB)
+		switch {
+		case err == nil:
+			return unlock, true
+		case errors.Is(err, unix.EINTR):
+			continue
+		case !errors.Is(err, unix.EWOULDBLOCK) || time.Now().After(deadline):
+			return unlock, false
+		}
+		// Another server is cleaning: rare, and it ends by itself, so a
+		// bounded backoff is simpler than a lock-waiting thread.
+		time.Sleep(backoff)
+		backoff = min(2*backoff, 100*time.Millisecond)
+	}
+}
+
+// cleanThenEnter removes the leftovers under parent, then runs enter,
+// which makes and enters a new subtree. A subtree whose leaf is empty is a
+// dead server's, except while its server is between making the leaf and
+// entering it: both steps run under one lock on parent, so no server sees
+// another's half-made subtree. Where the lock is not had within wait, the
+// leftovers stay for a later server and enter runs all the same.
+func cleanThenEnter(parent string, wait time.Duration, enter func() error) error {
+	unlock, locked := lockCgroupDir(parent, wait)
+	defer unlock()
+	if locked {
+		cleanLeftovers(parent)
+	} else {
+		logf("leftover cgroups under %s are not cleaned: another process held its lock for %v", parent, wait)
+	}
+	return enter()
+}
+
 // cleanLeftovers empties and removes the subtrees under parent of servers
 // that are gone: their leaf has no process. A live server's leaf holds it.
+// The caller holds lockCgroupDir(parent), so no subtree is half made.
 func cleanLeftovers(parent string) {
 	entries, err := os.ReadDir(parent)
 	if err != nil {
