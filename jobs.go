@@ -345,7 +345,7 @@ func (r *registry) exited(j *job, st exitStatus) {
 	go func() {
 		end := jobEnd{st: st, wall: wall}
 		if leftBehind {
-			end.survivors = sessionMembers(st.pid)
+			end.survivors = groupSurvivors(st.pid)
 		}
 		awaitSettled(settleMaxDuration, j.stdoutPump, j.errPump)
 		if ready, ok := j.readyToPublish(outputSettled, &end); ok {
