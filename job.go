@@ -384,18 +384,18 @@ func (j *job) survivorsOf(pid int) []procInfo {
 		}
 		return left
 	}
-	return sessionMembers(pid)
+	return groupSurvivors(pid)
 }
 
 // procCount is how many processes the job has now: those in its cgroup,
-// or, on process groups, its group's members.
+// or, on process groups, its group's and session's live members.
 func (j *job) procCount() int {
 	if pids, ok := j.boxed().members(); ok {
 		return len(pids)
 	}
 	n := 0
-	for _, p := range procSnapshot() {
-		if p.pgid == j.pid && j.pid > 0 {
+	for _, p := range groupSurvivors(j.pid) {
+		if p.state != "Z" {
 			n++
 		}
 	}

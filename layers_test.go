@@ -41,6 +41,7 @@ var layers = [][]string{
 	{"cli.go"},      // the command line: options, usage errors, the terminal hint
 	transports,      // one session on stdin/stdout; sessions over HTTP
 	{"httpconn.go"}, // whether an HTTP client is still there to read its reply
+	{"rawconn.go"},  // a connection's descriptor, for the transports' system calls
 	// The HTTP listener's guards: bound address, generated token, Host, pending connections.
 	{"httpguard.go"},
 	{"server.go"},   // what is process-wide: sessions, signals, shutdown

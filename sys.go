@@ -9,20 +9,6 @@ import (
 	"syscall"
 )
 
-// rawConnOf is v's descriptor as a syscall.RawConn (a file, a socket),
-// or nil when v has none.
-func rawConnOf(v any) syscall.RawConn {
-	sc, ok := v.(syscall.Conn)
-	if !ok {
-		return nil
-	}
-	rc, err := sc.SyscallConn()
-	if err != nil {
-		return nil
-	}
-	return rc
-}
-
 // cloexecListed marks close-on-exec every descriptor above 2 listed in dir
 // (/proc/self/fd or /dev/fd).
 func cloexecListed(dir string) {

@@ -88,21 +88,10 @@ func readProc(pid int) (procInfo, bool) {
 }
 
 // sessionMembers lists the processes in group or session id: a job's, whose
-// process group and session are both its pid. Members are only ever
-// forked from members, so when orphans return to this process they are
-// all below it, and only its own tree is read, not every process's.
+// process group and session are both its pid. It reads every process in
+// /proc; groupSurvivors reads less where it can.
 func sessionMembers(id int) []procInfo {
-	member := func(p procInfo) bool { return p.pgid == id || p.sid == id }
-	if !orphansReturn.Load() {
-		return procsWhere(member)
-	}
-	var found []procInfo
-	for _, p := range descendants(os.Getpid()) {
-		if member(p) {
-			found = append(found, p)
-		}
-	}
-	return found
+	return procsWhere(func(p procInfo) bool { return p.pgid == id || p.sid == id })
 }
 
 // procsWhere lists the processes in /proc that keep accepts; nil for none.

@@ -103,3 +103,20 @@ func newProcTable(procs []procInfo) procTable {
 // every descendant is then below one of its children, and a shutdown
 // sweep can follow its own process tree alone.
 var orphansReturn atomic.Bool
+
+// groupSurvivors lists the processes alive in group or session id after
+// its leader (a job's shell) exited. Members are forked only from members,
+// so where orphans return to this process every one is below it, and only
+// its own tree is read, not every process's /proc.
+func groupSurvivors(id int) []procInfo {
+	if !orphansReturn.Load() {
+		return sessionMembers(id)
+	}
+	var found []procInfo
+	for _, p := range descendants(os.Getpid()) {
+		if p.pgid == id || p.sid == id {
+			found = append(found, p)
+		}
+	}
+	return found
+}
