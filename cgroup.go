@@ -125,12 +125,12 @@ func refuseLimitsWithout(l jobLimits, why string) error {
 }
 
 // treeWords is the sentence --help and the instructions give about the
-// tree in force.
+// tree in force: "Job tree: " and its name, then what that means for kill.
 func treeWords(kind string) string {
 	if kind == treeCgroup {
-		return `"tree": "cgroup": each job runs in a cgroup of its own, so kill and shutdown reach every process it started, setsid and daemons included`
+		return "Job tree: cgroup (a cgroup per job: kill and shutdown reach every process it started, setsid daemons too)."
 	}
-	return `"tree": "process-group": jobs are tracked by process group, session and /proc; a process that leaves all of them (double fork, setsid daemon) may be missed`
+	return "Job tree: process-group (a daemon that left a job's group, session and pipes escapes kill until shutdown)."
 }
 
 // cgroupSetting is MCP_EXEC_CGROUP from the environment, as --help reads

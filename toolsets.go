@@ -97,7 +97,7 @@ func (b *toolBook) instructions(d dialect) string {
 	}
 	text := placeholders(b.cfg).Replace(strings.Join(parts, " ")+"{policy}") + b.taskInstructions(d.tasks)
 	if d.agent { // 1.3: which tree kill reaches; a 1.0 client's text stays 1.0's
-		text += " Jobs: " + treeWords(treeInForce()) + "."
+		text += " " + treeWords(treeInForce())
 	}
 	return text
 }
