@@ -82,6 +82,9 @@ type jobBox interface {
 	// oomKilled reports whether the kernel killed a process of the box
 	// for memory.
 	oomKilled() bool
+	// ended says the job's result is final: what the box counted has been
+	// read, and counting stops.
+	ended()
 	// release says the job is forgotten: the box goes once it is empty.
 	release()
 }
@@ -111,6 +114,7 @@ func (groupBox) populated() bool        { return false }
 func (groupBox) killAll() bool          { return false }
 func (groupBox) usage() *cgroupUsage    { return nil }
 func (groupBox) oomKilled() bool        { return false }
+func (groupBox) ended()                 {}
 func (groupBox) release()               {}
 
 // refuseLimitsWithout is the start-up refusal of limits no cgroup can

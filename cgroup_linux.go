@@ -149,6 +149,7 @@ type cgroupTrees struct {
 	limits               jobLimits
 	pidsPeak, memoryPeak bool         // the subtree has the pids, memory controller
 	seq                  atomic.Int64 // numbers the job directories
+	sampler              procsSampler // counts processes where pidsPeak is false
 
 	mu    sync.Mutex          // guards boxes; never held over a system call
 	boxes map[*cgroupBox]bool // boxes not yet removed
@@ -497,7 +498,7 @@ func (t *cgroupTrees) box() (jobBox, error) {
 	if err := unix.Mkdir(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("cannot make the job's cgroup %s (%w); the job is refused rather than run outside a cgroup", dir, err)
 	}
-	b := &cgroupBox{dir: dir, fd: -1, trees: t, done: make(chan struct{})}
+	b := &cgroupBox{dir: dir, fd: -1, trees: t}
 	err := t.writeLimits(dir)
 	if err == nil {
 		b.fd, err = openRetrying(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC)
@@ -514,7 +515,7 @@ func (t *cgroupTrees) box() (jobBox, error) {
 	t.boxes[b] = true
 	t.mu.Unlock()
 	if !t.pidsPeak {
-		go b.sampleProcs()
+		t.sampler.add(b)
 	}
 	return b, nil
 }
@@ -568,7 +569,6 @@ type cgroupBox struct {
 	dir   string
 	fd    int // the directory, open until the spawn is done; -1 after
 	trees *cgroupTrees
-	done  chan struct{} // closed when the directory is removed: ends the sampler
 
 	mu       sync.Mutex // guards the fields below; never held over a system call
 	procsMax int        // the most processes seen in it at once
@@ -600,27 +600,98 @@ func (b *cgroupBox) killAll() bool {
 	return true
 }
 
-// procsSampleMaxDuration bounds the gap between two counts of a job's
-// processes where no pids controller keeps the peak.
-const procsSampleMaxDuration = time.Second
+// procsSampleMaxDuration bounds the gap between two counts of the jobs'
+// processes where no pids controller keeps their peak, while processes
+// are being created; procsSampleMinDuration is the first gap after a job
+// starts, when a short job forks most.
+const (
+	procsSampleMinDuration = 2 * time.Millisecond
+	procsSampleMaxDuration = time.Second
+)
 
-// sampleProcs counts the job's processes on a backoff until its directory
-// goes: without the pids controller nothing else keeps their peak.
-func (b *cgroupBox) sampleProcs() {
-	gap := 2 * time.Millisecond
+// procsSampler counts the processes of every job cgroup that no pids
+// controller keeps the peak of: one goroutine for them all, running only
+// while there are some, woken on a backoff. It reads their cgroup.procs
+// only when a process was created in this pid namespace since its last
+// count (the newest pid in /proc/loadavg), so jobs that sleep cost one
+// small read a second, not one per job.
+type procsSampler struct {
+	added chan struct{} // carries a wake when a job's cgroup is added (capacity 1)
+
+	mu      sync.Mutex          // guards boxes and running; never held over a system call
+	boxes   map[*cgroupBox]bool // the cgroups counted
+	running bool                // the goroutine runs (or is starting)
+}
+
+// add counts b's processes from now until remove.
+func (s *procsSampler) add(b *cgroupBox) {
+	s.mu.Lock()
+	if s.boxes == nil {
+		s.boxes, s.added = map[*cgroupBox]bool{}, make(chan struct{}, 1)
+	}
+	s.boxes[b] = true
+	start := !s.running
+	s.running = true
+	added := s.added
+	s.mu.Unlock()
+	if start {
+		go s.run()
+	}
+	nudge(added)
+}
+
+// remove stops counting b's processes.
+func (s *procsSampler) remove(b *cgroupBox) {
+	s.mu.Lock()
+	delete(s.boxes, b)
+	s.mu.Unlock()
+}
+
+// run counts until no cgroup is left. A new cgroup restarts the backoff.
+func (s *procsSampler) run() {
+	gap, newest := procsSampleMinDuration, ""
 	for {
-		if _, _ = b.members(); !b.populated() && b.wasReleased() {
+		s.mu.Lock()
+		if len(s.boxes) == 0 {
+			s.running = false
+			s.mu.Unlock()
 			return
+		}
+		boxes := make([]*cgroupBox, 0, len(s.boxes))
+		for b := range s.boxes {
+			boxes = append(boxes, b)
+		}
+		added := s.added
+		s.mu.Unlock()
+		if pid := newestPid(); pid == "" || pid != newest {
+			newest = pid
+			for _, b := range boxes {
+				b.members()
+			}
 		}
 		t := time.NewTimer(gap)
 		select {
-		case <-b.done:
+		case <-added:
 			t.Stop()
-			return
+			gap = procsSampleMinDuration
 		case <-t.C:
+			gap = min(2*gap, procsSampleMaxDuration)
 		}
-		gap = min(2*gap, procsSampleMaxDuration)
 	}
+}
+
+// newestPid is the pid most recently given out in this pid namespace, the
+// last field of /proc/loadavg; "" when it cannot be read.
+func newestPid() string {
+	b, err := readProcFile("/proc/loadavg")
+	if err != nil {
+		return ""
+	}
+	fields := strings.Fields(string(b))
+	if len(fields) == 0 {
+		return ""
+	}
+	return fields[len(fields)-1]
 }
 
 // wasReleased reports whether the job was forgotten.
@@ -662,6 +733,8 @@ func (b *cgroupBox) oomKilled() bool {
 	return false
 }
 
+func (b *cgroupBox) ended() { b.trees.sampler.remove(b) }
+
 // release marks the job forgotten and removes its directory if it is
 // empty; else the watcher removes it once it empties (shutdown at the
 // latest): a daemon the job left keeps running until then.
@@ -690,7 +763,7 @@ func (b *cgroupBox) remove() {
 			break // EBUSY (a process came back) leaves it to shutdown
 		}
 	}
-	close(b.done)
+	b.trees.sampler.remove(b)
 	b.trees.mu.Lock()
 	delete(b.trees.boxes, b)
 	b.trees.mu.Unlock()

@@ -141,3 +141,43 @@ func TestAwaitCgroupEmptySeesTheLastProcessGo(t *testing.T) {
 		t.Fatal("the cgroup did not empty after its only process was reaped")
 	}
 }
+
+// Without a pids controller the sampler counts a job's processes: three
+// started after the job's cgroup was added are seen at once, and the
+// sampler's goroutine ends once no cgroup is left to count.
+func TestProcsSamplerSeesProcessesAndStopsWhenNoneIsLeft(t *testing.T) {
+	parent := testCgroupParent(t)
+	dir := filepath.Join(parent, "job")
+	if err := unix.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	trees := &cgroupTrees{}
+	b := &cgroupBox{dir: dir, fd: -1, trees: trees}
+	trees.sampler.add(b)
+	for range 3 {
+		startIn(t, dir)
+	}
+	counted := func() int {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		return b.procsMax
+	}
+	for deadline := time.Now().Add(10 * time.Second); counted() < 3; {
+		if time.Now().After(deadline) {
+			t.Fatalf("the sampler counted %d of 3 processes in 10 s", counted())
+		}
+		time.Sleep(10 * time.Millisecond) // the sampler has no event to await
+	}
+	b.ended()
+	running := func() bool {
+		trees.sampler.mu.Lock()
+		defer trees.sampler.mu.Unlock()
+		return trees.sampler.running
+	}
+	for deadline := time.Now().Add(10 * time.Second); running(); {
+		if time.Now().After(deadline) {
+			t.Fatal("the sampler still runs 10 s after its last cgroup ended")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

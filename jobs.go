@@ -365,6 +365,7 @@ func (r *registry) publish(j *job, end jobEnd) {
 		final.usage = &jobUsage{st.usage, end.wall, box.usage()}
 	}
 	final.oomKilled = box.oomKilled()
+	box.ended()
 	if st.code != 0 || st.signal != 0 {
 		final.state = stateError
 	}
