@@ -132,9 +132,9 @@ func refuseLimitsWithout(l jobLimits, why string) error {
 // tree in force: "Job tree: " and its name, then what that means for kill.
 func treeWords(kind string) string {
 	if kind == treeCgroup {
-		return "Job tree: cgroup (a cgroup per job: kill and shutdown reach every process it started, setsid daemons too)."
+		return "Job tree: cgroup (kill ends all a job started)."
 	}
-	return "Job tree: process-group (a daemon that left a job's group, session and pipes escapes kill until shutdown)."
+	return "Job tree: process-group (kill may miss setsid daemons)."
 }
 
 // cgroupSetting is MCP_EXEC_CGROUP from the environment, as --help reads
