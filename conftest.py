@@ -14,6 +14,8 @@ its list of live servers exist once.  test_mcp_exec.py imports the names it
 uses from here (`from conftest import ...`); they are helpers' own.
 """
 
+import signal
+
 import pytest
 
 from tests.helpers import (
@@ -32,6 +34,13 @@ __all__ = [
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "slow: takes a minute or more; scripts/test.sh runs it on the binary target only")
+    # Servers inherit the test run's signal dispositions, and a server keeps
+    # a SIGHUP or SIGINT that was ignored at its start ignored (as under
+    # nohup, by design). A run started under nohup would then fail every
+    # test that hangs up on a server, for the way it was launched.
+    for sig in (signal.SIGHUP, signal.SIGINT):
+        if signal.getsignal(sig) == signal.SIG_IGN:
+            signal.signal(sig, signal.SIG_DFL if sig == signal.SIGHUP else signal.default_int_handler)
 
 
 def pytest_collection_modifyitems(items):
