@@ -116,9 +116,12 @@ func (j *job) launch(cfg *config, req startRequest, onExit func(exitStatus)) (er
 		return err
 	}
 	confine.cwd = req.dir // admitted and resolved: found again in the job's own mounts
-	box, err := jobTreesInForce().box()
+	box, err := jobTreesInForce().box(req.reportPrompts && cfg.usage) // procs_max is reported only then
 	if err != nil {
 		release()
+		if errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) {
+			return fdsExhausted(fdLimit()) // the cgroup's directory is one more descriptor, as the pipes are
+		}
 		return err
 	}
 	j.box = box
