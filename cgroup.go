@@ -51,8 +51,9 @@ func (l jobLimits) any() bool { return l.memoryBytes > 0 || l.pids > 0 || l.cpuC
 type jobTrees interface {
 	// kind is treeCgroup or treeProcessGroup.
 	kind() string
-	// box makes a new job's box; an error refuses the job.
-	box() (jobBox, error)
+	// box makes a new job's box; an error refuses the job. With
+	// countProcs its processes are counted for usage's procs_max.
+	box(countProcs bool) (jobBox, error)
 	// close empties and removes every box left, for shutdown.
 	close()
 }
@@ -99,9 +100,9 @@ type cgroupUsage struct {
 // groupTrees keeps jobs on process groups: no box holds anything.
 type groupTrees struct{}
 
-func (groupTrees) kind() string         { return treeProcessGroup }
-func (groupTrees) box() (jobBox, error) { return groupBox{}, nil }
-func (groupTrees) close()               {}
+func (groupTrees) kind() string             { return treeProcessGroup }
+func (groupTrees) box(bool) (jobBox, error) { return groupBox{}, nil }
+func (groupTrees) close()                   {}
 
 // groupBox is a job's box on process groups: empty, as the group is the
 // job's tree.

@@ -490,10 +490,11 @@ func wordsOr(words []string, none string) string {
 func (t *cgroupTrees) kind() string { return treeCgroup }
 
 // box makes the next job's directory with the limits written, open for
-// the spawn and watched for emptying. A directory that cannot be made
+// the spawn and watched for emptying; with countProcs, and no pids
+// controller to keep the peak, the sampler counts its processes. A directory that cannot be made
 // (the descendants limit, descriptors) refuses the job: it never runs
 // outside its cgroup.
-func (t *cgroupTrees) box() (jobBox, error) {
+func (t *cgroupTrees) box(countProcs bool) (jobBox, error) {
 	dir := filepath.Join(t.subtree, "job-"+strconv.FormatInt(t.seq.Add(1), 10))
 	if err := unix.Mkdir(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("cannot make the job's cgroup %s (%w); the job is refused rather than run outside a cgroup", dir, err)
@@ -514,7 +515,7 @@ func (t *cgroupTrees) box() (jobBox, error) {
 	t.mu.Lock()
 	t.boxes[b] = true
 	t.mu.Unlock()
-	if !t.pidsPeak {
+	if countProcs && !t.pidsPeak {
 		t.sampler.add(b)
 	}
 	return b, nil

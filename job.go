@@ -55,9 +55,9 @@ type job struct {
 	inputEnd inputEnd    // its stdin pipe or terminal, to see a process blocked reading it
 	tree     jobTree     // what links processes outside its group to it
 	box      jobBox      // its cgroup, or nothing beyond its group (see boxed); set before its spawn
-	// countsProcs: status and running wait entries carry procs (1.3,
-	// under the agent profile).
-	countsProcs bool
+	// treeReports: its status and running wait entries carry procs, and
+	// its usage what its cgroup counted (1.3, under the agent profile).
+	treeReports bool
 	// prompts: 1.2's reports of input wanted apply (waitingForInput):
 	// its request asked for them (reportPrompts), or it runs on a
 	// terminal, which no 1.0 client asks for.

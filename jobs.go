@@ -126,7 +126,7 @@ func (r *registry) admitAndLaunch(req startRequest) (*job, bool, error) {
 
 	windowBytes, headBytes := max(r.cfg.maxOutputBytes, req.keepTail), max(r.cfg.keepHeadBytes, req.keepHead)
 	j := &job{id: id, owner: r, policy: req.policy, done: make(chan struct{}), started: time.Now(), command: commandWords(req),
-		program: programOf(r.cfg, req), contract: req.contract, silent: req.silent, traceID: req.trace.id, countsProcs: req.reportPrompts,
+		program: programOf(r.cfg, req), contract: req.contract, silent: req.silent, traceID: req.trace.id, treeReports: req.reportPrompts,
 		stdout: newWindow(windowBytes, headBytes), stderr: newWindow(windowBytes, headBytes)}
 	err = j.launch(r.cfg, req, func(st exitStatus) { r.exited(j, st) })
 	if err != nil {
@@ -362,7 +362,10 @@ func (r *registry) publish(j *job, end jobEnd) {
 	final := outcome{state: stateSuccess, exitCode: st.code, signal: st.signal, survivors: end.survivors, wall: end.wall}
 	box := j.boxed()
 	if r.cfg.usage {
-		final.usage = &jobUsage{st.usage, end.wall, box.usage()}
+		final.usage = &jobUsage{resourceUsage: st.usage, wall: end.wall}
+		if j.treeReports {
+			final.usage.cgroup = box.usage()
+		}
 	}
 	final.oomKilled = box.oomKilled()
 	box.ended()

@@ -477,7 +477,7 @@ func liveStatusOf(j *job) *resultJSON {
 // has now (procs).
 func markWaiting(r *resultJSON, j *job, waiting bool) {
 	r.WaitingForInput = waiting
-	if j.countsProcs {
+	if j.treeReports {
 		n := j.procCount()
 		r.Procs = &n
 	}
