@@ -108,6 +108,20 @@ def ok(s, name, args=None, timeout=30):
     return json.loads(text)
 
 
+def await_expired(s, jid, within=10):
+    """sh_poll's tool error for jid once MCP_EXEC_MAX_FINISHED has expired
+    it. The limit is applied just after the newest job's end is visible
+    (under the registry's lock, once its waiters are woken), so a poll
+    made at that instant may still find jid kept: look until it is gone."""
+    deadline = time.monotonic() + within
+    while True:
+        res = s.tool_raw("sh_poll", {"job": jid}, 30)
+        if res.get("isError") is True or time.monotonic() > deadline:
+            break
+        time.sleep(0.01)  # nothing announces an expiry to wait on
+    return err(s, "sh_poll", {"job": jid})
+
+
 def err(s, name, args=None, timeout=30):
     res = s.tool_raw(name, args, timeout)
     assert res.get("isError") is True, "%s %r: expected a tool error, got %r" % (name, args, res)
@@ -1539,15 +1553,7 @@ def test_only_the_most_recent_finished_jobs_are_kept(mk):
     for _ in range(3):
         ids.append(start(s, "true"))
         await_terminal(s, ids[-1])
-    # The limit is applied just after the third job's end is visible (under
-    # the registry's lock, once its waiters are woken): look until it is.
-    deadline = time.monotonic() + 10
-    while True:
-        res = s.tool_raw("sh_poll", {"job": ids[0]}, 30)
-        if res.get("isError") is True or time.monotonic() > deadline:
-            break
-        time.sleep(0.01)
-    text = err(s, "sh_poll", {"job": ids[0]})
+    text = await_expired(s, ids[0])
     assert "expired" in text.lower() and text.rstrip(".").endswith(EXPIRY_TAIL), text
     ttl_text = text
     for jid in ids[1:]:
@@ -1561,7 +1567,7 @@ def test_finished_job_limit_defaults_to_100(mk):
     for _ in range(101):
         ids.append(start(s, "true"))
         await_terminal(s, ids[-1])
-    text = err(s, "sh_poll", {"job": ids[0]})
+    text = await_expired(s, ids[0])
     assert "expired" in text.lower() and text.rstrip(".").endswith(EXPIRY_TAIL), text
     assert ok(s, "sh_poll", {"job": ids[1]})["state"] == "exited"
 
