@@ -149,6 +149,7 @@ func usage() string {
 		fmt.Fprintf(&b, "  %s\n      %s; default %s\n", v.name, v.doc, def)
 	}
 	b.WriteString("  SHELL                       jobs run as $SHELL -c COMMAND (/bin/sh when unset)\n\n")
+	b.WriteString(treeWords(probeTreeKind(cgroupSetting())) + "\n\n")
 	b.WriteString("Examples:\n")
 	b.WriteString("  Run one command by hand (stdin stays open a second, so the call is answered):\n")
 	b.WriteString("  " + tryExample + "\n\n")

@@ -61,6 +61,8 @@ type config struct {
 	spill       string          // spillOff, spillAuto, or the resolved directory spill files go in
 	spillBytes  int64           // bytes of one stream's spill kept at most
 	spillLimit  int64           // bytes every spill keeps together; 0: no bound; memoryLimitAuto: a quarter of the free space
+	cgroup      string          // cgroupAuto, cgroupOff, or the cgroup v2 directory jobs' cgroups go under
+	jobLimits   jobLimits       // what each job's cgroup may use; zero fields: no limit
 
 	// HTTP; listen "" serves stdio only.
 	listen         string        // the address to serve HTTP on
@@ -199,6 +201,14 @@ var configVars = []configVar{
 		func(c *config, v string) (err error) { c.spillBytes, err = parseSize(v, 1); return }},
 	{"MCP_EXEC_SPILL_LIMIT", "auto", "", "bytes every job's spill keeps together (a size, or 0 = no bound); auto: a quarter of the free space where the spill directory is, read at start and as it fills; past it a stream gives up its oldest spilled bytes",
 		func(c *config, v string) (err error) { c.spillLimit, err = parseMemoryLimit(v); return }},
+	{"MCP_EXEC_CGROUP", cgroupAuto, "", "auto, off or a cgroup v2 directory: where each job gets a cgroup of its own, so kill, shutdown and usage reach every process it starts (setsid and daemons too); auto uses the server's own cgroup where it may write it, else jobs stay on process groups (said on stderr)",
+		func(c *config, v string) (err error) { c.cgroup, err = parseCgroup(v); return }},
+	{"MCP_EXEC_JOB_MEMORY", "0", "", "bytes of memory each job's cgroup may use (memory.max; e.g. 2GiB; 0 = no limit); refused at start where the memory controller is not delegated",
+		func(c *config, v string) (err error) { c.jobLimits.memoryBytes, err = parseSize(v, 0); return }},
+	{"MCP_EXEC_JOB_PIDS", "0", "", "processes each job's cgroup may hold at once (pids.max; 0 = no limit); refused at start where the pids controller is not delegated",
+		func(c *config, v string) (err error) { c.jobLimits.pids, err = parseCount(v); return }},
+	{"MCP_EXEC_JOB_CPU", "0", "", "cores of CPU time each job's cgroup may use (cpu.max; fractions allowed, e.g. 0.5; 0 = no limit); refused at start where the cpu controller is not delegated",
+		func(c *config, v string) (err error) { c.jobLimits.cpuCores, err = parseCores(v); return }},
 	{"MCP_EXEC_JOB_EVENTS", "0", "1", "1 sends notifications/job when a job starts and finishes (stdio, after initialize), so a client learns of a nowait job's end without polling",
 		func(c *config, v string) (err error) { c.jobEvents, err = parseSwitch(v); return }},
 	{"MCP_EXEC_JOB_LOG", "", "", "stderr, or the path of a file opened for appending: one JSON line when a job starts, ends or is refused by policy (who ran what, where, how it ended; never its output); unset: no job log",
@@ -888,4 +898,28 @@ func parseMemoryLimit(v string) (int64, error) {
 		}
 	}
 	return 0, errors.New("must be auto, 0 or a size in bytes, e.g. 512MiB")
+}
+
+// parseCgroup reads MCP_EXEC_CGROUP: auto, off, or an absolute directory.
+func parseCgroup(v string) (string, error) {
+	if v == cgroupAuto || v == cgroupOff {
+		return v, nil
+	}
+	if !filepath.IsAbs(v) {
+		return "", errors.New("must be auto, off or the absolute path of a cgroup v2 directory")
+	}
+	if fi, err := os.Stat(v); err != nil || !fi.IsDir() {
+		return "", errors.New("must be auto, off or an existing cgroup v2 directory")
+	}
+	return filepath.Clean(v), nil
+}
+
+// parseCores reads MCP_EXEC_JOB_CPU: 0, or a number of cores of at least
+// a thousandth.
+func parseCores(v string) (float64, error) {
+	n, err := strconv.ParseFloat(v, 64)
+	if err != nil || math.IsNaN(n) || math.IsInf(n, 0) || n < 0 || n > 0 && n < 0.001 || n > 1<<20 {
+		return 0, errors.New("must be 0 or a number of cores, at least 0.001, e.g. 0.5 or 2")
+	}
+	return n, nil
 }

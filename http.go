@@ -710,7 +710,7 @@ func (t *httpTransport) serveHealth(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.WriteString(w, `{"status":"shutting down"}`+"\n")
 		return
 	}
-	fmt.Fprintf(w, `{"status":"ok","sessions":%d,"running_jobs":%d}`+"\n", t.sessionCount(), t.srv.figures().sharedJobs)
+	fmt.Fprintf(w, `{"status":"ok","sessions":%d,"running_jobs":%d,"tree":%q}`+"\n", t.sessionCount(), t.srv.figures().sharedJobs, treeInForce())
 }
 
 // sessionCount is the number of open legacy sessions.

@@ -20,12 +20,14 @@ type outcome struct {
 	timedOut   bool          // its time limit ended it
 	usage      *jobUsage     // nil unless MCP_EXEC_USAGE is on
 	survivors  []procInfo    // processes of its group or session alive when the shell exited
+	oomKilled  bool          // the kernel killed a process of its cgroup for memory
 }
 
 // jobUsage is what a job used: its shell's wait4 usage and its wall time.
 type jobUsage struct {
 	resourceUsage
-	wall time.Duration // from start to the shell's exit
+	wall   time.Duration // from start to the shell's exit
+	cgroup *cgroupUsage  // what its cgroup counted; nil on process groups
 }
 
 // job is one command run as its own process group. The fields above mu
@@ -52,6 +54,10 @@ type job struct {
 	traceID  string      // the trace id its call carried, for the job log's end line; "" for none
 	inputEnd inputEnd    // its stdin pipe or terminal, to see a process blocked reading it
 	tree     jobTree     // what links processes outside its group to it
+	box      jobBox      // its cgroup, or nothing beyond its group (see boxed); set before its spawn
+	// treeReports: its status and running wait entries carry procs, and
+	// its usage what its cgroup counted (1.3, under the agent profile).
+	treeReports bool
 	// prompts: 1.2's reports of input wanted apply (waitingForInput):
 	// its request asked for them (reportPrompts), or it runs on a
 	// terminal, which no 1.0 client asks for.
@@ -331,4 +337,67 @@ const (
 func (j *job) dropSpill() {
 	j.stdout.dropSpill()
 	j.stderr.dropSpill()
+}
+
+// boxed is what keeps the job's processes together beyond its group:
+// its cgroup, or an empty box for a job that never got one.
+func (j *job) boxed() jobBox {
+	if j.box == nil {
+		return groupBox{}
+	}
+	return j.box
+}
+
+// letGo gives back what a forgotten job holds outside the process: its
+// spill files and its cgroup (removed once empty). Not under a lock: it
+// makes system calls.
+func (j *job) letGo() {
+	j.dropSpill()
+	j.boxed().release()
+}
+
+// boxMembers lists the processes in j's cgroup now, zombies included;
+// nil on process groups.
+func (j *job) boxMembers() []procInfo {
+	pids, ok := j.boxed().members()
+	if !ok {
+		return nil
+	}
+	var procs []procInfo
+	for _, pid := range pids {
+		if p, there := procNow(pid); there {
+			procs = append(procs, p)
+		}
+	}
+	return procs
+}
+
+// survivorsOf lists what the job's shell (pid) left alive: what is in its
+// cgroup, or, on process groups, its group's and session's members.
+func (j *job) survivorsOf(pid int) []procInfo {
+	if _, ok := j.boxed().members(); ok {
+		var left []procInfo
+		for _, p := range j.boxMembers() {
+			if p.state != "Z" { // a zombie has ended: its parent has yet to reap it
+				left = append(left, p)
+			}
+		}
+		return left
+	}
+	return groupSurvivors(pid)
+}
+
+// procCount is how many processes the job has now: those in its cgroup,
+// or, on process groups, its group's and session's live members.
+func (j *job) procCount() int {
+	if pids, ok := j.boxed().members(); ok {
+		return len(pids)
+	}
+	n := 0
+	for _, p := range groupSurvivors(j.pid) {
+		if p.state != "Z" {
+			n++
+		}
+	}
+	return n
 }

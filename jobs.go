@@ -126,7 +126,7 @@ func (r *registry) admitAndLaunch(req startRequest) (*job, bool, error) {
 
 	windowBytes, headBytes := max(r.cfg.maxOutputBytes, req.keepTail), max(r.cfg.keepHeadBytes, req.keepHead)
 	j := &job{id: id, owner: r, policy: req.policy, done: make(chan struct{}), started: time.Now(), command: commandWords(req),
-		program: programOf(r.cfg, req), contract: req.contract, silent: req.silent, traceID: req.trace.id,
+		program: programOf(r.cfg, req), contract: req.contract, silent: req.silent, traceID: req.trace.id, treeReports: req.reportPrompts,
 		stdout: newWindow(windowBytes, headBytes), stderr: newWindow(windowBytes, headBytes)}
 	err = j.launch(r.cfg, req, func(st exitStatus) { r.exited(j, st) })
 	if err != nil {
@@ -324,9 +324,10 @@ func (r *registry) runningLocked() []*job {
 // settle, bounded, since an orphan may hold a pipe for ever.
 func (r *registry) exited(j *job, st exitStatus) {
 	wall := time.Since(j.started) // now, not when the output has settled
-	// One kill(2) says whether anything survived the shell; only then is
-	// /proc read, and not on the reaper's goroutine.
-	leftBehind := groupAlive(st.pid)
+	// One kill(2), and with a cgroup one read of its events, say whether
+	// anything survived the shell; only then is /proc read, and not on
+	// the reaper's goroutine.
+	leftBehind := groupAlive(st.pid) || j.boxed().populated()
 	step := exitSettling
 	switch {
 	case !leftBehind && j.stdoutPump.settle.settled() && j.errPump.settle.settled():
@@ -345,7 +346,7 @@ func (r *registry) exited(j *job, st exitStatus) {
 	go func() {
 		end := jobEnd{st: st, wall: wall}
 		if leftBehind {
-			end.survivors = groupSurvivors(st.pid)
+			end.survivors = j.survivorsOf(st.pid)
 		}
 		awaitSettled(settleMaxDuration, j.stdoutPump, j.errPump)
 		if ready, ok := j.readyToPublish(outputSettled, &end); ok {
@@ -359,9 +360,15 @@ func (r *registry) exited(j *job, st exitStatus) {
 func (r *registry) publish(j *job, end jobEnd) {
 	st := end.st
 	final := outcome{state: stateSuccess, exitCode: st.code, signal: st.signal, survivors: end.survivors, wall: end.wall}
+	box := j.boxed()
 	if r.cfg.usage {
-		final.usage = &jobUsage{st.usage, end.wall}
+		final.usage = &jobUsage{resourceUsage: st.usage, wall: end.wall}
+		if j.treeReports {
+			final.usage.cgroup = box.usage()
+		}
 	}
+	final.oomKilled = box.oomKilled()
+	box.ended()
 	if st.code != 0 || st.signal != 0 {
 		final.state = stateError
 	}
@@ -480,7 +487,7 @@ func (r *registry) endHanding(j *job, h *handoff) {
 	gone := r.goneLocked(j)
 	r.mu.Unlock()
 	if gone {
-		j.dropSpill()
+		j.letGo()
 	}
 }
 
@@ -551,7 +558,7 @@ func (r *registry) forget(j *job) {
 	gone := r.goneLocked(j)
 	r.mu.Unlock()
 	if gone {
-		j.dropSpill()
+		j.letGo()
 	}
 }
 
@@ -841,7 +848,7 @@ func (r *registry) expireLocked(j *job, why string) {
 	if j.terminal() && r.removeLocked(j) {
 		r.expired.add(j.id, why)
 		// Closing files is a system call: not under r.mu.
-		go j.dropSpill()
+		go j.letGo()
 	}
 }
 
@@ -862,7 +869,7 @@ func (r *registry) keep(j *job, d time.Duration) {
 		gone := r.goneLocked(j)
 		r.mu.Unlock()
 		if gone {
-			j.dropSpill()
+			j.letGo()
 		}
 	})
 }

@@ -473,8 +473,14 @@ func liveStatusOf(j *job) *resultJSON {
 // markWaiting says in r, a running job's entry, whether the job waits for
 // input; one that waits carries its newest output (the prompt) when the
 // job has prompts, so the entries a 1.0 client gets stay 1.0's.
+// A job started for an agent-profile call also says how many processes it
+// has now (procs).
 func markWaiting(r *resultJSON, j *job, waiting bool) {
 	r.WaitingForInput = waiting
+	if j.treeReports {
+		n := j.procCount()
+		r.Procs = &n
+	}
 	if waiting && j.prompts {
 		r.Recent = recentOf(j)
 	}

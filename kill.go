@@ -322,6 +322,11 @@ func (r *reach) look() []procInfo {
 			}
 		}
 	}
+	for _, j := range r.jobs {
+		for _, p := range j.boxMembers() {
+			found[p.pid] = p
+		}
+	}
 	if r.everything {
 		for _, p := range descendants(os.Getpid()) {
 			found[p.pid] = p
@@ -350,6 +355,9 @@ func (r *reach) send(sig syscall.Signal, procs []procInfo) error {
 	groups := map[int]bool{}
 	for _, j := range r.jobs {
 		groups[j.pid] = true
+		if !r.grouped && sig == syscall.SIGKILL {
+			j.boxed().killAll() // every process of its cgroup at once, a fork-hopper's next pid too
+		}
 		if !r.grouped && !j.idReused() {
 			if err := j.signal(sig); err != nil && first == nil {
 				first = err
@@ -394,7 +402,7 @@ func (r *reach) knownGone() bool {
 		return !hasChildren()
 	}
 	for _, j := range r.jobs {
-		if j.groupLive() {
+		if j.groupLive() || j.boxed().populated() {
 			return false
 		}
 	}
@@ -413,7 +421,9 @@ func (r *reach) allGone(left []procInfo) bool {
 		return false
 	}
 	for _, j := range r.jobs {
-		if j.groupLive() {
+		// A cgroup is empty only when its events say so: a process
+		// forked since the look is in it too.
+		if j.groupLive() || j.boxed().populated() {
 			return false
 		}
 	}

@@ -29,6 +29,7 @@ var transports = []string{"stdio.go", "http.go"}
 var coreFiles = []string{
 	"jobs.go", "window.go", "windowmemory.go", "grep.go", "pump.go", "kill.go", "reaper.go", "stdin.go", "until.go",
 	"spill.go", "sys.go", "sys_linux.go", "sys_waitset_linux.go", "tree.go", "sys_tree_linux.go",
+	"cgroup.go", "cgroup_linux.go", "cgroup_other.go",
 }
 
 // layers orders the server's files from the top (main) to the bottom (the
@@ -64,22 +65,23 @@ var layers = [][]string{
 	{"jobs.go"},             // the registry: starting, waiting, delivery, expiry
 	{"joblog.go"},           // the job log: a line per start, end and refusal
 	{"spawn.go", "inputwait.go", "expiry.go"}, // a job's launch: pipes, terminal, env, cwd; input wanted; forgotten ids
-	{"job.go"},                  // one job: its group, windows, pumps and outcome
-	{"trace.go"},                // a call's W3C trace context, as its jobs' variables
-	{"room.go"},                 // room for another job: slots, descriptors, processes
-	{"cwd.go"},                  // the working directory a session keeps between calls
-	{"policy.go"},               // what a job may run, where and with what
-	{"sandbox.go"},              // the launcher that confines a job before it runs
-	{"stdin.go"},                // a job's stdin pipe
-	{"pump.go"},                 // copying a job's output pipes, settling at exit
-	{"process.go"},              // what the process owns once: window memory, counters, temporary directories
-	{"config.go"},               // settings from the environment
-	{"grep.go"},                 // the complete lines of a window, and searching them
-	{"windowmemory.go"},         // what all windows hold together, and its bound
-	{"window.go"},               // the bounded output window
-	{"spill.go"},                // where the bytes a window lets go are kept on disk
-	{"tree.go"},                 // what ties processes outside its group to a job: its pipes, earlier looks
-	{"reaper.go"},               // the one owner of child exit statuses
+	{"job.go"},          // one job: its group, windows, pumps and outcome
+	{"trace.go"},        // a call's W3C trace context, as its jobs' variables
+	{"room.go"},         // room for another job: slots, descriptors, processes
+	{"cwd.go"},          // the working directory a session keeps between calls
+	{"policy.go"},       // what a job may run, where and with what
+	{"sandbox.go"},      // the launcher that confines a job before it runs
+	{"stdin.go"},        // a job's stdin pipe
+	{"pump.go"},         // copying a job's output pipes, settling at exit
+	{"process.go"},      // what the process owns once: window memory, counters, temporary directories
+	{"config.go"},       // settings from the environment
+	{"grep.go"},         // the complete lines of a window, and searching them
+	{"windowmemory.go"}, // what all windows hold together, and its bound
+	{"window.go"},       // the bounded output window
+	{"spill.go"},        // where the bytes a window lets go are kept on disk
+	{"tree.go"},         // what ties processes outside its group to a job: its pipes, earlier looks
+	{"reaper.go"},       // the one owner of child exit statuses
+	{"cgroup.go", "cgroup_linux.go", "cgroup_other.go"}, // a job's cgroup: made, watched, killed, counted, removed
 	{"specs.go"},                // stream, capture and signal specs
 	{"memory.go", "metrics.go"}, // handing memory back when idle; process-wide counters
 	{"wake.go"},                 // waiting with deadlines, waking without blocking

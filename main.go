@@ -81,6 +81,9 @@ func mustLoadConfig(environ []string) *config {
 	if err == nil {
 		err = checkConfinement(cfg)
 	}
+	if err == nil {
+		err = startTrees(cfg)
+	}
 	if err != nil {
 		exit(2, "configuration error: %v", err)
 	}

@@ -23,6 +23,7 @@ type process struct {
 	metrics counters     // /metrics's counters
 	temps   jobTempRoot  // the sandboxed jobs' temporary directories
 	spills  spillStore   // where the bytes that leave the windows go (MCP_EXEC_SPILL)
+	trees   jobTrees     // where each job's processes are kept (MCP_EXEC_CGROUP); set once by startTrees, nil: process groups
 }
 
 // theProcess is the process's own state, made before main runs.
@@ -57,6 +58,38 @@ func startSpill(cfg *config) {
 	}
 	theProcess.spills.configure(dir, own, cfg.spillBytes, cfg.spillLimit)
 }
+
+// startTrees chooses, once and before the first job, where jobs' processes
+// are kept (MCP_EXEC_CGROUP): a cgroup per job, or process groups, said on
+// stderr with the reason. Its error refuses the start (a setting that
+// cannot be honoured).
+func startTrees(cfg *config) error {
+	trees, why, err := openJobTrees(cfg.cgroup, cfg.jobLimits)
+	if err != nil {
+		return err
+	}
+	if why != "" {
+		logf("jobs are kept on process groups (\"tree\": \"process-group\"), not cgroups: %s", why)
+	}
+	theProcess.trees = trees
+	return nil
+}
+
+// jobTreesInForce is where jobs' processes are kept: process groups until
+// startTrees chose.
+func jobTreesInForce() jobTrees {
+	if theProcess.trees == nil {
+		return groupTrees{}
+	}
+	return theProcess.trees
+}
+
+// treeInForce is the tree jobs' processes are kept in: treeCgroup or
+// treeProcessGroup, for /healthz and the instructions.
+func treeInForce() string { return jobTreesInForce().kind() }
+
+// closeTrees empties and removes every job's cgroup left; for shutdown.
+func closeTrees() { jobTreesInForce().close() }
 
 // removeSpill removes the process's own spill directory; for shutdown.
 func removeSpill() { theProcess.spills.remove() }

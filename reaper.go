@@ -175,6 +175,10 @@ type spawnSpec struct {
 	// the child is then forked from, so the child starts restricted.
 	confine *confinement
 	ctty    bool // the child's fd 0 becomes its controlling terminal
+	// cgroupFD, when inCgroup, is the open cgroup directory the child
+	// starts in (clone3 CLONE_INTO_CGROUP): it is never in the server's.
+	cgroupFD int
+	inCgroup bool
 }
 
 // spawnNotify starts a child in a new session and process group and returns
@@ -194,6 +198,9 @@ func spawnNotify(spec spawnSpec, onExit func(exitStatus)) (int, error) {
 		// pgid is its pid, as kill needs) and has no controlling terminal,
 		// so nothing in it can stop on, or read from, the server's tty.
 		Sys: &syscall.SysProcAttr{Setsid: true, Setctty: spec.ctty, Ctty: 0},
+	}
+	if spec.inCgroup {
+		intoCgroup(attr.Sys, spec.cgroupFD)
 	}
 	children.gate.RLock()
 	defer children.gate.RUnlock()
@@ -305,7 +312,7 @@ func groupAlive(pgid int) bool { return !errors.Is(signalGroup(pgid, 0), errGrou
 func awaitProcesses(gone func() bool, deadline time.Time, stop <-chan struct{}) bool {
 	backoff := time.Millisecond
 	for {
-		reaped := children.reapedSignal()
+		reaped, emptied := children.reapedSignal(), cgroupChanged()
 		if gone() {
 			return true
 		}
@@ -316,6 +323,7 @@ func awaitProcesses(gone func() bool, deadline time.Time, stop <-chan struct{}) 
 		timer := time.NewTimer(min(backoff, left))
 		select {
 		case <-reaped:
+		case <-emptied: // a job's cgroup changed: it may have emptied
 		case <-timer.C:
 			backoff = min(2*backoff, 64*time.Millisecond)
 		case <-stop:

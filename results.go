@@ -1,5 +1,7 @@
 package main
 
+import "math"
+
 // resultJSON is the wire form of a job result or status. The fields after
 // StartError are 1.1's; each is left out unless it says something, so a 1.0
 // client sees 1.0's objects.
@@ -12,6 +14,8 @@ type resultJSON struct {
 	TimedOut        bool               `json:"timed_out,omitempty"`         // its time limit ended it
 	Yielded         bool               `json:"yielded,omitempty"`           // an execute returned before the end
 	WaitingForInput bool               `json:"waiting_for_input,omitempty"` // a process is blocked reading stdin
+	Procs           *int               `json:"procs,omitempty"`             // a running job's processes now (its cgroup's, or its group's)
+	OOMKilled       bool               `json:"oom_killed,omitempty"`        // the kernel killed a process of its cgroup for memory
 	Recent          *recentJSON        `json:"recent,omitempty"`            // the newest output of a job that yielded or waits for input
 	Stdout          *sliceJSON         `json:"stdout,omitempty"`
 	Stderr          *sliceJSON         `json:"stderr,omitempty"`
@@ -70,10 +74,18 @@ func survivorsOf(procs []procInfo) ([]survivorJSON, int) {
 
 // usageJSON is what a job that ran used, on its terminal results.
 type usageJSON struct {
-	WallMs    int64 `json:"wall_ms"`
-	UserMs    int64 `json:"user_ms"`
-	SysMs     int64 `json:"sys_ms"`
-	MaxRSSKiB int64 `json:"max_rss_kib"`
+	WallMs    int64            `json:"wall_ms"`
+	UserMs    int64            `json:"user_ms"`
+	SysMs     int64            `json:"sys_ms"`
+	MaxRSSKiB int64            `json:"max_rss_kib"`
+	Cgroup    *cgroupUsageJSON `json:"cgroup,omitempty"` // what the job's cgroup counted, all its processes together
+}
+
+// cgroupUsageJSON is what a job's cgroup counted.
+type cgroupUsageJSON struct {
+	CPUSeconds      float64 `json:"cpu_s"`
+	ProcsMax        int     `json:"procs_max"`
+	MemoryPeakBytes int64   `json:"memory_peak_bytes,omitempty"` // only where the memory controller is enabled
 }
 
 // sliceJSON is the wire form of a stream slice. Data holds raw bytes; the
@@ -132,7 +144,11 @@ func statusOf(j *job) *resultJSON {
 		r.Survivors, r.SurvivorsCount = survivorsOf(o.survivors)
 		if u := o.usage; u != nil {
 			r.Usage = &usageJSON{WallMs: u.wall.Milliseconds(), UserMs: u.userMs, SysMs: u.sysMs, MaxRSSKiB: u.maxRSSKiB}
+			if c := u.cgroup; c != nil {
+				r.Usage.Cgroup = &cgroupUsageJSON{CPUSeconds: math.Round(c.cpuSeconds*1000) / 1000, ProcsMax: c.procsMax, MemoryPeakBytes: c.memoryPeakBytes}
+			}
 		}
+		r.OOMKilled = o.oomKilled
 	}
 	return r
 }

@@ -133,6 +133,9 @@ func (s *server) shutdown() {
 	s.sessions = map[*session]struct{}{}
 	s.mu.Unlock()
 	endSessions(sessions, s.ownsProcess)
+	if s.ownsProcess {
+		closeTrees()
+	}
 	removeJobTemps()
 	removeSpill()
 	s.jobLog.flush(shutdownKillDuration) // the ends of the jobs just torn down, before the process exits

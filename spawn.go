@@ -116,16 +116,30 @@ func (j *job) launch(cfg *config, req startRequest, onExit func(exitStatus)) (er
 		return err
 	}
 	confine.cwd = req.dir // admitted and resolved: found again in the job's own mounts
+	box, err := jobTreesInForce().box(req.reportPrompts && cfg.usage) // procs_max is reported only then
+	if err != nil {
+		release()
+		if errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) {
+			return fdsExhausted(fdLimit()) // the cgroup's directory is one more descriptor, as the pipes are
+		}
+		return err
+	}
+	j.box = box
+	undo = append(undo, box.release)
+	inCgroup := box.spawnFD() >= 0
 	pid, err := spawnNotify(spawnSpec{
-		path:    path,
-		argv:    argv,
-		dir:     dir,
-		env:     env,
-		files:   []uintptr{uintptr(in.child), uintptr(out.child), uintptr(errp.child)},
-		confine: &confine,
-		ctty:    req.tty != nil,
+		path:     path,
+		argv:     argv,
+		dir:      dir,
+		env:      env,
+		files:    []uintptr{uintptr(in.child), uintptr(out.child), uintptr(errp.child)},
+		confine:  &confine,
+		ctty:     req.tty != nil,
+		cgroupFD: box.spawnFD(),
+		inCgroup: inCgroup,
 	}, onExit)
 	release()
+	box.started()
 	for _, p := range []jobPipe{in, out, errp} {
 		_ = syscall.Close(p.child) // best effort: the child has its copy; ours would hide EOF
 	}
@@ -136,12 +150,18 @@ func (j *job) launch(cfg *config, req startRequest, onExit func(exitStatus)) (er
 			return processesExhausted(err)
 		case errors.Is(err, syscall.EMFILE), errors.Is(err, syscall.ENFILE):
 			return fdsExhausted(fdLimit())
+		case inCgroup && slices.ContainsFunc(cgroupSpawnErrnos, func(e syscall.Errno) bool { return errors.Is(err, e) }):
+			return fmt.Errorf("start %s: the kernel would not start it in the job's cgroup (%w); the job is refused rather than run outside it (MCP_EXEC_CGROUP=off keeps jobs on process groups)", path, err)
 		}
 		return fmt.Errorf("start %s: %w", path, err)
 	}
 	j.pid = pid
 	return nil
 }
+
+// cgroupSpawnErrnos are clone3's refusals of CLONE_INTO_CGROUP: no clone3,
+// a cgroup that cannot take processes, one the server may not use.
+var cgroupSpawnErrnos = []syscall.Errno{syscall.ENOSYS, syscall.EOPNOTSUPP, syscall.EBUSY, syscall.EINVAL}
 
 // onTerminal puts a job on a pseudo-terminal instead of the pipes made for
 // it: the terminal is the child's stdin, stdout and stderr (and controlling

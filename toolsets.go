@@ -95,7 +95,11 @@ func (b *toolBook) instructions(d dialect) string {
 	for i, name := range sets {
 		parts[i] = toolSets[name].instructions(b.cfg, d)
 	}
-	return placeholders(b.cfg).Replace(strings.Join(parts, " ")+"{policy}") + b.taskInstructions(d.tasks)
+	text := placeholders(b.cfg).Replace(strings.Join(parts, " ")+"{policy}") + b.taskInstructions(d.tasks)
+	if d.agent { // 1.3: which tree kill reaches; a 1.0 client's text stays 1.0's
+		text += " " + treeWords(treeInForce())
+	}
+	return text
 }
 
 // taskInstructions is what the instructions add where tasks of form apply.

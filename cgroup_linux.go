@@ -1,0 +1,848 @@
+package main
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// subtreePrefix starts the name of every server's own directory under its
+// parent cgroup; serverLeaf is the leaf the server moves itself into, whose
+// populated flag says whether that server still lives.
+const (
+	subtreePrefix = "mcp-exec-"
+	serverLeaf    = "server"
+)
+
+// cgroupEmptyDuration bounds how long removing a subtree waits for what it
+// killed to be gone.
+const cgroupEmptyDuration = 5 * time.Second
+
+// cgroupWatcher is the process-wide watch on the jobs' cgroup.events
+// files. openJobTrees sets it once, before any job starts; nil on process
+// groups.
+var cgroupWatcher *cgroupWatch
+
+// intoCgroup makes a child started with sys begin in the cgroup directory
+// open as fd (clone3 with CLONE_INTO_CGROUP), so its first instruction
+// already runs there.
+func intoCgroup(sys *syscall.SysProcAttr, fd int) {
+	sys.UseCgroupFD, sys.CgroupFD = true, fd
+}
+
+// cgroupChanged is closed at the next change of a watched job cgroup's
+// events (a cgroup emptied); nil, which never closes, without cgroups.
+func cgroupChanged() <-chan struct{} {
+	if cgroupWatcher == nil {
+		return nil
+	}
+	return cgroupWatcher.next()
+}
+
+// limitRefusal is a per-job limit the subtree cannot enforce: the server
+// refuses to start rather than fall back.
+type limitRefusal struct{ msg string }
+
+func (e limitRefusal) Error() string { return e.msg }
+
+// openJobTrees chooses where jobs' processes are kept, once at start, as
+// MCP_EXEC_CGROUP (mode) says: a cgroup per job under a subtree the server
+// may write, or process groups. why says, when it is process groups, why.
+// An error refuses the start: an explicit PATH that cannot be used, or a
+// limit nothing here can enforce.
+func openJobTrees(mode string, limits jobLimits) (jobTrees, string, error) {
+	if mode == cgroupOff {
+		why := "MCP_EXEC_CGROUP=off"
+		return groupTrees{}, why, refuseLimitsWithout(limits, why)
+	}
+	t, err := makeCgroupTrees(mode, limits)
+	if err == nil {
+		return t, "", nil
+	}
+	var refusal limitRefusal
+	switch {
+	case errors.As(err, &refusal):
+		return nil, "", err
+	case mode != cgroupAuto:
+		return nil, "", fmt.Errorf("MCP_EXEC_CGROUP=%s cannot be used: %w; give a writable cgroup v2 directory, auto or off", mode, err)
+	}
+	why := err.Error()
+	return groupTrees{}, why, refuseLimitsWithout(limits, why)
+}
+
+// probeTreeKind says which tree a server started now would use, without
+// changing anything: for --help.
+func probeTreeKind(mode string) string {
+	if mode == cgroupOff {
+		return treeProcessGroup
+	}
+	mount, rw := cgroup2Mount()
+	if mount == "" || !rw {
+		return treeProcessGroup
+	}
+	parent := mode
+	if mode == cgroupAuto {
+		own, err := ownCgroup()
+		if err != nil {
+			return treeProcessGroup
+		}
+		parent = filepath.Join(mount, own)
+	}
+	if unix.Access(parent, unix.W_OK) != nil {
+		return treeProcessGroup
+	}
+	return treeCgroup
+}
+
+// cgroup2Mount finds where the cgroup v2 hierarchy is mounted (its root
+// as this process sees it) from /proc/self/mountinfo, and whether it is
+// mounted read-write; "" when it is not mounted.
+func cgroup2Mount() (string, bool) {
+	text, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return "", false
+	}
+	for _, line := range strings.Split(string(text), "\n") {
+		left, right, ok := strings.Cut(line, " - ")
+		fields, fsFields := strings.Fields(left), strings.Fields(right)
+		if !ok || len(fields) < 6 || len(fsFields) < 1 || fsFields[0] != "cgroup2" || fields[3] != "/" {
+			continue
+		}
+		return fields[4], slices.Contains(strings.Split(fields[5], ","), "rw")
+	}
+	return "", false
+}
+
+// ownCgroup is this process's cgroup v2 path, from /proc/self/cgroup's
+// "0::" line.
+func ownCgroup() (string, error) {
+	text, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		return "", err
+	}
+	for _, line := range strings.Split(string(text), "\n") {
+		if path, ok := strings.CutPrefix(line, "0::"); ok {
+			return path, nil
+		}
+	}
+	return "", errors.New("this process is in no cgroup v2 (no 0:: line in /proc/self/cgroup)")
+}
+
+// cgroupTrees keeps each job in a cgroup of its own, below the server's
+// subtree.
+type cgroupTrees struct {
+	home                 string // the cgroup the server started in, to go back to at shutdown
+	subtree              string // the server's own directory; its leaf holds the server
+	limits               jobLimits
+	pidsPeak, memoryPeak bool         // the subtree has the pids, memory controller
+	seq                  atomic.Int64 // numbers the job directories
+	sampler              procsSampler // counts processes where pidsPeak is false
+
+	mu    sync.Mutex          // guards boxes; never held over a system call
+	boxes map[*cgroupBox]bool // boxes not yet removed
+}
+
+// makeCgroupTrees makes the server's subtree under its own cgroup (mode
+// auto) or the directory mode names, after emptying leftovers of servers
+// that were killed, and moves the server into the subtree's leaf.
+func makeCgroupTrees(mode string, limits jobLimits) (*cgroupTrees, error) {
+	mount, rw := cgroup2Mount()
+	switch {
+	case mount == "":
+		return nil, errors.New("no cgroup v2 hierarchy is mounted")
+	case !rw:
+		return nil, fmt.Errorf("the cgroup v2 hierarchy at %s is mounted read-only", mount)
+	}
+	own, err := ownCgroup()
+	if err != nil {
+		return nil, err
+	}
+	home := filepath.Join(mount, own)
+	parent := home
+	if mode != cgroupAuto {
+		parent = filepath.Clean(mode)
+		if !strings.HasPrefix(parent+"/", strings.TrimSuffix(mount, "/")+"/") {
+			return nil, fmt.Errorf("%s is not inside the cgroup v2 hierarchy at %s", parent, mount)
+		}
+	}
+	if err := unix.Access(parent, unix.W_OK); err != nil {
+		return nil, fmt.Errorf("cannot write the cgroup %s: %w", parent, err)
+	}
+	if err := offersLimits(parent, limits); err != nil {
+		return nil, err
+	}
+	subtree := filepath.Join(parent, subtreePrefix+randomHex(6))
+	t := &cgroupTrees{home: home, subtree: subtree, limits: limits, boxes: map[*cgroupBox]bool{}}
+	if err := cleanThenEnter(parent, cgroupLockDuration, t.enter); err != nil {
+		t.leave()
+		return nil, err
+	}
+	if err := t.enableControllers(parent); err != nil {
+		t.leave()
+		return nil, err
+	}
+	w, err := newCgroupWatch()
+	if err != nil {
+		t.leave()
+		return nil, err
+	}
+	cgroupWatcher = w
+	return t, nil
+}
+
+// enter makes the subtree and its leaf and moves the server into the leaf:
+// cgroup v2 lets only a cgroup without processes of its own hand
+// controllers to its children.
+func (t *cgroupTrees) enter() error {
+	for _, dir := range []string{t.subtree, filepath.Join(t.subtree, serverLeaf)} {
+		if err := unix.Mkdir(dir, 0o755); err != nil {
+			return fmt.Errorf("make the cgroup %s: %w", dir, err)
+		}
+	}
+	// "0" is this process, whatever pid namespace it is in.
+	if err := writeCgroupFile(filepath.Join(t.subtree, serverLeaf), "cgroup.procs", "0"); err != nil {
+		return fmt.Errorf("move the server into %s: %w", filepath.Join(t.subtree, serverLeaf), err)
+	}
+	return nil
+}
+
+// leave moves the server back where it started and removes the subtree;
+// best effort: a subtree left is a leftover the next server removes.
+func (t *cgroupTrees) leave() {
+	_ = writeCgroupFile(t.home, "cgroup.procs", "0") // best effort, as above
+	_ = unix.Rmdir(filepath.Join(t.subtree, serverLeaf))
+	_ = unix.Rmdir(t.subtree)
+}
+
+// offersLimits refuses limits whose controller parent's cgroup does not
+// offer: no subtree below it can have that controller.
+func offersLimits(parent string, limits jobLimits) error {
+	offered := strings.Fields(readCgroupFile(parent, "cgroup.controllers"))
+	for _, row := range limits.rows() {
+		if row.set && !slices.Contains(offered, row.controller) {
+			return limitRefusal{fmt.Sprintf("%s is refused: the cgroup %s offers no %s controller (it offers: %s), so the limit could not be enforced; unset it, or run where the cgroup v2 %s controller is delegated",
+				row.setting, parent, row.controller, wordsOr(offered, "none"), row.controller)}
+		}
+	}
+	return nil
+}
+
+// enableControllers hands the subtree's job directories the controllers
+// the limits need (refusing the start where that fails) and, best effort,
+// those usage reads.
+func (t *cgroupTrees) enableControllers(parent string) error {
+	for _, row := range t.limits.rows() {
+		if !row.set {
+			continue
+		}
+		for _, dir := range []string{parent, t.subtree} {
+			if slices.Contains(strings.Fields(readCgroupFile(dir, "cgroup.subtree_control")), row.controller) {
+				continue
+			}
+			if err := writeCgroupFile(dir, "cgroup.subtree_control", "+"+row.controller); err != nil {
+				return limitRefusal{fmt.Sprintf("%s is refused: the %s controller cannot be enabled in the cgroup %s (%v), so the limit could not be enforced; unset it, or run where that cgroup has no processes of its own (a systemd scope with Delegate=yes)",
+					row.setting, row.controller, dir, err)}
+			}
+		}
+	}
+	offered := strings.Fields(readCgroupFile(t.subtree, "cgroup.controllers"))
+	for _, c := range []string{"memory", "pids"} {
+		if slices.Contains(offered, c) {
+			_ = writeCgroupFile(t.subtree, "cgroup.subtree_control", "+"+c) // best effort: usage only
+		}
+	}
+	enabled := strings.Fields(readCgroupFile(t.subtree, "cgroup.subtree_control"))
+	t.pidsPeak, t.memoryPeak = slices.Contains(enabled, "pids"), slices.Contains(enabled, "memory")
+	return nil
+}
+
+// cgroupLockDuration bounds how long a starting server waits for another
+// that is cleaning leftovers (each waits up to cgroupEmptyDuration).
+const cgroupLockDuration = 3 * cgroupEmptyDuration
+
+// lockCgroupDir takes an exclusive flock(2) on the directory dir, trying
+// until wait has passed; unlock releases it (and is safe to call when
+// locked is false). Servers take it on their parent cgroup around cleaning
+// leftovers and entering their own subtree.
+func lockCgroupDir(dir string, wait time.Duration) (unlock func(), locked bool) {
+	fd, err := openRetrying(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC)
+	if err != nil {
+		return func() {}, false
+	}
+	unlock = func() { _ = unix.Close(fd) } // closing the only descriptor drops the lock
+	deadline := time.Now().Add(wait)
+	backoff := time.Millisecond
+	for {
+		err := unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB)
+		switch {
+		case err == nil:
+			return unlock, true
+		case errors.Is(err, unix.EINTR):
+			continue
+		case !errors.Is(err, unix.EWOULDBLOCK) || time.Now().After(deadline):
+			return unlock, false
+		}
+		// Another server is cleaning: rare, and it ends by itself, so a
+		// bounded backoff is simpler than a lock-waiting thread.
+		time.Sleep(backoff)
+		backoff = min(2*backoff, 100*time.Millisecond)
+	}
+}
+
+// cleanThenEnter removes the leftovers under parent, then runs enter,
+// which makes and enters a new subtree. A subtree whose leaf is empty is a
+// dead server's, except while its server is between making the leaf and
+// entering it: both steps run under one lock on parent, so no server sees
+// another's half-made subtree. Where the lock is not had within wait, the
+// leftovers stay for a later server and enter runs all the same.
+func cleanThenEnter(parent string, wait time.Duration, enter func() error) error {
+	unlock, locked := lockCgroupDir(parent, wait)
+	defer unlock()
+	if locked {
+		cleanLeftovers(parent)
+	} else {
+		logf("leftover cgroups under %s are not cleaned: another process held its lock for %v", parent, wait)
+	}
+	return enter()
+}
+
+// cleanLeftovers empties and removes the subtrees under parent of servers
+// that are gone: their leaf has no process. A live server's leaf holds it.
+// The caller holds lockCgroupDir(parent), so no subtree is half made.
+func cleanLeftovers(parent string) {
+	entries, err := os.ReadDir(parent)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		if !e.IsDir() || !strings.HasPrefix(e.Name(), subtreePrefix) {
+			continue
+		}
+		dir := filepath.Join(parent, e.Name())
+		if populatedAt(filepath.Join(dir, serverLeaf)) != 0 {
+			continue // a live server's, or not one of ours
+		}
+		if removeCgroupTree(dir) {
+			logf("removed the cgroup %s a server that was killed left, with what ran in it", dir)
+		}
+	}
+}
+
+// removeCgroupTree kills every process below dir, waits (bounded) for it
+// to empty and removes dir and every directory below it, deepest first. It
+// reports whether dir is gone.
+func removeCgroupTree(dir string) bool {
+	killCgroup(dir)
+	awaitCgroupEmpty(dir, time.Now().Add(cgroupEmptyDuration))
+	var dirs []string
+	_ = filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
+		if err == nil && d.IsDir() {
+			dirs = append(dirs, path)
+		}
+		return nil // best effort: what cannot be read is not removed
+	})
+	for i := len(dirs) - 1; i >= 0; i-- {
+		_ = unix.Rmdir(dirs[i]) // best effort: reported below
+	}
+	_, err := os.Stat(dir)
+	return errors.Is(err, os.ErrNotExist)
+}
+
+// killCgroup sends SIGKILL to every process in dir and below: at once
+// through cgroup.kill, or member by member on a kernel without it.
+func killCgroup(dir string) {
+	if writeCgroupFile(dir, "cgroup.kill", "1") == nil {
+		return
+	}
+	_ = filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
+		if err == nil && d.IsDir() {
+			for _, pid := range cgroupPids(path) {
+				_ = unix.Kill(pid, unix.SIGKILL) // ESRCH: it just went
+			}
+		}
+		return nil
+	})
+}
+
+// awaitCgroupEmpty waits until dir's cgroup.events says populated 0 or
+// deadline passes, woken by inotify on the file, and reports whether it
+// emptied.
+func awaitCgroupEmpty(dir string, deadline time.Time) bool {
+	fd, err := unix.InotifyInit1(unix.IN_CLOEXEC | unix.IN_NONBLOCK)
+	if err != nil {
+		return populatedAt(dir) == 0
+	}
+	defer unix.Close(fd)
+	if _, err := unix.InotifyAddWatch(fd, filepath.Join(dir, "cgroup.events"), unix.IN_MODIFY); err != nil {
+		return populatedAt(dir) <= 0 // gone counts as empty
+	}
+	buf := make([]byte, 4096)
+	for {
+		if populatedAt(dir) <= 0 {
+			return true
+		}
+		left := time.Until(deadline)
+		if left <= 0 {
+			return false
+		}
+		_, err := unix.Poll([]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}, int(left.Milliseconds())+1)
+		if err != nil && !errors.Is(err, unix.EINTR) {
+			return populatedAt(dir) <= 0
+		}
+		for { // drain: only the file's state matters
+			if _, err := unix.Read(fd, buf); err != nil && !errors.Is(err, unix.EINTR) {
+				break
+			}
+		}
+	}
+}
+
+// populatedAt is dir's cgroup.events populated: 1, 0, or -1 when it cannot
+// be read (gone, or no cgroup).
+func populatedAt(dir string) int {
+	text := readCgroupFile(dir, "cgroup.events")
+	for _, line := range strings.Split(text, "\n") {
+		if v, ok := strings.CutPrefix(line, "populated "); ok {
+			if v == "0" {
+				return 0
+			}
+			return 1
+		}
+	}
+	return -1
+}
+
+// cgroupPids lists the pids in dir's cgroup.procs (this process's pid
+// namespace's numbers).
+func cgroupPids(dir string) []int {
+	var pids []int
+	for _, f := range strings.Fields(readCgroupFile(dir, "cgroup.procs")) {
+		if pid, err := strconv.Atoi(f); err == nil && pid > 0 {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// readCgroupFile is a cgroup file's text; "" when it cannot be read.
+func readCgroupFile(dir, name string) string {
+	b, err := readProcFile(filepath.Join(dir, name))
+	if err != nil {
+		return ""
+	}
+	return string(b)
+}
+
+// writeCgroupFile writes value to a cgroup file in one write(2), as the
+// kernel reads each write as one command.
+func writeCgroupFile(dir, name, value string) error {
+	fd, err := openRetrying(filepath.Join(dir, name), unix.O_WRONLY|unix.O_CLOEXEC)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	for {
+		_, err = unix.Write(fd, []byte(value))
+		if !errors.Is(err, unix.EINTR) {
+			return err
+		}
+	}
+}
+
+// openRetrying is open(2) again on EINTR.
+func openRetrying(path string, flags int) (int, error) {
+	for {
+		fd, err := unix.Open(path, flags, 0)
+		if !errors.Is(err, unix.EINTR) {
+			return fd, err
+		}
+	}
+}
+
+// randomHex is n random bytes in hex.
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b) // crypto/rand does not fail on Linux
+	return hex.EncodeToString(b)
+}
+
+// wordsOr joins words with spaces, or is none for no words.
+func wordsOr(words []string, none string) string {
+	if len(words) == 0 {
+		return none
+	}
+	return strings.Join(words, " ")
+}
+
+func (t *cgroupTrees) kind() string { return treeCgroup }
+
+// box makes the next job's directory with the limits written, open for
+// the spawn and watched for emptying; with countProcs, and no pids
+// controller to keep the peak, the sampler counts its processes. A directory that cannot be made
+// (the descendants limit, descriptors) refuses the job: it never runs
+// outside its cgroup.
+func (t *cgroupTrees) box(countProcs bool) (jobBox, error) {
+	dir := filepath.Join(t.subtree, "job-"+strconv.FormatInt(t.seq.Add(1), 10))
+	if err := unix.Mkdir(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("cannot make the job's cgroup %s (%w); the job is refused rather than run outside a cgroup", dir, err)
+	}
+	b := &cgroupBox{dir: dir, fd: -1, trees: t}
+	err := t.writeLimits(dir)
+	if err == nil {
+		b.fd, err = openRetrying(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC)
+	}
+	if err == nil {
+		err = cgroupWatcher.add(b)
+	}
+	if err != nil {
+		b.started()
+		_ = unix.Rmdir(dir) // best effort: nothing ran in it
+		return nil, fmt.Errorf("cannot ready the job's cgroup %s (%w); the job is refused rather than run outside a cgroup", dir, err)
+	}
+	t.mu.Lock()
+	t.boxes[b] = true
+	t.mu.Unlock()
+	if countProcs && !t.pidsPeak {
+		t.sampler.add(b)
+	}
+	return b, nil
+}
+
+// cpuPeriodMicros is the cpu.max period a job's CPU limit is a share of.
+const cpuPeriodMicros = 100000
+
+// writeLimits writes the per-job limits into the job's directory.
+func (t *cgroupTrees) writeLimits(dir string) error {
+	l := t.limits
+	files := []struct {
+		set         bool
+		name, value string
+	}{
+		{l.memoryBytes > 0, "memory.max", strconv.FormatInt(l.memoryBytes, 10)},
+		{l.pids > 0, "pids.max", strconv.Itoa(l.pids)},
+		{l.cpuCores > 0, "cpu.max", fmt.Sprintf("%d %d", int64(l.cpuCores*cpuPeriodMicros), cpuPeriodMicros)},
+	}
+	for _, f := range files {
+		if f.set {
+			if err := writeCgroupFile(dir, f.name, f.value); err != nil {
+				return fmt.Errorf("write %s: %w", f.name, err)
+			}
+		}
+	}
+	return nil
+}
+
+// close kills what is left in every job's cgroup, waits (bounded) for
+// them to empty, removes them, and takes the server out of its subtree.
+func (t *cgroupTrees) close() {
+	t.mu.Lock()
+	boxes := make([]*cgroupBox, 0, len(t.boxes))
+	for b := range t.boxes {
+		boxes = append(boxes, b)
+	}
+	t.mu.Unlock()
+	for _, b := range boxes {
+		killCgroup(b.dir)
+	}
+	deadline := time.Now().Add(cgroupEmptyDuration)
+	for _, b := range boxes {
+		awaitCgroupEmpty(b.dir, deadline)
+		b.remove()
+	}
+	t.leave()
+}
+
+// cgroupBox is one job's cgroup directory.
+type cgroupBox struct {
+	dir   string
+	fd    int // the directory, open until the spawn is done; -1 after
+	trees *cgroupTrees
+
+	mu       sync.Mutex // guards the fields below; never held over a system call
+	procsMax int        // the most processes seen in it at once
+	released bool       // the job is forgotten: remove once empty
+	removed  bool       // remove has run
+}
+
+func (b *cgroupBox) spawnFD() int { return b.fd }
+
+func (b *cgroupBox) started() {
+	if b.fd >= 0 {
+		_ = unix.Close(b.fd) // the child has it in its cgroup already
+		b.fd = -1
+	}
+}
+
+func (b *cgroupBox) members() ([]int, bool) {
+	pids := cgroupPids(b.dir)
+	b.mu.Lock()
+	b.procsMax = max(b.procsMax, len(pids))
+	b.mu.Unlock()
+	return pids, true
+}
+
+func (b *cgroupBox) populated() bool { return populatedAt(b.dir) == 1 }
+
+func (b *cgroupBox) killAll() bool {
+	killCgroup(b.dir)
+	return true
+}
+
+// procsSampleMaxDuration bounds the gap between two counts of the jobs'
+// processes where no pids controller keeps their peak, while processes
+// are being created; procsSampleMinDuration is the first gap after a job
+// starts, when a short job forks most.
+const (
+	procsSampleMinDuration = 2 * time.Millisecond
+	procsSampleMaxDuration = time.Second
+)
+
+// procsSampler counts the processes of every job cgroup that no pids
+// controller keeps the peak of: one goroutine for them all, running only
+// while there are some, woken on a backoff. It reads their cgroup.procs
+// only when a process was created in this pid namespace since its last
+// count (the newest pid in /proc/loadavg), so jobs that sleep cost one
+// small read a second, not one per job.
+type procsSampler struct {
+	added chan struct{} // carries a wake when a job's cgroup is added (capacity 1)
+
+	mu      sync.Mutex          // guards boxes and running; never held over a system call
+	boxes   map[*cgroupBox]bool // the cgroups counted
+	running bool                // the goroutine runs (or is starting)
+}
+
+// add counts b's processes from now until remove.
+func (s *procsSampler) add(b *cgroupBox) {
+	s.mu.Lock()
+	if s.boxes == nil {
+		s.boxes, s.added = map[*cgroupBox]bool{}, make(chan struct{}, 1)
+	}
+	s.boxes[b] = true
+	start := !s.running
+	s.running = true
+	added := s.added
+	s.mu.Unlock()
+	if start {
+		go s.run()
+	}
+	nudge(added)
+}
+
+// remove stops counting b's processes.
+func (s *procsSampler) remove(b *cgroupBox) {
+	s.mu.Lock()
+	delete(s.boxes, b)
+	s.mu.Unlock()
+}
+
+// run counts until no cgroup is left. A new cgroup restarts the backoff.
+func (s *procsSampler) run() {
+	gap, newest := procsSampleMinDuration, ""
+	for {
+		s.mu.Lock()
+		if len(s.boxes) == 0 {
+			s.running = false
+			s.mu.Unlock()
+			return
+		}
+		boxes := make([]*cgroupBox, 0, len(s.boxes))
+		for b := range s.boxes {
+			boxes = append(boxes, b)
+		}
+		added := s.added
+		s.mu.Unlock()
+		if pid := newestPid(); pid == "" || pid != newest {
+			newest = pid
+			for _, b := range boxes {
+				b.members()
+			}
+		}
+		t := time.NewTimer(gap)
+		select {
+		case <-added:
+			t.Stop()
+			gap = procsSampleMinDuration
+		case <-t.C:
+			gap = min(2*gap, procsSampleMaxDuration)
+		}
+	}
+}
+
+// newestPid is the pid most recently given out in this pid namespace, the
+// last field of /proc/loadavg; "" when it cannot be read.
+func newestPid() string {
+	b, err := readProcFile("/proc/loadavg")
+	if err != nil {
+		return ""
+	}
+	fields := strings.Fields(string(b))
+	if len(fields) == 0 {
+		return ""
+	}
+	return fields[len(fields)-1]
+}
+
+// wasReleased reports whether the job was forgotten.
+func (b *cgroupBox) wasReleased() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.released
+}
+
+func (b *cgroupBox) usage() *cgroupUsage {
+	u := &cgroupUsage{}
+	for _, line := range strings.Split(readCgroupFile(b.dir, "cpu.stat"), "\n") {
+		if v, ok := strings.CutPrefix(line, "usage_usec "); ok {
+			usec, _ := strconv.ParseInt(v, 10, 64)
+			u.cpuSeconds = float64(usec) / 1e6
+		}
+	}
+	b.members() // one more count, for a job too short for the sampler
+	b.mu.Lock()
+	u.procsMax = b.procsMax
+	b.mu.Unlock()
+	if b.trees.pidsPeak {
+		if n, err := strconv.Atoi(strings.TrimSpace(readCgroupFile(b.dir, "pids.peak"))); err == nil {
+			u.procsMax = max(u.procsMax, n)
+		}
+	}
+	if b.trees.memoryPeak {
+		u.memoryPeakBytes, _ = strconv.ParseInt(strings.TrimSpace(readCgroupFile(b.dir, "memory.peak")), 10, 64)
+	}
+	return u
+}
+
+func (b *cgroupBox) oomKilled() bool {
+	for _, line := range strings.Split(readCgroupFile(b.dir, "memory.events"), "\n") {
+		if v, ok := strings.CutPrefix(line, "oom_kill "); ok {
+			return v != "0"
+		}
+	}
+	return false
+}
+
+func (b *cgroupBox) ended() { b.trees.sampler.remove(b) }
+
+// release marks the job forgotten and removes its directory if it is
+// empty; else the watcher removes it once it empties (shutdown at the
+// latest): a daemon the job left keeps running until then.
+func (b *cgroupBox) release() {
+	b.mu.Lock()
+	b.released = true
+	b.mu.Unlock()
+	if !b.populated() {
+		b.remove()
+	}
+}
+
+// remove removes the directory, once.
+func (b *cgroupBox) remove() {
+	b.mu.Lock()
+	if b.removed {
+		b.mu.Unlock()
+		return
+	}
+	b.removed = true
+	b.mu.Unlock()
+	b.started()
+	for {
+		err := unix.Rmdir(b.dir)
+		if !errors.Is(err, unix.EINTR) {
+			break // EBUSY (a process came back) leaves it to shutdown
+		}
+	}
+	b.trees.sampler.remove(b)
+	b.trees.mu.Lock()
+	delete(b.trees.boxes, b)
+	b.trees.mu.Unlock()
+}
+
+// cgroupWatch is one inotify descriptor watching every job's
+// cgroup.events: its reader wakes kill and teardown waits when a cgroup
+// empties, and removes a forgotten job's cgroup then.
+type cgroupWatch struct {
+	fd int
+
+	mu      sync.Mutex           // guards byWatch and changed; never held over a system call
+	byWatch map[int32]*cgroupBox // the box of each watch descriptor
+	changed broadcast            // announced after each batch of events
+}
+
+// newCgroupWatch starts the watch and its reader.
+func newCgroupWatch() (*cgroupWatch, error) {
+	fd, err := unix.InotifyInit1(unix.IN_CLOEXEC)
+	if err != nil {
+		return nil, fmt.Errorf("inotify for cgroup events: %w", err)
+	}
+	w := &cgroupWatch{fd: fd, byWatch: map[int32]*cgroupBox{}, changed: newBroadcast()}
+	go w.read()
+	return w, nil
+}
+
+// next is the channel the next batch of events closes.
+func (w *cgroupWatch) next() <-chan struct{} {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.changed.next()
+}
+
+// add watches b's cgroup.events.
+func (w *cgroupWatch) add(b *cgroupBox) error {
+	wd, err := unix.InotifyAddWatch(w.fd, filepath.Join(b.dir, "cgroup.events"), unix.IN_MODIFY)
+	if err != nil {
+		return err
+	}
+	w.mu.Lock()
+	w.byWatch[int32(wd)] = b
+	w.mu.Unlock()
+	return nil
+}
+
+// read reads events for good: each batch wakes the waiters, and a
+// forgotten job's cgroup that emptied is removed.
+func (w *cgroupWatch) read() {
+	buf := make([]byte, 64*(unix.SizeofInotifyEvent+unix.NAME_MAX+1))
+	for {
+		n, err := unix.Read(w.fd, buf)
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil {
+			logf("cgroup events: %v; kill waits fall back to polling", err)
+			return
+		}
+		var boxes []*cgroupBox
+		w.mu.Lock()
+		for off := 0; off+unix.SizeofInotifyEvent <= n; {
+			ev := (*unix.InotifyEvent)(unsafe.Pointer(&buf[off]))
+			if b, ok := w.byWatch[ev.Wd]; ok {
+				if ev.Mask&unix.IN_IGNORED != 0 {
+					delete(w.byWatch, ev.Wd) // the directory went
+				} else {
+					boxes = append(boxes, b)
+				}
+			}
+			off += unix.SizeofInotifyEvent + int(ev.Len)
+		}
+		w.changed.announce()
+		w.mu.Unlock()
+		for _, b := range boxes {
+			if b.wasReleased() && !b.populated() {
+				b.remove()
+			}
+		}
+	}
+}

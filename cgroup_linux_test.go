@@ -1,0 +1,183 @@
+package main
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// testCgroupParent makes an empty cgroup below this test's own, as the
+// parent a server's subtree goes under, and removes it with what is left in
+// it at the end; it skips where no cgroup v2 directory is writable.
+func testCgroupParent(t *testing.T) string {
+	t.Helper()
+	mount, rw := cgroup2Mount()
+	own, err := ownCgroup()
+	if mount == "" || !rw || err != nil {
+		t.Skip("no writable cgroup v2 hierarchy here")
+	}
+	parent := filepath.Join(mount, own, "mcp-exec-test-"+randomHex(4))
+	if err := unix.Mkdir(parent, 0o755); err != nil {
+		t.Skipf("cannot make a cgroup under this test's own (%v)", err)
+	}
+	t.Cleanup(func() { removeCgroupTree(parent) })
+	return parent
+}
+
+// startIn starts sleep in the cgroup dir and returns it; it is killed at
+// the test's end.
+func startIn(t *testing.T, dir string) *exec.Cmd {
+	t.Helper()
+	cmd, err := spawnIn(t, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cmd
+}
+
+// spawnIn is startIn for a goroutine other than the test's: it reports
+// what failed instead of ending the test.
+func spawnIn(t *testing.T, dir string) (*exec.Cmd, error) {
+	cmd := exec.Command("sleep", "300")
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	return cmd, writeCgroupFile(dir, "cgroup.procs", strconv.Itoa(cmd.Process.Pid))
+}
+
+func exists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
+}
+
+// A server between making its leaf and entering it has an empty leaf, as a
+// dead server's has: another server starting then must not remove it.
+func TestCleaningSparesASubtreeItsServerIsStillEntering(t *testing.T) {
+	parent := testCgroupParent(t)
+	subtree := filepath.Join(parent, subtreePrefix+"entering")
+	leaf := filepath.Join(subtree, serverLeaf)
+	made, enterNow, entered := make(chan struct{}), make(chan struct{}), make(chan error, 1)
+	go func() {
+		entered <- cleanThenEnter(parent, time.Second, func() error {
+			for _, dir := range []string{subtree, leaf} {
+				if err := unix.Mkdir(dir, 0o755); err != nil {
+					return err
+				}
+			}
+			close(made)
+			<-enterNow
+			_, err := spawnIn(t, leaf)
+			return err
+		})
+	}()
+	<-made
+	// The second server waits for the lock only briefly, then cleans
+	// nothing: the half-made subtree must still be there.
+	if err := cleanThenEnter(parent, 50*time.Millisecond, func() error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if !exists(leaf) {
+		t.Fatal("a server's subtree was removed while it was entering it")
+	}
+	close(enterNow)
+	if err := <-entered; err != nil {
+		t.Fatal(err)
+	}
+	if err := cleanThenEnter(parent, time.Second, func() error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if !exists(leaf) {
+		t.Fatal("a live server's subtree was removed")
+	}
+}
+
+// A subtree whose server is gone is removed with what its jobs left
+// running, whatever their sessions.
+func TestCleaningRemovesADeadServersSubtreeAndKillsItsJobs(t *testing.T) {
+	parent := testCgroupParent(t)
+	subtree := filepath.Join(parent, subtreePrefix+"dead")
+	job := filepath.Join(subtree, "job-1")
+	for _, dir := range []string{subtree, filepath.Join(subtree, serverLeaf), job} {
+		if err := unix.Mkdir(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	daemon := startIn(t, job)
+	if err := cleanThenEnter(parent, time.Second, func() error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if exists(subtree) {
+		t.Fatal("a dead server's subtree was left")
+	}
+	if err := daemon.Wait(); err == nil {
+		t.Fatal("the dead server's job ended by itself; it should have been killed")
+	}
+}
+
+// awaitCgroupEmpty returns as soon as the cgroup empties, woken by its
+// events file, and says so.
+func TestAwaitCgroupEmptySeesTheLastProcessGo(t *testing.T) {
+	parent := testCgroupParent(t)
+	dir := filepath.Join(parent, "job")
+	if err := unix.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd := startIn(t, dir)
+	if populatedAt(dir) != 1 {
+		t.Fatal("a cgroup with a process is not populated")
+	}
+	if awaitCgroupEmpty(dir, time.Now().Add(20*time.Millisecond)) {
+		t.Fatal("a cgroup with a live process was reported empty")
+	}
+	_ = cmd.Process.Kill()
+	_ = cmd.Wait()
+	if !awaitCgroupEmpty(dir, time.Now().Add(10*time.Second)) {
+		t.Fatal("the cgroup did not empty after its only process was reaped")
+	}
+}
+
+// Without a pids controller the sampler counts a job's processes: three
+// started after the job's cgroup was added are seen at once, and the
+// sampler's goroutine ends once no cgroup is left to count.
+func TestProcsSamplerSeesProcessesAndStopsWhenNoneIsLeft(t *testing.T) {
+	parent := testCgroupParent(t)
+	dir := filepath.Join(parent, "job")
+	if err := unix.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	trees := &cgroupTrees{}
+	b := &cgroupBox{dir: dir, fd: -1, trees: trees}
+	trees.sampler.add(b)
+	for range 3 {
+		startIn(t, dir)
+	}
+	counted := func() int {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		return b.procsMax
+	}
+	for deadline := time.Now().Add(10 * time.Second); counted() < 3; {
+		if time.Now().After(deadline) {
+			t.Fatalf("the sampler counted %d of 3 processes in 10 s", counted())
+		}
+		time.Sleep(10 * time.Millisecond) // the sampler has no event to await
+	}
+	b.ended()
+	running := func() bool {
+		trees.sampler.mu.Lock()
+		defer trees.sampler.mu.Unlock()
+		return trees.sampler.running
+	}
+	for deadline := time.Now().Add(10 * time.Second); running(); {
+		if time.Now().After(deadline) {
+			t.Fatal("the sampler still runs 10 s after its last cgroup ended")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
