@@ -116,7 +116,8 @@ func (j *job) launch(cfg *config, req startRequest, onExit func(exitStatus)) (er
 		return err
 	}
 	confine.cwd = req.dir // admitted and resolved: found again in the job's own mounts
-	box, err := jobTreesInForce().box(req.reportPrompts && cfg.usage) // procs_max is reported only then
+	// Its processes are counted only for a usage that reports procs_max.
+	box, err := jobTreesInForce().box(req.reportPrompts && cfg.usage)
 	if err != nil {
 		release()
 		if errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) {
