@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -86,7 +87,7 @@ func openJobTrees(mode string, limits jobLimits) (jobTrees, string, error) {
 // probeTreeKind says which tree a server started now would use, without
 // changing anything: for --help.
 func probeTreeKind(mode string) string {
-	if mode == cgroupOff {
+	if mode == cgroupOff || intoCgroupOffered() != nil {
 		return treeProcessGroup
 	}
 	mount, rw := cgroup2Mount()
@@ -124,6 +125,31 @@ func cgroup2Mount() (string, bool) {
 		return fields[4], slices.Contains(strings.Split(fields[5], ","), "rw")
 	}
 	return "", false
+}
+
+// cloneArgs is the kernel's struct clone_args up to its cgroup field
+// (CLONE_ARGS_SIZE_VER2).
+type cloneArgs struct {
+	flags, pidfd, childTID, parentTID, exitSignal, stack, stackSize, tls, setTID, setTIDSize, cgroup uint64
+}
+
+// intoCgroupOffered says why a child cannot be started inside a cgroup
+// here, or nil when it can: clone3 must exist (an emulator such as
+// qemu-user may lack it) and know CLONE_INTO_CGROUP (Linux 5.7). It asks
+// for a child in the cgroup of a descriptor that cannot be open, so the
+// kernel refuses before any child exists: EBADF means both are there.
+func intoCgroupOffered() error {
+	args := cloneArgs{flags: unix.CLONE_INTO_CGROUP, exitSignal: uint64(unix.SIGCHLD), cgroup: math.MaxInt32}
+	_, _, errno := unix.RawSyscall(unix.SYS_CLONE3, uintptr(unsafe.Pointer(&args)), unsafe.Sizeof(args), 0)
+	switch errno {
+	case unix.EBADF:
+		return nil
+	case unix.ENOSYS:
+		return errors.New("clone3 is not available here (an emulator or a kernel before 5.3), so no job could start inside its cgroup")
+	case unix.EINVAL:
+		return errors.New("the kernel does not know CLONE_INTO_CGROUP (Linux 5.7), so no job could start inside its cgroup")
+	}
+	return fmt.Errorf("clone3 into a cgroup could not be checked (%v)", errno)
 }
 
 // ownCgroup is this process's cgroup v2 path, from /proc/self/cgroup's
@@ -165,6 +191,9 @@ func makeCgroupTrees(mode string, limits jobLimits) (*cgroupTrees, error) {
 		return nil, errors.New("no cgroup v2 hierarchy is mounted")
 	case !rw:
 		return nil, fmt.Errorf("the cgroup v2 hierarchy at %s is mounted read-only", mount)
+	}
+	if err := intoCgroupOffered(); err != nil {
+		return nil, err
 	}
 	own, err := ownCgroup()
 	if err != nil {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -179,5 +180,19 @@ func TestProcsSamplerSeesProcessesAndStopsWhenNoneIsLeft(t *testing.T) {
 			t.Fatal("the sampler still runs 10 s after its last cgroup ended")
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// The start-up check of clone3 into a cgroup starts no child and finds it
+// offered on any kernel this suite runs on (5.7 and later).
+func TestIntoCgroupOfferedChecksWithoutAChild(t *testing.T) {
+	if err := intoCgroupOffered(); err != nil {
+		t.Skipf("not offered here: %v", err)
+	}
+	var ws unix.WaitStatus
+	if pid, err := unix.Wait4(-1, &ws, unix.WNOHANG, nil); pid > 0 {
+		t.Fatalf("the check left a child (pid %d)", pid)
+	} else if err != nil && !errors.Is(err, unix.ECHILD) {
+		t.Fatal(err)
 	}
 }
