@@ -43,9 +43,6 @@ func (l jobLimits) rows() []limitRow {
 	}
 }
 
-// any reports whether some limit is set.
-func (l jobLimits) any() bool { return l.memoryBytes > 0 || l.pids > 0 || l.cpuCores > 0 }
-
 // jobTrees makes the box each job's processes are kept in. It is chosen
 // once at start (openJobTrees) and never changes.
 type jobTrees interface {
@@ -100,23 +97,45 @@ type cgroupUsage struct {
 // groupTrees keeps jobs on process groups: no box holds anything.
 type groupTrees struct{}
 
-func (groupTrees) kind() string             { return treeProcessGroup }
+// kind says jobs are kept on process groups.
+func (groupTrees) kind() string { return treeProcessGroup }
+
+// box gives every job the same empty box.
 func (groupTrees) box(bool) (jobBox, error) { return groupBox{}, nil }
-func (groupTrees) close()                   {}
+
+// close has nothing to remove.
+func (groupTrees) close() {}
 
 // groupBox is a job's box on process groups: empty, as the group is the
 // job's tree.
 type groupBox struct{}
 
-func (groupBox) spawnFD() int           { return -1 }
-func (groupBox) started()               {}
+// spawnFD is -1: the child is started in the server's own cgroup.
+func (groupBox) spawnFD() int { return -1 }
+
+// started has no descriptor to close.
+func (groupBox) started() {}
+
+// members is unknown (false): the caller reads the process group.
 func (groupBox) members() ([]int, bool) { return nil, false }
-func (groupBox) populated() bool        { return false }
-func (groupBox) killAll() bool          { return false }
-func (groupBox) usage() *cgroupUsage    { return nil }
-func (groupBox) oomKilled() bool        { return false }
-func (groupBox) ended()                 {}
-func (groupBox) release()               {}
+
+// populated is false: the caller watches the process group instead.
+func (groupBox) populated() bool { return false }
+
+// killAll does nothing (false): the caller signals the process group.
+func (groupBox) killAll() bool { return false }
+
+// usage is nil: a process group counts nothing for the job.
+func (groupBox) usage() *cgroupUsage { return nil }
+
+// oomKilled is false: without a cgroup no OOM kill is the job's own.
+func (groupBox) oomKilled() bool { return false }
+
+// ended has no sampler to leave.
+func (groupBox) ended() {}
+
+// release has no directory to remove.
+func (groupBox) release() {}
 
 // refuseLimitsWithout is the start-up refusal of limits no cgroup can
 // enforce: what, why and what is allowed.

@@ -57,6 +57,7 @@ func cgroupChanged() <-chan struct{} {
 // refuses to start rather than fall back.
 type limitRefusal struct{ msg string }
 
+// Error is the refusal's whole message.
 func (e limitRefusal) Error() string { return e.msg }
 
 // openJobTrees chooses where jobs' processes are kept, once at start, as
@@ -516,6 +517,7 @@ func wordsOr(words []string, none string) string {
 	return strings.Join(words, " ")
 }
 
+// kind says jobs are kept in cgroups.
 func (t *cgroupTrees) kind() string { return treeCgroup }
 
 // box makes the next job's directory with the limits written, open for
@@ -606,8 +608,10 @@ type cgroupBox struct {
 	removed  bool       // remove has run
 }
 
+// spawnFD is the directory's descriptor, for clone3's CLONE_INTO_CGROUP.
 func (b *cgroupBox) spawnFD() int { return b.fd }
 
+// started closes the directory's descriptor once the child is inside.
 func (b *cgroupBox) started() {
 	if b.fd >= 0 {
 		_ = unix.Close(b.fd) // the child has it in its cgroup already
@@ -615,6 +619,7 @@ func (b *cgroupBox) started() {
 	}
 }
 
+// members reads cgroup.procs, counting them toward procs_max.
 func (b *cgroupBox) members() ([]int, bool) {
 	pids := cgroupPids(b.dir)
 	b.mu.Lock()
@@ -623,8 +628,10 @@ func (b *cgroupBox) members() ([]int, bool) {
 	return pids, true
 }
 
+// populated reads cgroup.events: whether any process is left.
 func (b *cgroupBox) populated() bool { return populatedAt(b.dir) == 1 }
 
+// killAll writes cgroup.kill: every member gets SIGKILL at once.
 func (b *cgroupBox) killAll() bool {
 	killCgroup(b.dir)
 	return true
@@ -731,6 +738,8 @@ func (b *cgroupBox) wasReleased() bool {
 	return b.released
 }
 
+// usage reads what the cgroup counted: CPU time, the most processes
+// seen and, where the controllers are on, the peaks they kept.
 func (b *cgroupBox) usage() *cgroupUsage {
 	u := &cgroupUsage{}
 	for _, line := range strings.Split(readCgroupFile(b.dir, "cpu.stat"), "\n") {
@@ -754,6 +763,8 @@ func (b *cgroupBox) usage() *cgroupUsage {
 	return u
 }
 
+// oomKilled reads memory.events: whether the kernel killed a member
+// for memory.
 func (b *cgroupBox) oomKilled() bool {
 	for _, line := range strings.Split(readCgroupFile(b.dir, "memory.events"), "\n") {
 		if v, ok := strings.CutPrefix(line, "oom_kill "); ok {
@@ -763,6 +774,7 @@ func (b *cgroupBox) oomKilled() bool {
 	return false
 }
 
+// ended stops counting the job's processes.
 func (b *cgroupBox) ended() { b.trees.sampler.remove(b) }
 
 // release marks the job forgotten and removes its directory if it is

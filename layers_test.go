@@ -676,3 +676,31 @@ func variantReferences(g fileGraph, core []string, variants []string) []string {
 	}
 	return problems
 }
+
+// TestEveryFunctionIsDocumented holds every function and method of the
+// package, on every platform's files, to a doc comment: the contract is
+// written where the code is, and a new file cannot quietly skip it.
+func TestEveryFunctionIsDocumented(t *testing.T) {
+	files, err := filepath.Glob("*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var problems []string
+	fset := token.NewFileSet()
+	for _, file := range files {
+		if strings.HasSuffix(file, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, file, nil, parser.ParseComments)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, decl := range f.Decls {
+			if fn, ok := decl.(*ast.FuncDecl); ok && fn.Doc == nil {
+				problems = append(problems, fmt.Sprintf("%s: %s has no doc comment: say what it does "+
+					"and what its caller must know", fset.Position(fn.Pos()), fn.Name.Name))
+			}
+		}
+	}
+	reportProblems(t, problems)
+}
