@@ -686,7 +686,7 @@ func (s *procsSampler) remove(b *cgroupBox) {
 
 // run counts until no cgroup is left. A new cgroup restarts the backoff.
 func (s *procsSampler) run() {
-	gap, newest := procsSampleMinDuration, ""
+	gap, newest, changed := procsSampleMinDuration, "", false
 	for {
 		s.mu.Lock()
 		if len(s.boxes) == 0 {
@@ -700,12 +700,17 @@ func (s *procsSampler) run() {
 		}
 		added := s.added
 		s.mu.Unlock()
-		if pid := newestPid(); pid == "" || pid != newest {
-			newest = pid
+		// A child's pid is given out before the child shows in its
+		// cgroup.procs, so a count right after a new pid may miss it:
+		// count again on the next wake as well.
+		pid := newestPid()
+		fresh := pid == "" || pid != newest
+		if fresh || changed {
 			for _, b := range boxes {
 				b.members()
 			}
 		}
+		newest, changed = pid, fresh
 		t := time.NewTimer(gap)
 		select {
 		case <-added:

@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"syscall"
 	"testing"
 	"time"
 
@@ -44,11 +45,39 @@ func startIn(t *testing.T, dir string) *exec.Cmd {
 // spawnIn is startIn for a goroutine other than the test's: it reports
 // what failed instead of ending the test.
 func spawnIn(t *testing.T, dir string) (*exec.Cmd, error) {
+	return spawn(t, dir, false)
+}
+
+// cloneIn starts sleep straight into the cgroup dir, as the server starts
+// a job (clone3 with CLONE_INTO_CGROUP), so it is never seen outside it.
+func cloneIn(t *testing.T, dir string) *exec.Cmd {
+	t.Helper()
+	cmd, err := spawn(t, dir, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cmd
+}
+
+// spawn starts sleep in the cgroup dir: cloned into it when into is true,
+// else moved there after it started.
+func spawn(t *testing.T, dir string, into bool) (*exec.Cmd, error) {
 	cmd := exec.Command("sleep", "300")
+	if into {
+		fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return nil, err
+		}
+		defer unix.Close(fd)
+		cmd.SysProcAttr = &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: fd}
+	}
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	if into {
+		return cmd, nil
+	}
 	return cmd, writeCgroupFile(dir, "cgroup.procs", strconv.Itoa(cmd.Process.Pid))
 }
 
@@ -156,7 +185,7 @@ func TestProcsSamplerSeesProcessesAndStopsWhenNoneIsLeft(t *testing.T) {
 	b := &cgroupBox{dir: dir, fd: -1, trees: trees}
 	trees.sampler.add(b)
 	for range 3 {
-		startIn(t, dir)
+		cloneIn(t, dir)
 	}
 	counted := func() int {
 		b.mu.Lock()
