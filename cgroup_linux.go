@@ -820,7 +820,8 @@ func (b *cgroupBox) remove() {
 // cgroup.events: its reader wakes kill and teardown waits when a cgroup
 // empties, and removes a forgotten job's cgroup then.
 type cgroupWatch struct {
-	fd int
+	fd     int      // the inotify descriptor, for adding watches
+	events *os.File // fd again, read through the runtime's poller
 
 	mu      sync.Mutex           // guards byWatch and changed; never held over a system call
 	byWatch map[int32]*cgroupBox // the box of each watch descriptor
@@ -829,11 +830,16 @@ type cgroupWatch struct {
 
 // newCgroupWatch starts the watch and its reader.
 func newCgroupWatch() (*cgroupWatch, error) {
-	fd, err := unix.InotifyInit1(unix.IN_CLOEXEC)
+	// Non-blocking, so the reader parks in the runtime's poller rather
+	// than holding a thread in read(2): each event then costs a
+	// goroutine wake, not a thread's.
+	fd, err := unix.InotifyInit1(unix.IN_CLOEXEC | unix.IN_NONBLOCK)
 	if err != nil {
 		return nil, fmt.Errorf("inotify for cgroup events: %w", err)
 	}
-	w := &cgroupWatch{fd: fd, byWatch: map[int32]*cgroupBox{}, changed: newBroadcast()}
+	// os.File.Fd would make the descriptor blocking again: fd is kept
+	// apart for adding watches.
+	w := &cgroupWatch{fd: fd, events: os.NewFile(uintptr(fd), "inotify"), byWatch: map[int32]*cgroupBox{}, changed: newBroadcast()}
 	go w.read()
 	return w, nil
 }
@@ -862,10 +868,7 @@ func (w *cgroupWatch) add(b *cgroupBox) error {
 func (w *cgroupWatch) read() {
 	buf := make([]byte, 64*(unix.SizeofInotifyEvent+unix.NAME_MAX+1))
 	for {
-		n, err := unix.Read(w.fd, buf)
-		if errors.Is(err, unix.EINTR) {
-			continue
-		}
+		n, err := w.events.Read(buf) // the poller retries EINTR and EAGAIN
 		if err != nil {
 			logf("cgroup events: %v; kill waits fall back to polling", err)
 			return
