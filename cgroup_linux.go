@@ -686,7 +686,7 @@ func (s *procsSampler) remove(b *cgroupBox) {
 
 // run counts until no cgroup is left. A new cgroup restarts the backoff.
 func (s *procsSampler) run() {
-	gap, newest, changed := procsSampleMinDuration, "", false
+	gap, due := procsSampleMinDuration, sampleGate{}
 	for {
 		s.mu.Lock()
 		if len(s.boxes) == 0 {
@@ -700,17 +700,11 @@ func (s *procsSampler) run() {
 		}
 		added := s.added
 		s.mu.Unlock()
-		// A child's pid is given out before the child shows in its
-		// cgroup.procs, so a count right after a new pid may miss it:
-		// count again on the next wake as well.
-		pid := newestPid()
-		fresh := pid == "" || pid != newest
-		if fresh || changed {
+		if due.count(newestPid()) {
 			for _, b := range boxes {
 				b.members()
 			}
 		}
-		newest, changed = pid, fresh
 		t := time.NewTimer(gap)
 		select {
 		case <-added:
@@ -720,6 +714,23 @@ func (s *procsSampler) run() {
 			gap = min(2*gap, procsSampleMaxDuration)
 		}
 	}
+}
+
+// sampleGate decides when the sampler reads the cgroups: on a wake that
+// sees a new newest pid, and on the wake after it, since a child's pid is
+// given out before the child shows in its cgroup.procs and a count taken
+// in between misses it. A pid that cannot be read always counts.
+type sampleGate struct {
+	newest  string // the newest pid the last wake saw
+	lastNew bool   // the last wake saw it change
+}
+
+// count takes this wake's newest pid and says whether to count now.
+func (g *sampleGate) count(pid string) bool {
+	fresh := pid == "" || pid != g.newest
+	due := fresh || g.lastNew
+	g.newest, g.lastNew = pid, fresh
+	return due
 }
 
 // newestPid is the pid most recently given out in this pid namespace, the
@@ -820,8 +831,7 @@ func (b *cgroupBox) remove() {
 // cgroup.events: its reader wakes kill and teardown waits when a cgroup
 // empties, and removes a forgotten job's cgroup then.
 type cgroupWatch struct {
-	fd     int      // the inotify descriptor, for adding watches
-	events *os.File // fd again, read through the runtime's poller
+	events *os.File // the inotify descriptor, non-blocking, read through the runtime's poller
 
 	mu      sync.Mutex           // guards byWatch and changed; never held over a system call
 	byWatch map[int32]*cgroupBox // the box of each watch descriptor
@@ -837,9 +847,7 @@ func newCgroupWatch() (*cgroupWatch, error) {
 	if err != nil {
 		return nil, fmt.Errorf("inotify for cgroup events: %w", err)
 	}
-	// os.File.Fd would make the descriptor blocking again: fd is kept
-	// apart for adding watches.
-	w := &cgroupWatch{fd: fd, events: os.NewFile(uintptr(fd), "inotify"), byWatch: map[int32]*cgroupBox{}, changed: newBroadcast()}
+	w := &cgroupWatch{events: os.NewFile(uintptr(fd), "inotify"), byWatch: map[int32]*cgroupBox{}, changed: newBroadcast()}
 	go w.read()
 	return w, nil
 }
@@ -853,9 +861,20 @@ func (w *cgroupWatch) next() <-chan struct{} {
 
 // add watches b's cgroup.events.
 func (w *cgroupWatch) add(b *cgroupBox) error {
-	wd, err := unix.InotifyAddWatch(w.fd, filepath.Join(b.dir, "cgroup.events"), unix.IN_MODIFY)
+	// Through Control, not os.File.Fd, which would make the descriptor
+	// blocking again.
+	conn, err := w.events.SyscallConn()
 	if err != nil {
 		return err
+	}
+	wd, addErr := -1, error(nil)
+	if err := conn.Control(func(fd uintptr) {
+		wd, addErr = unix.InotifyAddWatch(int(fd), filepath.Join(b.dir, "cgroup.events"), unix.IN_MODIFY)
+	}); err != nil {
+		return err
+	}
+	if addErr != nil {
+		return addErr
 	}
 	w.mu.Lock()
 	w.byWatch[int32(wd)] = b

@@ -45,40 +45,40 @@ func startIn(t *testing.T, dir string) *exec.Cmd {
 // spawnIn is startIn for a goroutine other than the test's: it reports
 // what failed instead of ending the test.
 func spawnIn(t *testing.T, dir string) (*exec.Cmd, error) {
-	return spawn(t, dir, false)
+	cmd, err := startSleep(t, nil)
+	if err != nil {
+		return nil, err
+	}
+	return cmd, writeCgroupFile(dir, "cgroup.procs", strconv.Itoa(cmd.Process.Pid))
 }
 
 // cloneIn starts sleep straight into the cgroup dir, as the server starts
-// a job (clone3 with CLONE_INTO_CGROUP), so it is never seen outside it.
+// a job, so it is never seen outside it.
 func cloneIn(t *testing.T, dir string) *exec.Cmd {
 	t.Helper()
-	cmd, err := spawn(t, dir, true)
+	fd, err := openRetrying(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	sys := &syscall.SysProcAttr{}
+	intoCgroup(sys, fd)
+	cmd, err := startSleep(t, sys)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return cmd
 }
 
-// spawn starts sleep in the cgroup dir: cloned into it when into is true,
-// else moved there after it started.
-func spawn(t *testing.T, dir string, into bool) (*exec.Cmd, error) {
+// startSleep starts a long sleep with sys, killed at the test's end.
+func startSleep(t *testing.T, sys *syscall.SysProcAttr) (*exec.Cmd, error) {
 	cmd := exec.Command("sleep", "300")
-	if into {
-		fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-		if err != nil {
-			return nil, err
-		}
-		defer unix.Close(fd)
-		cmd.SysProcAttr = &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: fd}
-	}
+	cmd.SysProcAttr = sys
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	if into {
-		return cmd, nil
-	}
-	return cmd, writeCgroupFile(dir, "cgroup.procs", strconv.Itoa(cmd.Process.Pid))
+	return cmd, nil
 }
 
 func exists(path string) bool {
@@ -209,6 +209,68 @@ func TestProcsSamplerSeesProcessesAndStopsWhenNoneIsLeft(t *testing.T) {
 			t.Fatal("the sampler still runs 10 s after its last cgroup ended")
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// The watch's reader, parked in the runtime's poller on a non-blocking
+// inotify descriptor, announces the change when a job's cgroup empties:
+// kill's wait is woken by it rather than by its polling backoff.
+func TestCgroupWatchWakesWhenAJobCgroupEmpties(t *testing.T) {
+	parent := testCgroupParent(t)
+	dir := filepath.Join(parent, "job")
+	if err := unix.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	w, err := newCgroupWatch()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.add(&cgroupBox{dir: dir, fd: -1, trees: &cgroupTrees{}}); err != nil {
+		t.Fatal(err)
+	}
+	cmd := cloneIn(t, dir)
+	changed := w.next()
+	_ = cmd.Process.Kill()
+	_ = cmd.Wait()
+	timeout := time.NewTimer(10 * time.Second)
+	defer timeout.Stop()
+	for {
+		select {
+		case <-changed:
+		case <-timeout.C:
+			t.Fatal("the watch announced no emptying within 10 s")
+		}
+		// The next channel is taken before the look, so a change
+		// between the two still wakes the next round.
+		changed = w.next()
+		if populatedAt(dir) == 0 {
+			return
+		}
+	}
+}
+
+// A new pid is given out before its process shows in the cgroup, so the
+// sampler that counted on the wake that saw the pid counts once more on
+// the next; it used to stop there and miss the process for good.
+func TestSamplerCountsAgainTheWakeAfterANewPid(t *testing.T) {
+	var g sampleGate
+	for i, step := range []struct {
+		pid  string
+		want bool
+	}{
+		{"100", true},  // first wake: new
+		{"100", true},  // the wake after a new pid
+		{"100", false}, // nothing forked since
+		{"100", false},
+		{"101", true}, // a fork
+		{"101", true},
+		{"101", false},
+		{"", true}, // unreadable: count
+		{"", true},
+	} {
+		if got := g.count(step.pid); got != step.want {
+			t.Fatalf("wake %d (newest pid %q): count %v, want %v", i, step.pid, got, step.want)
+		}
 	}
 }
 
