@@ -236,6 +236,10 @@ type toolCall struct {
 // it happens (waiting_for_input): the agent profile asks for it.
 func (c *toolCall) reportsPrompts() bool { return c.dialect.agent }
 
+// keepsTreesInReach says whether the call's jobs stay in reach after their
+// delivery while their trees run (lingering).
+func (c *toolCall) keepsTreesInReach() bool { return c.dialect.agent }
+
 // messageLogger sends a tool's notifications/message on its request's
 // own channel.
 type messageLogger interface {

@@ -4,6 +4,8 @@
 package main
 
 import (
+	"fmt"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -21,6 +23,7 @@ type outcome struct {
 	usage      *jobUsage     // nil unless MCP_EXEC_USAGE is on
 	survivors  []procInfo    // processes of its group or session alive when the shell exited
 	oomKilled  bool          // the kernel killed a process of its cgroup for memory
+	lingers    bool          // its tree outlived its shell and it asked to stay in reach (job.lingers)
 }
 
 // jobUsage is what a job used: its shell's wait4 usage and its wall time.
@@ -62,6 +65,9 @@ type job struct {
 	// its request asked for them (reportPrompts), or it runs on a
 	// terminal, which no 1.0 client asks for.
 	prompts bool
+	// lingers: once its result is delivered, its id stays in reach for as
+	// long as processes of its tree run (see registry.linger).
+	lingers bool
 
 	// done is the broadcast of the end: closed once final is set, never
 	// reopened. final is written once, under mu, before done closes, and
@@ -84,6 +90,8 @@ type job struct {
 	timedOut  bool          // its time limit fired before it ended
 	killSent  bool          // a kill was sent on a caller's behalf (the shell set's kill, or its time limit)
 	limit     *time.Timer   // the time limit's timer, stopped when the job ends
+	limitAt   time.Time     // when its time limit fires; zero: none
+	graceOf   time.Duration // the time limit's grace before KILL
 	sighting  inputSighting // the last time a process was seen blocked reading input
 }
 
@@ -106,13 +114,19 @@ type jobPublisher interface {
 //	         end is not told yet.
 //	ended    its end may be told: at once if its start was (startTold),
 //	         else right after the start, by its announcement.
+//	lingering its result was delivered while processes of its tree
+//	         still ran, and it lingers (see job.lingers): its id stays
+//	         valid until the tree is empty.
+//	emptied  it lingered, and its tree is empty now (or was killed).
 //
 // Transitions: running → exited (the reaper; see registry.exited);
 // exited → settled (publish, once readyToPublish says the output is
-// all in); settled → ended (publish, after waking the waiters). A job
-// that could not start goes running → settled → ended at once. Whether
-// a call took the result (delivery) is the registry's to know, in its
-// entry for the job, not a state of the job.
+// all in); settled → ended (publish, after waking the waiters); ended →
+// lingering (beginLingering, once the registry kept it in reach at its
+// delivery); lingering → emptied (endLingering). A job that could not
+// start goes running → settled → ended at once. Whether a call took the
+// result (delivery) is the registry's to know, in its entry for the job,
+// not a state of the job.
 type jobState int
 
 const (
@@ -120,6 +134,8 @@ const (
 	jobExited
 	jobSettled
 	jobEnded
+	jobLingering
+	jobEmptied
 )
 
 // jobTiding is one of a job's two announcements waiting to be told: its
@@ -215,6 +231,34 @@ func (j *job) markTimedOut() bool {
 	return true
 }
 
+// beginLingering moves the ended job to lingering and returns when its
+// time limit fires (zero: none) and that limit's grace; it reports false
+// when it was neither ended nor lingering already.
+func (j *job) beginLingering() (limitAt time.Time, grace time.Duration, ok bool) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	switch j.state {
+	case jobLingering: // given back and delivered again: it still lingers
+	case jobEnded:
+		j.state = jobLingering
+	default:
+		return time.Time{}, 0, false
+	}
+	return j.limitAt, j.graceOf, true
+}
+
+// endLingering moves a lingering job to emptied; it reports whether it
+// was lingering, so that only one caller tells its tree emptied.
+func (j *job) endLingering() bool {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.state != jobLingering {
+		return false
+	}
+	j.state = jobEmptied
+	return true
+}
+
 // hitTimeLimit reports whether the job's time limit fired before it ended.
 func (j *job) hitTimeLimit() bool {
 	j.mu.Lock()
@@ -236,16 +280,17 @@ func (j *job) killWasSent() bool {
 	return j.killSent
 }
 
-// setLimit keeps t, the time limit's timer, for the end to stop; it
+// setLimit keeps t, the time limit's timer, for the end to stop, with
+// when it fires and its grace, for a lingering tree to keep; it
 // reports false when the job has already settled, and t must be stopped
 // by the caller.
-func (j *job) setLimit(t *time.Timer) bool {
+func (j *job) setLimit(t *time.Timer, at time.Time, grace time.Duration) bool {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	if j.state >= jobSettled {
 		return false
 	}
-	j.limit = t
+	j.limit, j.limitAt, j.graceOf = t, at, grace
 	return true
 }
 
@@ -294,6 +339,9 @@ type startRequest struct {
 	keepFailed bool        // a job that cannot start stays listed, finished
 	cwdReport  *cwdReport  // a command's shell writes here where it ended; nil: not asked
 	trace      jobTrace    // the call's W3C trace context: variables, and the job log's trace_id
+	// lingers: the job stays in reach after its delivery while its tree
+	// runs (job.lingers).
+	lingers bool
 	// reportPrompts: a process silent at a prompt for a second counts as
 	// waiting for input from one look (see waitingForInputAtOnce), and
 	// the job's replies say so. A job on a terminal has it regardless.
@@ -372,19 +420,73 @@ func (j *job) boxMembers() []procInfo {
 	return procs
 }
 
-// survivorsOf lists what the job's shell (pid) left alive: what is in its
-// cgroup, or, on process groups, its group's and session's members.
-func (j *job) survivorsOf(pid int) []procInfo {
-	if _, ok := j.boxed().members(); ok {
-		var left []procInfo
-		for _, p := range j.boxMembers() {
-			if p.state != "Z" { // a zombie has ended: its parent has yet to reap it
-				left = append(left, p)
-			}
+// snapshotMembers is the job's cgroup's members read at one instant;
+// ok false on process groups.
+func (j *job) snapshotMembers() ([]procInfo, bool) {
+	if _, ok := j.boxed().members(); !ok {
+		return nil, false
+	}
+	return j.boxMembers(), true
+}
+
+// The tree a shell left is read once it has settled: nothing started,
+// exec'd or exited for treeQuietDuration, looked at every
+// treeLookDuration, for at most treeSettleMaxDuration after the exit.
+const (
+	treeQuietDuration     = 100 * time.Millisecond
+	treeLookDuration      = 20 * time.Millisecond
+	treeSettleMaxDuration = time.Second
+)
+
+// settledSurvivors is what the job's shell (pid) left alive, read once
+// the tree has settled (see treeQuietDuration), so that a process caught
+// in its exec or its exit is not named by its passing name or at all.
+// With a cgroup the last reading is taken at one instant (snapshot). It
+// blocks up to treeSettleMaxDuration: never on the reaper's goroutine.
+func (j *job) settledSurvivors(pid int) []procInfo {
+	deadline := time.Now().Add(treeSettleMaxDuration)
+	last := treeShape(j.treeMembers(pid))
+	quietSince := time.Now()
+	for last != "" && time.Now().Before(deadline) && time.Since(quietSince) < treeQuietDuration {
+		// No event says a tree has gone quiet: it is looked at.
+		time.Sleep(treeLookDuration)
+		if now := treeShape(j.treeMembers(pid)); now != last {
+			last, quietSince = now, time.Now()
 		}
-		return left
+	}
+	if last == "" {
+		return nil
+	}
+	var left []procInfo
+	members, ok := j.snapshotMembers()
+	if !ok {
+		members = j.treeMembers(pid)
+	}
+	for _, p := range members {
+		if !p.dying() {
+			left = append(left, p)
+		}
+	}
+	return left
+}
+
+// treeMembers is the job's processes now, dying ones included: its
+// cgroup's, or its group's and session's.
+func (j *job) treeMembers(pid int) []procInfo {
+	if _, ok := j.boxed().members(); ok {
+		return j.boxMembers()
 	}
 	return groupSurvivors(pid)
+}
+
+// treeShape is members as one string that changes when one of them
+// starts, execs, exits or ends: "" for none.
+func treeShape(members []procInfo) string {
+	var b strings.Builder
+	for _, p := range members {
+		fmt.Fprintf(&b, "%d/%d/%s/%t;", p.pid, p.start, p.comm, p.dying())
+	}
+	return b.String()
 }
 
 // procCount is how many processes the job has now: those in its cgroup,

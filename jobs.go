@@ -23,8 +23,9 @@ type registry struct {
 	order *list.List      // the same jobs, oldest first
 	// entries is what the registry keeps on each job it lists or a call
 	// is under way on; an entry goes when neither holds.
-	entries map[*job]*jobEntry
-	kept    map[string]*job // delivered jobs whose result was cut: readable a while longer
+	entries   map[*job]*jobEntry
+	kept      map[string]*job // delivered jobs whose result was cut: readable a while longer
+	lingering lingerSet       // delivered jobs whose trees still run (see lingerLocked)
 	// running counts jobs started and not finished, for MCP_EXEC_MAX_JOBS.
 	// It is taken under mu (checked and added together) but given back
 	// without it, so publish frees a slot before the result shows.
@@ -127,7 +128,8 @@ func (r *registry) admitAndLaunch(req startRequest) (*job, bool, error) {
 	windowBytes, headBytes := max(r.cfg.maxOutputBytes, req.keepTail), max(r.cfg.keepHeadBytes, req.keepHead)
 	j := &job{id: id, owner: r, policy: req.policy, done: make(chan struct{}), started: time.Now(), command: commandWords(req),
 		program: programOf(r.cfg, req), contract: req.contract, silent: req.silent, traceID: req.trace.id, treeReports: req.reportPrompts,
-		stdout: newWindow(windowBytes, headBytes), stderr: newWindow(windowBytes, headBytes)}
+		lingers: req.lingers,
+		stdout:  newWindow(windowBytes, headBytes), stderr: newWindow(windowBytes, headBytes)}
 	err = j.launch(r.cfg, req, func(st exitStatus) { r.exited(j, st) })
 	if err != nil {
 		r.running.Add(-1)
@@ -178,7 +180,7 @@ func (r *registry) announceStart(j *job, req startRequest, tell bool) {
 	j.mu.Lock()
 	j.startTold = true
 	j.toTell = append(j.toTell, jobTiding{start: true, req: &req, event: tell})
-	if j.state == jobEnded {
+	if j.state >= jobEnded {
 		j.toTell = append(j.toTell, jobTiding{event: true}) // its end came first and waited for this
 	}
 	r.tellQueued(j) // unlocks j.mu
@@ -301,6 +303,9 @@ func (r *registry) runningIDsLocked() []string {
 	for _, j := range r.runningLocked() {
 		ids = append(ids, j.id)
 	}
+	for _, j := range r.lingering.order {
+		ids = append(ids, j.id+" (lingering)")
+	}
 	return ids
 }
 
@@ -346,7 +351,7 @@ func (r *registry) exited(j *job, st exitStatus) {
 	go func() {
 		end := jobEnd{st: st, wall: wall}
 		if leftBehind {
-			end.survivors = j.survivorsOf(st.pid)
+			end.survivors = j.settledSurvivors(st.pid)
 		}
 		awaitSettled(settleMaxDuration, j.stdoutPump, j.errPump)
 		if ready, ok := j.readyToPublish(outputSettled, &end); ok {
@@ -359,7 +364,8 @@ func (r *registry) exited(j *job, st exitStatus) {
 // block: it may run on the reaper's goroutine.
 func (r *registry) publish(j *job, end jobEnd) {
 	st := end.st
-	final := outcome{state: stateSuccess, exitCode: st.code, signal: st.signal, survivors: end.survivors, wall: end.wall}
+	final := outcome{state: stateSuccess, exitCode: st.code, signal: st.signal, survivors: end.survivors, wall: end.wall,
+		lingers: j.lingers && len(end.survivors) > 0}
 	box := j.boxed()
 	if r.cfg.usage {
 		final.usage = &jobUsage{resourceUsage: st.usage, wall: end.wall}
@@ -382,7 +388,8 @@ func (r *registry) publish(j *job, end jobEnd) {
 	}
 	r.running.Add(-1)
 	close(j.done)
-	if limit != nil {
+	// A tree that may linger keeps its time limit (see limitTime).
+	if limit != nil && !final.lingers {
 		limit.Stop()
 	}
 	if j.tmpDir != "" {
@@ -396,6 +403,79 @@ func (r *registry) publish(j *job, end jobEnd) {
 		r.finishedLocked(j)
 	}
 	r.mu.Unlock()
+}
+
+// lingers reports whether j, delivered now, stays in reach: its start
+// asked for it and its shell left processes alive. Caller holds r.mu;
+// j is terminal, so j.final is read without j.mu.
+func (r *registry) lingersLocked(j *job) bool {
+	return j.final.lingers && !r.lingering.has(j)
+}
+
+// lingerLocked keeps j, just taken out of the waitable jobs, in reach as
+// lingering: its id is found by lookups, it counts toward
+// MCP_EXEC_MAX_JOBS again, and a goroutine watches its tree until it
+// empties. Caller holds r.mu.
+func (r *registry) lingerLocked(j *job) {
+	r.lingering.add(j)
+	// Its slot was given back when its shell's end was published; the
+	// tree it left still runs, so it takes one again, limit or not.
+	r.running.Add(1)
+	r.everywhere.takeAnyway()
+	go r.watchLingering(j)
+}
+
+// watchLingering moves j to lingering and waits until its tree is empty,
+// then lets it go (see unlinger). It runs on its own goroutine, one per
+// lingering job; a cgroup's events wake it, else it looks every
+// lingerLookDuration.
+func (r *registry) watchLingering(j *job) {
+	if _, _, ok := j.beginLingering(); !ok {
+		r.unlinger(j) // not ended: cannot happen for a delivered job; never leave it listed
+		return
+	}
+	// On process groups a setsid daemon is linked to the job by nothing
+	// but this memory of its pid.
+	j.tree.remember(j.final.survivors)
+	j.awaitTreeGone()
+	r.unlinger(j)
+}
+
+// unlinger takes j out of the lingering jobs once its tree is empty or
+// was killed: its slot is given back, its "emptied" event sent once, and
+// what it holds let go when no call can find it any more.
+func (r *registry) unlinger(j *job) {
+	r.mu.Lock()
+	if !r.lingering.remove(j) {
+		r.mu.Unlock()
+		return
+	}
+	r.running.Add(-1)
+	r.everywhere.give()
+	r.changed.announce()
+	gone := r.goneLocked(j)
+	r.mu.Unlock()
+	if j.endLingering() {
+		r.event(j, "emptied")
+	}
+	if gone {
+		j.letGo()
+	}
+}
+
+// isLingering reports whether j is lingering now: delivered, its tree
+// still running, its id still valid.
+func (r *registry) isLingering(j *job) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.lingering.has(j)
+}
+
+// lingeringJobs lists the lingering jobs, oldest first.
+func (r *registry) lingeringJobs() []*job {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.lingering.list()
 }
 
 // lookup finds a waitable job.
@@ -417,6 +497,9 @@ func (r *registry) runningJobs() []*job {
 // deliveredJob error when its result went to an earlier call.
 func (r *registry) lookupLocked(id string) (*job, error) {
 	if j, ok := r.jobs[id]; ok {
+		return j, nil
+	}
+	if j := r.lingering.find(id); j != nil {
 		return j, nil
 	}
 	if why, ok := r.expired.why[id]; ok {
@@ -448,6 +531,9 @@ func (r *registry) deliverLocked(j *job, h *handoff) bool {
 		return false
 	}
 	if r.removeLocked(j) {
+		if r.lingersLocked(j) {
+			r.lingerLocked(j)
+		}
 		r.delivered.add(j.id, "")
 		if h.took(handedOut{r: r, j: j, h: h}) {
 			r.handing[j.id] = h
@@ -495,7 +581,7 @@ func (r *registry) endHanding(j *job, h *handoff) {
 // listed, kept or on its way in a reply. Its spilled bytes can go then.
 // Caller holds r.mu.
 func (r *registry) goneLocked(j *job) bool {
-	return r.jobs[j.id] != j && r.kept[j.id] != j && r.handing[j.id] == nil
+	return r.jobs[j.id] != j && r.kept[j.id] != j && r.handing[j.id] == nil && !r.lingering.has(j)
 }
 
 // removeLocked takes j out of the registry and stops keeping its output; it
@@ -532,6 +618,12 @@ func (r *registry) undeliver(j *job) {
 	defer r.mu.Unlock()
 	if r.jobs[j.id] == j {
 		return
+	}
+	// Given back before its tree was looked at: waitable again, not
+	// lingering (its watch lets it go at once, the slot with it).
+	if r.lingering.remove(j) {
+		r.running.Add(-1)
+		r.everywhere.give()
 	}
 	r.jobs[j.id] = j
 	e := r.order.Back()

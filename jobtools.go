@@ -388,8 +388,12 @@ func runWait(c *toolCall, a *waitArgs) (answer, error) {
 		opts.deadline = time.Now().Add(timeout)
 	}
 	jobs := make([]*job, len(a.JobIDs))
+	lingering := map[*job]bool{} // delivered before: answered with their entries, not their results again
 	for i, id := range a.JobIDs {
 		jobs[i] = c.job(id)
+		if c.reg.isLingering(jobs[i]) {
+			lingering[jobs[i]] = true
+		}
 	}
 	hit := func() *untilHit { return nil }
 	if a.Until != nil {
@@ -417,6 +421,10 @@ func runWait(c *toolCall, a *waitArgs) (answer, error) {
 	timedOut := c.dialect.agent && len(delivered) == 0 && !inputWanted && hit() == nil
 	entries := make([]*resultJSON, len(jobs))
 	for i, j := range jobs {
+		if lingering[j] {
+			entries[i] = liveStatusOf(j)
+			continue
+		}
 		if delivered[j.id] != nil {
 			entries[i] = resultWithin(j, c.replyBudget())
 			continue
@@ -467,7 +475,23 @@ func liveStatusOf(j *job) *resultJSON {
 	if r.State == stateRunning {
 		markWaiting(r, j, j.waitingForInput())
 	}
+	if r.Lingering {
+		lingeringNow(r, j)
+	}
 	return r
+}
+
+// lingeringNow makes r, a lingering job's status, say what its tree is
+// now: its processes and their count, in place of what its shell left.
+func lingeringNow(r *resultJSON, j *job) {
+	left := j.treeNow()
+	n := len(left)
+	r.Procs = &n
+	r.Survivors, r.SurvivorsCount = survivorsOf(left)
+	if n == 0 {
+		// Emptied between the two looks: no longer lingering.
+		r.Lingering, r.Listening, r.Note, r.Survivors, r.SurvivorsCount = false, nil, "", nil, 0
+	}
 }
 
 // markWaiting says in r, a running job's entry, whether the job waits for
@@ -480,6 +504,7 @@ func markWaiting(r *resultJSON, j *job, waiting bool) {
 	if j.treeReports {
 		n := j.procCount()
 		r.Procs = &n
+		r.Listening = j.listeningJSON()
 	}
 	if waiting && j.prompts {
 		r.Recent = recentOf(j)
@@ -699,12 +724,26 @@ func runKill(c *toolCall, a *killArgs) (answer, error) {
 		}
 	}
 	j := c.job(a.JobID)
+	lingering := c.reg.isLingering(j) // its result went out before: no result again
 	out, err := c.reg.kill(c.waiter, j, plan)
 	if err != nil {
 		return nil, err
 	}
 	k := &killJSON{JobID: j.id, Terminated: out.terminated, AlreadyTerminated: out.alreadyTerminated,
 		SignalSent: int(out.sent), Escalated: out.escalated}
+	if lingering {
+		// Only zombies about to be reaped can keep a cgroup populated
+		// when no live process is left: nothing of the tree runs.
+		k.Terminated = out.terminated || len(out.left) == 0
+		if k.Terminated {
+			c.reg.unlinger(j)
+		} else {
+			k.State = j.outcome().state
+			k.Detail = out.survivors
+			k.Survivors, _ = survivorsOf(out.left)
+		}
+		return wireValue(k), nil
+	}
 	if out.terminated {
 		if err := c.roomForReply(); err != nil {
 			c.reg.undeliver(j) // cancelled: the result goes back for a wait, as in runWait
@@ -792,7 +831,48 @@ func runListJobs(c *toolCall, _ *noArgs) (answer, error) {
 		b = append(b, `,"omitted":`...)
 		b = strconv.AppendInt(b, int64(omitted), 10)
 	}
+	if omitted == 0 {
+		b = appendLingering(b, c.reg.lingeringJobs(), room)
+	}
 	return toolText(append(b, '}')), nil
+}
+
+// appendLingering appends list_jobs' "lingering" member for jobs, the
+// lingering jobs oldest first, as far as room (bytes) goes; nothing when
+// none is still lingering.
+func appendLingering(b []byte, jobs []*job, room int) []byte {
+	mark := len(b)
+	b = append(b, `,"lingering":[`...)
+	n := 0
+	for _, j := range jobs {
+		left := j.treeNow()
+		if len(left) == 0 {
+			continue // emptied since: its watch lets it go
+		}
+		entry := len(b)
+		if n > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, `{"job_id":`...)
+		b = appendJSONString(b, j.id)
+		b = append(b, `,"procs":`...)
+		b = strconv.AppendInt(b, int64(j.procCount()), 10)
+		b = append(b, `,"survivors":`...)
+		b = strconv.AppendInt(b, int64(len(left)), 10)
+		if l := j.listeningJSON(); l != nil {
+			b = append(append(b, `,"listening":`...), l...)
+		}
+		b = append(b, '}')
+		if room -= 2 * (len(b) - entry); room < 0 {
+			b = b[:entry]
+			break
+		}
+		n++
+	}
+	if n == 0 {
+		return b[:mark]
+	}
+	return append(b, ']')
 }
 
 // appendJSONString appends s as a JSON string. A job id is a number or

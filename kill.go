@@ -26,7 +26,8 @@ type killOutcome struct {
 	alreadyTerminated bool
 	sent              syscall.Signal
 	escalated         bool
-	survivors         string // what was left alive, when terminated is false
+	survivors         string     // what was left alive, when terminated is false
+	left              []procInfo // the processes named in survivors
 }
 
 // kill signals j's tree (see treeIn) per plan and waits for observed death:
@@ -57,7 +58,7 @@ func (r *registry) kill(w *waiter, j *job, plan killPlan) (killOutcome, error) {
 	if !out.terminated {
 		left := alive(rc.look()) // just before the reply: a process gone since the wait is not named
 		if len(left) > 0 || !j.terminal() || !rc.allGone(nil) {
-			out.survivors = describeSurvivors(j, left)
+			out.survivors, out.left = describeSurvivors(j, left), left
 			return out, nil
 		}
 		out.terminated = true
@@ -108,6 +109,25 @@ func (j *job) killStep(w *waiter, rc *reach, sig syscall.Signal, wait time.Durat
 		return false, errCancelled
 	}
 	return false, nil
+}
+
+// treeNow lists the processes of j's tree alive now (see reach.look and
+// alive), oldest pid first.
+func (j *job) treeNow() []procInfo {
+	return alive(newReach([]*job{j}, false).look())
+}
+
+// treePids is the pids of j's tree now: its cgroup's members, or on
+// process groups what a look finds alive.
+func (j *job) treePids() []int {
+	if pids, ok := j.boxed().members(); ok {
+		return pids
+	}
+	var pids []int
+	for _, p := range j.treeNow() {
+		pids = append(pids, p.pid)
+	}
+	return pids
 }
 
 // signal sends sig to the job's process group. A stopped process keeps a TERM
@@ -186,8 +206,14 @@ const killAtOnce time.Duration = -1
 // when grace is killAtOnce). Its result then says timed_out. The timer
 // stops when the job ends first.
 func (j *job) limitTime(limit, grace time.Duration) {
+	at := time.Now().Add(limit)
 	t := time.AfterFunc(limit, func() {
 		if !j.markTimedOut() {
+			// Ended: a tree kept in reach past its result still has
+			// its time limit (publish left this timer running for it).
+			if !j.treeGone() {
+				j.teardown(max(grace, 0))
+			}
 			return
 		}
 		rc := newReach([]*job{j}, false)
@@ -205,7 +231,7 @@ func (j *job) limitTime(limit, grace time.Duration) {
 			}
 		})
 	})
-	if !j.setLimit(t) {
+	if !j.setLimit(t, at, grace) {
 		t.Stop() // it ended before the timer was stored, so publish missed it
 	}
 }
@@ -494,15 +520,13 @@ func endTrees(jobs []*job, everything bool, grace, bound time.Duration) ([]procI
 }
 
 // alive keeps those of procs that are alive now: the same process is
-// still under its pid and is not a zombie this process will reap (its
-// reaper collects them at once). A zombie of another parent stays: it is
-// still there, and says so.
+// still under its pid and is not dying (a zombie, whoever reaps it, or
+// exiting): a dying process is no survivor.
 func alive(procs []procInfo) []procInfo {
 	var left []procInfo
-	self := os.Getpid()
 	for _, p := range procs {
 		now, ok := procNow(p.pid)
-		if !ok || now.start != p.start || now.state == "Z" && now.ppid == self {
+		if !ok || now.start != p.start || now.dying() {
 			continue
 		}
 		left = append(left, now)

@@ -27,7 +27,7 @@ var transports = []string{"stdio.go", "http.go"}
 // session and tool layers. A file split out of one of these belongs here
 // too: add it, or the transports may name it unchecked.
 var coreFiles = []string{
-	"jobs.go", "window.go", "windowmemory.go", "grep.go", "pump.go", "kill.go", "reaper.go", "stdin.go", "until.go",
+	"jobs.go", "linger.go", "window.go", "windowmemory.go", "grep.go", "pump.go", "kill.go", "reaper.go", "stdin.go", "until.go",
 	"spill.go", "sys.go", "sys_linux.go", "sys_waitset_linux.go", "tree.go", "sys_tree_linux.go",
 	"cgroup.go", "cgroup_linux.go", "cgroup_other.go",
 }
@@ -64,6 +64,7 @@ var layers = [][]string{
 	{"kill.go", "until.go"}, // kill and teardown of a job's tree; a wait ending early
 	{"jobs.go"},             // the registry: starting, waiting, delivery, expiry
 	{"joblog.go"},           // the job log: a line per start, end and refusal
+	{"linger.go"},           // what keeps a delivered job whose tree runs: the set, the look at its tree
 	{"spawn.go", "inputwait.go", "expiry.go"}, // a job's launch: pipes, terminal, env, cwd; input wanted; forgotten ids
 	{"job.go"},          // one job: its group, windows, pumps and outcome
 	{"trace.go"},        // a call's W3C trace context, as its jobs' variables

@@ -55,6 +55,7 @@ func (c *toolCall) runJob(run jobRun) (ranJob, error) {
 		run.await = awaitOptions{} // the call ends with its job
 	}
 	run.reportPrompts = c.reportsPrompts()
+	run.lingers = c.keepsTreesInReach()
 	run.trace = c.trace
 	j, started, err := c.reg.start(run.startRequest)
 	if err != nil || !started {

@@ -1,6 +1,10 @@
 package main
 
-import "math"
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+)
 
 // resultJSON is the wire form of a job result or status. The fields after
 // StartError are 1.1's; each is left out unless it says something, so a 1.0
@@ -25,6 +29,9 @@ type resultJSON struct {
 	Idle            bool               `json:"idle,omitempty"`            // a wait ended early on quiet
 	Survivors       []survivorJSON     `json:"survivors,omitempty"`       // processes its shell left alive
 	SurvivorsCount  int                `json:"survivors_count,omitempty"` // all of them, named or not
+	Lingering       bool               `json:"lingering,omitempty"`       // delivered, and its tree still runs: kill by its id ends it
+	Listening       json.RawMessage    `json:"listening,omitempty"`       // TCP addresses its processes listen on; null: unreadable
+	Note            string             `json:"note,omitempty"`            // one sentence on what a lingering tree means
 	Kept            bool               `json:"kept,omitempty"`            // cut to fit (or, agent profile, uncaptured bytes): still readable a while
 	Deferred        bool               `json:"deferred,omitempty"`        // finished, but left for the next wait
 	ElapsedS        *float64           `json:"elapsed_s,omitempty"`       // seconds since a running job started (a timed-out wait, agent profile)
@@ -141,7 +148,7 @@ func statusOf(j *job) *resultJSON {
 			r.Signal = signalWords(o.signal)
 		}
 		r.TimedOut = o.timedOut
-		r.Survivors, r.SurvivorsCount = survivorsOf(o.survivors)
+		r.Survivors, r.SurvivorsCount = survivorsOf(alive(o.survivors)) // named only while alive
 		if u := o.usage; u != nil {
 			r.Usage = &usageJSON{WallMs: u.wall.Milliseconds(), UserMs: u.userMs, SysMs: u.sysMs, MaxRSSKiB: u.maxRSSKiB}
 			if c := u.cgroup; c != nil {
@@ -149,9 +156,32 @@ func statusOf(j *job) *resultJSON {
 			}
 		}
 		r.OOMKilled = o.oomKilled
+		if o.lingers && j.lingersNow() {
+			r.Lingering = true
+			r.Listening = j.listeningJSON()
+			r.Note = fmt.Sprintf("Processes it started keep running; kill with job_id %q ends them.", j.id)
+		}
 	}
 	return r
 }
+
+// listeningJSON is the TCP addresses j's processes listen on, as the
+// listening member carries them: nil when none, null when they cannot be
+// read.
+func (j *job) listeningJSON() json.RawMessage {
+	addrs, ok := listeningOf(j.treePids(), maxListening)
+	switch {
+	case !ok:
+		return json.RawMessage("null")
+	case len(addrs) == 0:
+		return nil
+	}
+	b, _ := json.Marshal(addrs) // strings only: cannot fail
+	return b
+}
+
+// maxListening bounds the addresses an entry names.
+const maxListening = 20
 
 // resultWithin is a finished job's result, delivered by the caller, with
 // the slices its capture policy selects for how it ended and what that
@@ -220,14 +250,15 @@ func sliceWithin(w *window, spec streamSpec, limit int) (*sliceJSON, int64) {
 
 // killJSON is the wire form of kill's answer.
 type killJSON struct {
-	JobID             string      `json:"job_id"`
-	Terminated        bool        `json:"terminated"`
-	AlreadyTerminated bool        `json:"already_terminated,omitempty"`
-	SignalSent        int         `json:"signal_sent,omitempty"`
-	Escalated         bool        `json:"escalated,omitempty"`
-	State             string      `json:"state,omitempty"`
-	Detail            string      `json:"detail,omitempty"`
-	Result            *resultJSON `json:"result,omitempty"`
+	JobID             string         `json:"job_id"`
+	Terminated        bool           `json:"terminated"`
+	AlreadyTerminated bool           `json:"already_terminated,omitempty"`
+	SignalSent        int            `json:"signal_sent,omitempty"`
+	Escalated         bool           `json:"escalated,omitempty"`
+	State             string         `json:"state,omitempty"`
+	Detail            string         `json:"detail,omitempty"`
+	Survivors         []survivorJSON `json:"survivors,omitempty"` // a lingering tree's processes the kill left alive
+	Result            *resultJSON    `json:"result,omitempty"`
 }
 
 // The outputSchema of each tool's result (2025-06-18 on). Each is an

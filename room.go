@@ -34,6 +34,14 @@ func (s *jobSlots) take(most int) (ok bool, seen int64) {
 	}
 }
 
+// takeAnyway takes a slot whatever the limit: for a job that already ran
+// and whose tree still does.
+func (s *jobSlots) takeAnyway() {
+	if s != nil {
+		s.running.Add(1)
+	}
+}
+
 // give returns a slot taken.
 func (s *jobSlots) give() {
 	if s != nil {

@@ -153,7 +153,7 @@ func endSessions(sessions []*session, sweep bool) {
 	newJobs := func() []*job {
 		var jobs []*job
 		for _, ss := range sessions {
-			for _, j := range ss.reg.list() {
+			for _, j := range append(ss.reg.list(), ss.reg.lingeringJobs()...) {
 				if !seen[j] {
 					seen[j] = true
 					jobs = append(jobs, j)

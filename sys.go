@@ -30,7 +30,12 @@ type procInfo struct {
 	comm                 string
 	state                string
 	start                uint64 // when it started, in clock ticks since boot: a reused pid has another
+	exiting              bool   // it is on its way out (PF_EXITING): dying, not a survivor
 }
+
+// dying reports whether p has ended or is ending: a zombie, dead, or
+// exiting. Such a process is never reported as a survivor.
+func (p procInfo) dying() bool { return p.exiting || p.state == "Z" || p.state == "X" }
 
 // inputEnd is the file a job's processes read their input from, its stdin
 // pipe or its terminal, as stat shows it through /proc/PID/fd from any

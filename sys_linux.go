@@ -61,6 +61,9 @@ func readProcs() []procInfo {
 	return procs
 }
 
+// pfExiting is the kernel's PF_EXITING: the process is in do_exit.
+const pfExiting = 0x4
+
 // readProc parses /proc/PID/stat; comm may hold spaces and parentheses, so
 // the fields after it are found from the last ')'.
 func readProc(pid int) (procInfo, bool) {
@@ -81,10 +84,15 @@ func readProc(pid int) (procInfo, bool) {
 	pgid, _ := strconv.Atoi(rest[2])
 	sid, _ := strconv.Atoi(rest[3])
 	var start uint64
+	var flags uint64
+	if len(rest) > 6 {
+		flags, _ = strconv.ParseUint(rest[6], 10, 64) // field 9, the kernel's flags
+	}
 	if len(rest) > 19 {
 		start, _ = strconv.ParseUint(rest[19], 10, 64) // field 22, starttime
 	}
-	return procInfo{pid: pid, ppid: ppid, pgid: pgid, sid: sid, comm: s[open+1 : end], state: rest[0], start: start}, true
+	return procInfo{pid: pid, ppid: ppid, pgid: pgid, sid: sid, comm: s[open+1 : end], state: rest[0], start: start,
+		exiting: flags&pfExiting != 0}, true
 }
 
 // sessionMembers lists the processes in group or session id: a job's, whose
