@@ -727,6 +727,9 @@ type awaitOptions struct {
 	// with nothing delivered (a wait's until).
 	stopEarly earlyStopper
 	stopEvery time.Duration
+	// holdEnded, when set, keeps a finished job from delivery while it
+	// reports true: the wait watches more than the shell (its tree).
+	holdEnded func(*job) bool
 	// ownJob: the call started the job and nobody else knows its id, so
 	// a reply that never arrives forgets it (as a cancelled execute does)
 	// rather than giving it back; its delivery is not recorded.
@@ -743,7 +746,7 @@ func (r *registry) await(w *waiter, jobs []*job, opts awaitOptions) (delivered m
 	defer r.watch(jobs, -1)
 	nextLook := time.Now().Add(inputProbeInterval) // when to look for input next
 	for {
-		delivered, changed := r.deliverAmong(jobs, handoffOf(w, opts))
+		delivered, changed := r.deliverAmong(jobs, handoffOf(w, opts), heldEnded(jobs, opts.holdEnded))
 		if len(delivered) > 0 || opts.poll {
 			return delivered, false, nil
 		}
@@ -820,12 +823,12 @@ func (r *registry) watch(jobs []*job, delta int) {
 // deliverAmong delivers the finished jobs among jobs under one lock and
 // returns the channel that announces the next change; a job that finishes
 // after the check closes it, so no end is missed.
-func (r *registry) deliverAmong(jobs []*job, h *handoff) (map[string]*job, <-chan struct{}) {
+func (r *registry) deliverAmong(jobs []*job, h *handoff, held map[*job]bool) (map[string]*job, <-chan struct{}) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	var delivered map[string]*job
 	for _, j := range jobs {
-		if r.deliverLocked(j, h) {
+		if !held[j] && r.deliverLocked(j, h) {
 			if delivered == nil {
 				delivered = map[string]*job{}
 			}
@@ -833,6 +836,21 @@ func (r *registry) deliverAmong(jobs []*job, h *handoff) (map[string]*job, <-cha
 		}
 	}
 	return delivered, r.changed.next()
+}
+
+// heldEnded is the finished jobs among jobs that hold asks to keep from
+// delivery now; asked outside every lock, as hold may read /proc.
+func heldEnded(jobs []*job, hold func(*job) bool) map[*job]bool {
+	if hold == nil {
+		return nil
+	}
+	held := map[*job]bool{}
+	for _, j := range jobs {
+		if j.terminal() && hold(j) {
+			held[j] = true
+		}
+	}
+	return held
 }
 
 // describeWait says what a blocked wait is waiting for, for progress.

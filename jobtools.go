@@ -200,7 +200,7 @@ var jobAgentTexts = map[string]toolWords{
 			"tty":             `true or {"rows", "cols"}: run on a terminal (prompts, sudo, REPLs); stdout is the screen, input types into it.`,
 			"yield_after":     "Seconds to block before returning the running job (yielded:true); 0 = until it exits. Default {yield}{max_yield}. Also returns once the job waits for input.",
 			"max_reply_bytes": "Reply limit in bytes (at least 1024, default {budget}); larger output is cut to a head and a tail.",
-			"until":           `Return as soon as a complete line matches, the job still running (state "running", matched {stream, offset, line, next}): {"pattern": RE2, "stream"?: "stdout"|"stderr"|"any", "from"?: OFFSET}; or {"idle": S}: when it has written nothing for S seconds (idle:true). A job that ends first returns its result.`,
+			"until":           `Return as soon as a complete line matches, the job still running (state "running", matched {stream, offset, line, next}): {"pattern": RE2, "stream"?: "stdout"|"stderr"|"any", "from"?: OFFSET}; or {"idle": S}: when it has written nothing for S seconds (idle:true); or {"listening": PORT|true}, alone or beside pattern: once its processes listen on PORT (any port: true), even after its shell exited (matched {"listening": "ADDR:PORT"}). A job that ends first returns its result.`,
 		},
 	},
 	"wait": {
@@ -210,12 +210,13 @@ var jobAgentTexts = map[string]toolWords{
 			"job_ids": "Jobs to wait for.",
 			"timeout": "Seconds to block (default {wait}{max_yield}); 0 = look once.",
 			"until": `Return early for a running job: {"pattern": RE2, "stream"?: "stdout"|"stderr"|"any", "from"?: OFFSET} on a complete matching line, including lines already written (from the oldest kept byte, or from OFFSET); the entry carries matched {stream, offset, line, next} (pass next as from to look past it). ` +
-				`{"idle": S}: when it wrote nothing for S seconds (entry idle:true).`,
+				`{"idle": S}: when it wrote nothing for S seconds (entry idle:true). {"listening": PORT|true}: when its processes listen on PORT, after its shell exited too (matched {"listening": ADDR}).`,
 			"max_reply_bytes": "Reply limit in bytes (at least 1024, default {budget}).",
 		},
 	},
 	"status": {
-		description: "A job's state, without output, never forgetting it: {job_id, state, exit_code?, signal?, timed_out?, waiting_for_input?}.",
+		description: "A job's state, without output, never forgetting it: {job_id, state, exit_code?, signal?, timed_out?, waiting_for_input?, procs?, listening?: [\"ADDR:PORT\"]}. " +
+			"A lingering job (delivered while processes it started run on) adds lingering:true and survivors now.",
 	},
 	"output": {
 		description: "Read a running or kept job's output without forgetting it: its status plus a slice of each stream asked for, or its lines matching grep. " +
@@ -235,14 +236,14 @@ var jobAgentTexts = map[string]toolWords{
 	},
 	"kill": {
 		description: "Signal the job's process group and wait for it to die: {terminated:true, result} (the job is then gone) " +
-			"or {terminated:false, detail} (something survived; the job stays).",
+			"or {terminated:false, detail} (something survived; the job stays). A lingering job's kill ends what it left running and has no result.",
 		docs: map[string]string{
 			"signal":  `TERM (default), KILL, INT, HUP, a number, or ASSURED (TERM, then KILL after timeout).`,
 			"timeout": "Seconds to wait for death after each signal (default 5).",
 		},
 	},
 	"list_jobs": {
-		description: "Jobs not yet collected, oldest first: {jobs: [{job_id, state, waiting_for_input?}]}.",
+		description: "Jobs not yet collected, oldest first: {jobs: [{job_id, state, waiting_for_input?}], lingering?: [{job_id, procs, survivors, listening?}]} (delivered jobs whose processes still run; kill ends them).",
 	},
 }
 
@@ -250,7 +251,7 @@ var jobAgentTexts = map[string]toolWords{
 func jobsInstructions(_ *config, d dialect) string {
 	if d.agent {
 		return "Run commands with execute. {carry} {yield_advice} " +
-			"For a server, execute with until {\"pattern\": its ready line} returns on that line with the job still running; for a long build, nowait:true then wait. " +
+			"For a server, execute with until {\"listening\": PORT} (or {\"pattern\": its ready line}) returns once it is up, still running; for a long build, nowait:true then wait. " +
 			"Replies are cut to a head and a tail within {budget}; output reads the gap of a kept result. A finished job's result is delivered once."
 	}
 	return "Run shell commands as jobs with " + strings.Join(toolNamesOf(jobTools), ", ") +
@@ -290,6 +291,11 @@ func executeAnswer(c *toolCall, a *executeArgs, clamped clamps) (answer, error) 
 		return resultAnswer(resultWithin(ran.job, c.replyBudget())), nil
 	case a.Nowait:
 		return resultAnswer(&resultJSON{JobID: ran.job.id, State: stateRunning}), nil
+	case ran.hit != nil && ran.job.terminal():
+		if r := portHitResult(c, ran.job, ran.hit, nil); r != nil {
+			return resultAnswer(r), nil
+		}
+		return resultAnswer(resultWithin(ran.job, c.replyBudget())), nil
 	case ran.hit != nil: // the job runs on, to be collected by wait
 		return resultAnswer(runningEntry(ran.job, ran.hit, ran.job.waitingForInputSeen())), nil
 	}
@@ -429,6 +435,10 @@ func runWait(c *toolCall, a *waitArgs) (answer, error) {
 			entries[i] = resultWithin(j, c.replyBudget())
 			continue
 		}
+		if r := portHitResult(c, j, hit(), c.waiter.handoff); r != nil {
+			entries[i] = r
+			continue
+		}
 		entries[i] = runningEntry(j, hit(), j.waitingForInputAtOnce())
 		if timedOut {
 			progressOf(entries[i], j)
@@ -452,13 +462,37 @@ func progressOf(r *resultJSON, j *job) {
 func runningEntry(j *job, hit *untilHit, waiting bool) *resultJSON {
 	r := &resultJSON{JobID: j.id, State: stateRunning}
 	markWaiting(r, j, waiting)
-	if hit == nil || hit.job != j {
-		return r
+	if j.terminal() { // its shell ended; a wait for a port watched its tree on
+		r = liveStatusOf(j)
 	}
-	r.Idle = hit.matched == nil
+	markHit(r, j, hit)
+	return r
+}
+
+// markHit says in r, j's entry, what ended the wait early, if hit is j's.
+func markHit(r *resultJSON, j *job, hit *untilHit) {
+	if hit == nil || hit.job != j {
+		return
+	}
+	r.Idle = hit.matched == nil && hit.listening == ""
 	if m := hit.matched; m != nil {
 		r.Matched = &matchJSON{Stream: m.stream, Offset: m.offset, Line: m.line, Next: m.next}
 	}
+	if hit.listening != "" {
+		r.Matched = &matchJSON{listening: hit.listening}
+	}
+}
+
+// portHitResult delivers j, whose shell had ended when a port of its tree
+// opened and ended the wait, and is its result with that match; nil when
+// hit is not such a hit of j's or another call took the result first.
+func portHitResult(c *toolCall, j *job, hit *untilHit, h *handoff) *resultJSON {
+	if hit == nil || hit.job != j || hit.listening == "" || !j.terminal() || !c.reg.deliver(j, h) {
+		return nil
+	}
+	c.reg.cwd.delivered(c.cfg, j.id)
+	r := resultWithin(j, c.replyBudget())
+	markHit(r, j, hit)
 	return r
 }
 

@@ -56,6 +56,18 @@ type matchJSON struct {
 	Offset int64  `json:"offset"`
 	Line   string `json:"line"`
 	Next   int64  `json:"next"`
+
+	listening string // a port that opened ended the wait: the match is {"listening": ADDR}
+}
+
+// MarshalJSON writes a port's match as {"listening": "ADDR:PORT"}, a
+// line's with its four members.
+func (m matchJSON) MarshalJSON() ([]byte, error) {
+	if m.listening != "" {
+		return json.Marshal(map[string]string{"listening": m.listening})
+	}
+	type line matchJSON // without this method
+	return json.Marshal(line(m))
 }
 
 // survivorJSON is a process a job's shell left alive.
@@ -179,9 +191,6 @@ func (j *job) listeningJSON() json.RawMessage {
 	b, _ := json.Marshal(addrs) // strings only: cannot fail
 	return b
 }
-
-// maxListening bounds the addresses an entry names.
-const maxListening = 20
 
 // resultWithin is a finished job's result, delivered by the caller, with
 // the slices its capture policy selects for how it ended and what that

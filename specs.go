@@ -343,6 +343,10 @@ type untilSpec struct {
 	stream  string
 	from    *int64
 	idle    time.Duration
+	// listen: a TCP port of the job's tree in LISTEN ends the wait too:
+	// port, or any port when port is 0.
+	listen bool
+	port   int
 }
 
 // maxIdleSeconds bounds until.idle: a day.
@@ -357,12 +361,29 @@ func parseUntilSpec(r json.RawMessage) (untilSpec, error) {
 		Pattern *string  `json:"pattern"`
 		Stream  *string  `json:"stream"`
 		From    *int64   `json:"from"`
-		Idle    *float64 `json:"idle"`
+		Idle      *float64        `json:"idle"`
+		Listening json.RawMessage `json:"listening"`
 	}
 	dec := json.NewDecoder(strings.NewReader(string(r)))
 	dec.DisallowUnknownFields()
 	if dec.Decode(&raw) != nil {
-		return untilSpec{}, fmt.Errorf(`%w until: must be {"pattern": RE2, "stream": "stdout"|"stderr"|"any", "from": offset} or {"idle": seconds}`, errInvalid)
+		return untilSpec{}, fmt.Errorf(`%w until: must be {"pattern": RE2, "stream": "stdout"|"stderr"|"any", "from": offset}, {"idle": seconds} or {"listening": PORT|true}, listening alone or beside pattern`, errInvalid)
+	}
+	var listen untilSpec
+	if raw.Listening != nil {
+		var err error
+		if listen, err = parseUntilListening(raw.Listening); err != nil {
+			return untilSpec{}, err
+		}
+		if raw.Idle != nil {
+			return untilSpec{}, fmt.Errorf("%w until: listening goes alone or beside pattern, not with idle", errInvalid)
+		}
+		if raw.Pattern == nil {
+			if raw.Stream != nil || raw.From != nil {
+				return untilSpec{}, fmt.Errorf("%w until: stream and from go with pattern", errInvalid)
+			}
+			return listen, nil
+		}
 	}
 	switch {
 	case (raw.Pattern == nil) == (raw.Idle == nil):
@@ -380,7 +401,7 @@ func parseUntilSpec(r json.RawMessage) (untilSpec, error) {
 	if err != nil {
 		return untilSpec{}, fmt.Errorf("%w until.pattern: %v", errInvalid, err)
 	}
-	spec := untilSpec{pattern: re, stream: "any", from: raw.From}
+	spec := untilSpec{pattern: re, stream: "any", from: raw.From, listen: listen.listen, port: listen.port}
 	if raw.Stream != nil {
 		if !slices.Contains(untilStreams, *raw.Stream) {
 			return untilSpec{}, fmt.Errorf("%w until.stream: must be stdout, stderr or any", errInvalid)
@@ -393,17 +414,43 @@ func parseUntilSpec(r json.RawMessage) (untilSpec, error) {
 	return spec, nil
 }
 
+// parseUntilListening parses until.listening: a port (1 to 65535) or
+// true, any port.
+func parseUntilListening(r json.RawMessage) (untilSpec, error) {
+	var anyPort bool
+	if json.Unmarshal(r, &anyPort) == nil && anyPort {
+		return untilSpec{listen: true}, nil
+	}
+	var port int
+	if json.Unmarshal(r, &port) == nil && port >= 1 && port <= 65535 {
+		return untilSpec{listen: true, port: port}, nil
+	}
+	return untilSpec{}, fmt.Errorf("%w until.listening: must be a TCP port (1 to 65535) or true (any port)", errInvalid)
+}
+
 // untilSchema is the JSON Schema of wait's until.
 func untilSchema() map[string]any {
 	return map[string]any{"anyOf": []any{
 		map[string]any{"type": "object", "required": []string{"pattern"}, "properties": map[string]any{
-			"pattern": map[string]any{"type": "string"},
-			"stream":  map[string]any{"type": "string", "enum": untilStreams},
-			"from":    map[string]any{"type": "integer", "minimum": 0},
+			"pattern":   map[string]any{"type": "string"},
+			"stream":    map[string]any{"type": "string", "enum": untilStreams},
+			"from":      map[string]any{"type": "integer", "minimum": 0},
+			"listening": listeningSchema(),
+		}},
+		map[string]any{"type": "object", "required": []string{"listening"}, "properties": map[string]any{
+			"listening": listeningSchema(),
 		}},
 		map[string]any{"type": "object", "required": []string{"idle"}, "properties": map[string]any{
 			"idle": map[string]any{"type": "number", "exclusiveMinimum": 0},
 		}},
+	}}
+}
+
+// listeningSchema is until.listening's: a port, or true for any.
+func listeningSchema() map[string]any {
+	return map[string]any{"anyOf": []any{
+		map[string]any{"type": "integer", "minimum": 1, "maximum": 65535},
+		map[string]any{"const": true},
 	}}
 }
 

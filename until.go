@@ -1,6 +1,8 @@
 package main
 
 import (
+	"strconv"
+	"strings"
 	"time"
 )
 
@@ -23,7 +25,13 @@ type untilWatch struct {
 	streams []*lineScan          // pattern: one per watched stream of each job
 	quiet   map[*job]*quietClock // idle: each job's output total and since when it stays
 	hit     *untilHit            // what ended the wait, once a look found it
+	jobs    []*job               // listening: the jobs whose trees are looked at
+	portAt  time.Time            // listening: when the trees' sockets are read next
 }
+
+// untilPortLookInterval is how often a wait for a port reads its jobs'
+// sockets: a look reads every descriptor of every process of the tree.
+const untilPortLookInterval = 100 * time.Millisecond
 
 // lineScan is how far one stream of one job has been matched.
 type lineScan struct {
@@ -42,12 +50,18 @@ type quietClock struct {
 // or from the first byte each stream still keeps.
 func newUntilWatch(spec untilSpec, jobs []*job) *untilWatch {
 	u := &untilWatch{spec: spec, quiet: map[*job]*quietClock{}}
+	if spec.listen {
+		u.jobs = jobs
+	}
 	now := time.Now()
 	from := int64(0) // the cursor starts at the oldest byte kept
 	if spec.from != nil {
 		from = *spec.from
 	}
 	for _, j := range jobs {
+		if spec.listen && spec.pattern == nil {
+			continue
+		}
 		if spec.pattern == nil {
 			u.quiet[j] = &quietClock{total: j.outputBytes(), since: now}
 			continue
@@ -69,6 +83,11 @@ func newUntilWatch(spec untilSpec, jobs []*job) *untilWatch {
 func stopOnUntil(spec untilSpec, jobs []*job, opts *awaitOptions) func() *untilHit {
 	watch := newUntilWatch(spec, jobs)
 	opts.stopEarly, opts.stopEvery = watch, untilLookInterval
+	if spec.listen {
+		// It watches the tree, not the shell: a shell that started the
+		// server in the background and exited leaves the wait on.
+		opts.holdEnded = func(j *job) bool { return !j.treeGone() }
+	}
 	return func() *untilHit { return watch.hit }
 }
 
@@ -81,8 +100,9 @@ func (u *untilWatch) stopNow() bool {
 
 // untilHit is what ended a wait early for one job.
 type untilHit struct {
-	job     *job
-	matched *lineMatch // the line that matched; nil for idle
+	job       *job
+	matched   *lineMatch // the line that matched; nil for idle or a port
+	listening string     // the address that opened, "ADDR:PORT"; "" for none
 }
 
 // lineMatch is a line that matched: its stream, offset and text, and the
@@ -96,6 +116,17 @@ type lineMatch struct {
 
 // look reports the first running job that meets the spec now, if any.
 func (u *untilWatch) look() *untilHit {
+	if now := time.Now(); u.spec.listen && !now.Before(u.portAt) {
+		u.portAt = now.Add(untilPortLookInterval)
+		for _, j := range u.jobs {
+			if addr := j.listeningOn(u.spec.port); addr != "" {
+				return &untilHit{job: j, listening: addr}
+			}
+		}
+	}
+	if u.spec.listen && u.spec.pattern == nil {
+		return nil
+	}
 	if u.spec.pattern == nil {
 		now := time.Now()
 		for j, c := range u.quiet {
@@ -119,6 +150,21 @@ func (u *untilWatch) look() *untilHit {
 		}
 	}
 	return nil
+}
+
+// maxListening bounds the addresses an entry names.
+const maxListening = 20
+
+// listeningOn is the first address j's tree listens on at port (any port
+// when 0), or "".
+func (j *job) listeningOn(port int) string {
+	addrs, _ := listeningOf(j.treePids(), maxListening)
+	for _, a := range addrs {
+		if port == 0 || strings.HasSuffix(a, ":"+strconv.Itoa(port)) {
+			return a
+		}
+	}
+	return ""
 }
 
 // scan matches the complete lines the cursor has not looked at yet.
