@@ -358,9 +358,9 @@ var untilStreams = []string{"stdout", "stderr", "any"}
 // parseUntilSpec parses {"pattern": RE2, "stream"?, "from"?} or {"idle": seconds}.
 func parseUntilSpec(r json.RawMessage) (untilSpec, error) {
 	var raw struct {
-		Pattern *string  `json:"pattern"`
-		Stream  *string  `json:"stream"`
-		From    *int64   `json:"from"`
+		Pattern   *string         `json:"pattern"`
+		Stream    *string         `json:"stream"`
+		From      *int64          `json:"from"`
 		Idle      *float64        `json:"idle"`
 		Listening json.RawMessage `json:"listening"`
 	}
