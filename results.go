@@ -160,7 +160,7 @@ func statusOf(j *job) *resultJSON {
 			r.Signal = signalWords(o.signal)
 		}
 		r.TimedOut = o.timedOut
-		r.Survivors, r.SurvivorsCount = survivorsOf(alive(o.survivors)) // named only while alive
+		r.Survivors, r.SurvivorsCount = survivorsOf(o.survivors)
 		if u := o.usage; u != nil {
 			r.Usage = &usageJSON{WallMs: u.wall.Milliseconds(), UserMs: u.userMs, SysMs: u.sysMs, MaxRSSKiB: u.maxRSSKiB}
 			if c := u.cgroup; c != nil {
