@@ -498,6 +498,9 @@ func runShellKill(c *toolCall, a *shellJobArgs) (answer, error) {
 // shellEvent is the toolkit's notifications/job params for a shell job's
 // start or end: never a byte of its output, nor its arguments.
 func shellEvent(cfg *config, j *job, event string) map[string]any {
+	if event != "started" && event != "finished" {
+		return nil // the toolkit's contract tells a start and an end, nothing else
+	}
 	params := map[string]any{"job": j.id, "state": "started", "runtime": 0, "logger": cfg.toolPrefix + "_start",
 		"command": firstRunes(j.program, commandEventRunes)}
 	if event == "finished" {
