@@ -5,6 +5,7 @@ package main
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -476,7 +477,18 @@ func (j *job) treeMembers(pid int) []procInfo {
 	if _, ok := j.boxed().members(); ok {
 		return j.boxMembers()
 	}
-	return groupSurvivors(pid)
+	members := groupSurvivors(pid)
+	if j.lingers {
+		// A job that stays in reach claims the orphans born in its life
+		// (a setsid daemon has left its group and session).
+		for _, p := range orphansSince(ticksAt(j.started)) {
+			if !slices.ContainsFunc(members, func(m procInfo) bool { return m.pid == p.pid }) {
+				members = append(members, p)
+			}
+		}
+		slices.SortFunc(members, func(a, b procInfo) int { return a.pid - b.pid })
+	}
+	return members
 }
 
 // treeShape is members as one string that changes when one of them

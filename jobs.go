@@ -333,6 +333,10 @@ func (r *registry) exited(j *job, st exitStatus) {
 	// anything survived the shell; only then is /proc read, and not on
 	// the reaper's goroutine.
 	leftBehind := groupAlive(st.pid) || j.boxed().populated()
+	// On process groups a setsid daemon leaves no trace in the group: a
+	// job that stays in reach looks for it in /proc, off this goroutine.
+	_, boxed := j.boxed().members()
+	leftBehind = leftBehind || j.lingers && !boxed
 	step := exitSettling
 	switch {
 	case !leftBehind && j.stdoutPump.settle.settled() && j.errPump.settle.settled():

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -59,6 +60,39 @@ func readProcs() []procInfo {
 		}
 	}
 	return procs
+}
+
+// bootTime is when the system booted, from /proc/stat's btime, read once;
+// zero when it cannot be read.
+var bootTime = sync.OnceValue(func() time.Time {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return time.Time{}
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, "btime "); ok {
+			if secs, err := strconv.ParseInt(strings.TrimSpace(rest), 10, 64); err == nil {
+				return time.Unix(secs, 0)
+			}
+		}
+	}
+	return time.Time{}
+})
+
+// userHZ is the unit of /proc's start times: USER_HZ, 100 on every Linux
+// architecture the server is built for.
+const userHZ = 100
+
+// ticksAt is t as /proc's start times count it: clock ticks since boot,
+// rounded down and one tick early (btime is whole seconds); 0 when the
+// boot time is unknown.
+func ticksAt(t time.Time) uint64 {
+	boot := bootTime()
+	if boot.IsZero() || t.Before(boot) {
+		return 0
+	}
+	ticks := uint64(t.Sub(boot) / (time.Second / userHZ))
+	return max(ticks, 1+userHZ) - userHZ // btime drops up to a second
 }
 
 // pfExiting is the kernel's PF_EXITING: the process is in do_exit.

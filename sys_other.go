@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"syscall"
+	"time"
 )
 
 // Real-time signals are Linux's; zero says there are none.
@@ -134,6 +135,9 @@ func onMainThread() bool { return false }
 
 // procSnapshot needs /proc; elsewhere a job's tree is its process group.
 func procSnapshot() []procInfo { return nil }
+
+// ticksAt has no /proc start times to match: 0.
+func ticksAt(time.Time) uint64 { return 0 }
 
 // procNow cannot read a process's start time without /proc: it reports
 // whether pid exists, with a zero start time, as the looks here record.

@@ -99,6 +99,33 @@ func newProcTable(procs []procInfo) procTable {
 	return t
 }
 
+// orphansSince lists the processes that came back to this process as
+// orphans (a setsid daemon, a double fork) and started at or after ticks
+// (clock ticks since boot), with everything below them: not a job's shell,
+// nor a child a fork under way is making. On process groups nothing else
+// ties them to the job they left, so a job claims the orphans born in its
+// life; two jobs of one moment may both claim one.
+func orphansSince(ticks uint64) []procInfo {
+	if !orphansReturn.Load() || ticks == 0 {
+		return nil
+	}
+	t := newProcTable(procSnapshot())
+	var found []procInfo
+	queue := []int{}
+	for _, pid := range t.kids[t.selfPid] {
+		if p := t.byPid[pid]; p.start >= ticks && !children.tracksAfterForks(pid) {
+			queue = append(queue, pid)
+		}
+	}
+	for len(queue) > 0 {
+		pid := queue[0]
+		queue = queue[1:]
+		found = append(found, t.byPid[pid])
+		queue = append(queue, t.kids[pid]...)
+	}
+	return found
+}
+
 // orphansReturn is set once this process is PID 1 or a child subreaper:
 // every descendant is then below one of its children, and a shutdown
 // sweep can follow its own process tree alone.
