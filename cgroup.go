@@ -66,8 +66,8 @@ type jobBox interface {
 	spawnFD() int
 	// started closes what only the spawn needed.
 	started()
-	// members lists the pids in the box now; ok is false when the box
-	// cannot list them (process groups).
+	// members lists the pids in the box now, its sub-cgroups' included;
+	// ok is false when the box cannot list them (process groups).
 	members() (pids []int, ok bool)
 	// populated reports whether any process is still in the box; false
 	// for a box that cannot tell.

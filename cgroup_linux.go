@@ -171,8 +171,10 @@ func ownCgroup() (string, error) {
 // cgroupTrees keeps each job in a cgroup of its own, below the server's
 // subtree.
 type cgroupTrees struct {
+	mount                string // where the cgroup v2 hierarchy is mounted: /proc/PID/cgroup paths are below it
 	home                 string // the cgroup the server started in, to go back to at shutdown
 	subtree              string // the server's own directory; its leaf holds the server
+	made                 bool   // this server made subtree (set once, before any job), so it may empty it
 	limits               jobLimits
 	pidsPeak, memoryPeak bool         // the subtree has the pids, memory controller
 	seq                  atomic.Int64 // numbers the job directories
@@ -215,7 +217,7 @@ func makeCgroupTrees(mode string, limits jobLimits) (*cgroupTrees, error) {
 		return nil, err
 	}
 	subtree := filepath.Join(parent, subtreePrefix+randomHex(6))
-	t := &cgroupTrees{home: home, subtree: subtree, limits: limits, boxes: map[*cgroupBox]bool{}}
+	t := &cgroupTrees{mount: mount, home: home, subtree: subtree, limits: limits, boxes: map[*cgroupBox]bool{}}
 	if err := cleanThenEnter(parent, cgroupLockDuration, t.enter); err != nil {
 		t.leave()
 		return nil, err
@@ -241,6 +243,7 @@ func (t *cgroupTrees) enter() error {
 		if err := unix.Mkdir(dir, 0o755); err != nil {
 			return fmt.Errorf("make the cgroup %s: %w", dir, err)
 		}
+		t.made = true
 	}
 	// "0" is this process, whatever pid namespace it is in.
 	if err := writeCgroupFile(filepath.Join(t.subtree, serverLeaf), "cgroup.procs", "0"); err != nil {
@@ -249,12 +252,29 @@ func (t *cgroupTrees) enter() error {
 	return nil
 }
 
-// leave moves the server back where it started and removes the subtree;
-// best effort: a subtree left is a leftover the next server removes.
+// leave moves the server back where it started and removes the subtree
+// it made. Once the server is out, whatever is still below the subtree
+// (a process a job moved into the server's leaf, a cgroup a job made
+// beside its own) is killed and removed with it, deepest first: a leaf
+// left populated would pass for a live server's and never be cleaned.
+// Best effort: a subtree left is a leftover the next server removes.
 func (t *cgroupTrees) leave() {
-	_ = writeCgroupFile(t.home, "cgroup.procs", "0") // best effort, as above
-	_ = unix.Rmdir(filepath.Join(t.subtree, serverLeaf))
+	moved := writeCgroupFile(t.home, "cgroup.procs", "0") == nil
+	if !t.made {
+		return
+	}
+	if own, err := ownCgroup(); moved && err == nil && !below(filepath.Join(t.mount, own), t.subtree) {
+		removeCgroupTree(t.subtree)
+		return
+	}
+	// Still inside: killing the subtree would kill the server.
+	_ = unix.Rmdir(filepath.Join(t.subtree, serverLeaf)) // best effort, as above
 	_ = unix.Rmdir(t.subtree)
+}
+
+// below reports whether the cgroup path is dir or a directory below it.
+func below(path, dir string) bool {
+	return path == dir || strings.HasPrefix(path, dir+"/")
 }
 
 // offersLimits refuses limits whose controller parent's cgroup does not
@@ -377,6 +397,18 @@ func cleanLeftovers(parent string) {
 func removeCgroupTree(dir string) bool {
 	killCgroup(dir)
 	awaitCgroupEmpty(dir, time.Now().Add(cgroupEmptyDuration))
+	return removeCgroupDirs(dir)
+}
+
+// cgroupDirs lists dir and every cgroup directory below it, parents
+// before their children; what cannot be read is left out. A cgroup
+// directory's link count is two plus its subdirectories, so one stat
+// spares the walk where a job made none.
+func cgroupDirs(dir string) []string {
+	var st unix.Stat_t
+	if err := unix.Stat(dir, &st); err == nil && st.Nlink <= 2 {
+		return []string{dir}
+	}
 	var dirs []string
 	_ = filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
 		if err == nil && d.IsDir() {
@@ -384,11 +416,29 @@ func removeCgroupTree(dir string) bool {
 		}
 		return nil // best effort: what cannot be read is not removed
 	})
+	return dirs
+}
+
+// removeCgroupDirs removes dir and every directory below it, deepest
+// first, and reports whether dir is gone. A cgroup that still has a
+// process (EBUSY) stays, with its parents.
+func removeCgroupDirs(dir string) bool {
+	dirs := cgroupDirs(dir)
 	for i := len(dirs) - 1; i >= 0; i-- {
-		_ = unix.Rmdir(dirs[i]) // best effort: reported below
+		for {
+			err := unix.Rmdir(dirs[i])
+			if !errors.Is(err, unix.EINTR) {
+				break // ENOENT: gone already; EBUSY: reported below
+			}
+		}
 	}
-	_, err := os.Stat(dir)
-	return errors.Is(err, os.ErrNotExist)
+	var st unix.Stat_t
+	for {
+		err := unix.Stat(dir, &st)
+		if !errors.Is(err, unix.EINTR) {
+			return errors.Is(err, unix.ENOENT)
+		}
+	}
 }
 
 // killCgroup sends SIGKILL to every process in dir and below: at once
@@ -453,6 +503,16 @@ func populatedAt(dir string) int {
 		}
 	}
 	return -1
+}
+
+// cgroupTreePids lists the pids in the cgroup.procs of dir and of every
+// cgroup below it.
+func cgroupTreePids(dir string) []int {
+	var pids []int
+	for _, d := range cgroupDirs(dir) {
+		pids = append(pids, cgroupPids(d)...)
+	}
+	return pids
 }
 
 // cgroupPids lists the pids in dir's cgroup.procs (this process's pid
@@ -576,8 +636,10 @@ func (t *cgroupTrees) writeLimits(dir string) error {
 	return nil
 }
 
-// close kills what is left in every job's cgroup, waits (bounded) for
-// them to empty, removes them, and takes the server out of its subtree.
+// close kills what is left in every job's cgroup and the cgroups below
+// it (cgroup.kill reaches them), waits (bounded) for them to empty,
+// removes them deepest first, and takes the server out of its subtree,
+// removing what is left there (leave).
 func (t *cgroupTrees) close() {
 	t.mu.Lock()
 	boxes := make([]*cgroupBox, 0, len(t.boxes))
@@ -602,10 +664,15 @@ type cgroupBox struct {
 	fd    int // the directory, open until the spawn is done; -1 after
 	trees *cgroupTrees
 
+	// removeMu lets one removal at a time run, so that close does not
+	// go on to the subtree while the watcher is still removing a job's
+	// directories. Held over the rmdirs; no other lock is taken under it.
+	removeMu sync.Mutex
+
 	mu       sync.Mutex // guards the fields below; never held over a system call
 	procsMax int        // the most processes seen in it at once
 	released bool       // the job is forgotten: remove once empty
-	removed  bool       // remove has run
+	removed  bool       // its directory and those below it are gone
 }
 
 // spawnFD is the directory's descriptor, for clone3's CLONE_INTO_CGROUP.
@@ -619,9 +686,10 @@ func (b *cgroupBox) started() {
 	}
 }
 
-// members reads cgroup.procs, counting them toward procs_max.
+// members reads cgroup.procs, the sub-cgroups' too, counting them
+// toward procs_max.
 func (b *cgroupBox) members() ([]int, bool) {
-	pids := cgroupPids(b.dir)
+	pids := cgroupTreePids(b.dir)
 	b.mu.Lock()
 	b.procsMax = max(b.procsMax, len(pids))
 	b.mu.Unlock()
@@ -805,22 +873,26 @@ func (b *cgroupBox) release() {
 	}
 }
 
-// remove removes the directory, once.
+// remove removes the directory and the cgroups the job made below it,
+// deepest first. Once they are gone the box is forgotten; while one stays
+// (a process came back: EBUSY) the box stays listed, for the next event
+// or for close.
 func (b *cgroupBox) remove() {
+	b.removeMu.Lock()
+	defer b.removeMu.Unlock()
 	b.mu.Lock()
-	if b.removed {
-		b.mu.Unlock()
+	removed := b.removed
+	b.mu.Unlock()
+	if removed {
 		return
 	}
+	b.started()
+	if !removeCgroupDirs(b.dir) {
+		return
+	}
+	b.mu.Lock()
 	b.removed = true
 	b.mu.Unlock()
-	b.started()
-	for {
-		err := unix.Rmdir(b.dir)
-		if !errors.Is(err, unix.EINTR) {
-			break // EBUSY (a process came back) leaves it to shutdown
-		}
-	}
 	b.trees.sampler.remove(b)
 	b.trees.mu.Lock()
 	delete(b.trees.boxes, b)

@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -285,5 +286,123 @@ func TestIntoCgroupOfferedChecksWithoutAChild(t *testing.T) {
 		t.Fatalf("the check left a child (pid %d)", pid)
 	} else if err != nil && !errors.Is(err, unix.ECHILD) {
 		t.Fatal(err)
+	}
+}
+
+// testTrees makes a server's subtree and its leaf under a fresh test
+// cgroup, as makeCgroupTrees would, without moving the test into the
+// leaf: home is the test's own cgroup, so leave moves it nowhere.
+func testTrees(t *testing.T) *cgroupTrees {
+	t.Helper()
+	parent := testCgroupParent(t)
+	mount, _ := cgroup2Mount()
+	own, err := ownCgroup()
+	if err != nil {
+		t.Fatal(err)
+	}
+	trees := &cgroupTrees{mount: mount, home: filepath.Join(mount, own), subtree: filepath.Join(parent, subtreePrefix+"test"),
+		made: true, boxes: map[*cgroupBox]bool{}}
+	for _, dir := range []string{trees.subtree, filepath.Join(trees.subtree, serverLeaf)} {
+		if err := unix.Mkdir(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return trees
+}
+
+// testWatch is one watch on cgroup events for every test that wants one:
+// a watch is never closed (the server keeps its own for good), and a
+// watch per test run would use up the user's inotify instances.
+func testWatch(t *testing.T) *cgroupWatch {
+	t.Helper()
+	w, err := sharedTestWatch()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w
+}
+
+var sharedTestWatch = sync.OnceValues(newCgroupWatch)
+
+// testBox makes the next job's cgroup in trees as box does, watched by w
+// when it is not nil.
+func testBox(t *testing.T, trees *cgroupTrees, w *cgroupWatch) *cgroupBox {
+	t.Helper()
+	dir := filepath.Join(trees.subtree, "job-"+strconv.FormatInt(trees.seq.Add(1), 10))
+	if err := unix.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	b := &cgroupBox{dir: dir, fd: -1, trees: trees}
+	if w != nil {
+		if err := w.add(b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	trees.mu.Lock()
+	trees.boxes[b] = true
+	trees.mu.Unlock()
+	return b
+}
+
+// mkdirs makes each of dirs, parents first.
+func mkdirs(t *testing.T, dirs ...string) {
+	t.Helper()
+	for _, dir := range dirs {
+		if err := unix.Mkdir(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// close kills what a job moved into a cgroup it made below its own, and
+// removes both, deepest first; the subtree goes too, with what a job left
+// in the server's leaf.
+func TestCloseRemovesTheCgroupsAJobMadeBelowItsOwn(t *testing.T) {
+	trees := testTrees(t)
+	b := testBox(t, trees, nil)
+	deep := filepath.Join(b.dir, "sub", "deeper")
+	mkdirs(t, filepath.Join(b.dir, "sub"), deep)
+	cloneIn(t, b.dir)
+	daemon := startIn(t, deep)
+	squatter := startIn(t, filepath.Join(trees.subtree, serverLeaf))
+	trees.close()
+	if exists(b.dir) || exists(trees.subtree) {
+		t.Fatalf("close left %s or the subtree behind", b.dir)
+	}
+	for _, cmd := range []*exec.Cmd{daemon, squatter} {
+		if err := cmd.Wait(); err == nil {
+			t.Fatal("a process left below the subtree ended by itself; close should have killed it")
+		}
+	}
+}
+
+// A forgotten job's cgroup goes once it is empty, with the cgroups the job
+// made below it: at release when it is empty then, or when the watch sees
+// it empty later.
+func TestReleaseRemovesTheCgroupsAJobMadeBelowItsOwn(t *testing.T) {
+	trees := testTrees(t)
+	w := testWatch(t)
+	empty := testBox(t, trees, w)
+	mkdirs(t, filepath.Join(empty.dir, "sub"), filepath.Join(empty.dir, "sub", "deeper"))
+	empty.release()
+	if exists(empty.dir) {
+		t.Fatal("release of an empty job left its cgroup")
+	}
+	busy := testBox(t, trees, w)
+	sub := filepath.Join(busy.dir, "sub")
+	mkdirs(t, sub)
+	daemon := startIn(t, sub)
+	busy.release()
+	if !exists(sub) {
+		t.Fatal("release removed a cgroup a daemon still runs in")
+	}
+	_ = daemon.Process.Kill()
+	_ = daemon.Wait()
+	eventually(t, 10*time.Second, "the emptied job's cgroups removed", func() bool { return !exists(busy.dir) })
+	trees.mu.Lock()
+	left := len(trees.boxes)
+	trees.mu.Unlock()
+	if left != 0 {
+		t.Fatalf("%d removed boxes still listed", left)
 	}
 }
