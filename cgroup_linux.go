@@ -391,10 +391,12 @@ func cleanLeftovers(parent string) {
 	}
 }
 
-// removeCgroupTree kills every process below dir, waits (bounded) for it
-// to empty and removes dir and every directory below it, deepest first. It
-// reports whether dir is gone.
+// removeCgroupTree thaws every cgroup below dir (a server killed while it
+// read a job frozen left it so), kills every process there, waits
+// (bounded) for dir to empty and removes dir and every directory below
+// it, deepest first. It reports whether dir is gone.
 func removeCgroupTree(dir string) bool {
+	thawCgroupTree(dir)
 	killCgroup(dir)
 	awaitCgroupEmpty(dir, time.Now().Add(cgroupEmptyDuration))
 	return removeCgroupDirs(dir)
@@ -441,6 +443,16 @@ func removeCgroupDirs(dir string) bool {
 	}
 }
 
+// thawCgroupTree writes 0 to the cgroup.freeze of dir and of every cgroup
+// below it, parents first (a child cannot thaw while its parent is
+// frozen). Best effort: a kernel without cgroup.freeze froze nothing, and
+// cgroup.kill ends frozen processes all the same.
+func thawCgroupTree(dir string) {
+	for _, d := range cgroupDirs(dir) {
+		_ = writeCgroupFile(d, "cgroup.freeze", "0") // best effort, as above; 0 again is a no-op
+	}
+}
+
 // killCgroup sends SIGKILL to every process in dir and below: at once
 // through cgroup.kill, or member by member on a kernel without it.
 func killCgroup(dir string) {
@@ -459,19 +471,27 @@ func killCgroup(dir string) {
 
 // awaitCgroupEmpty waits until dir's cgroup.events says populated 0 or
 // deadline passes, woken by inotify on the file, and reports whether it
-// emptied.
+// emptied (a cgroup gone counts as empty).
 func awaitCgroupEmpty(dir string, deadline time.Time) bool {
+	return awaitCgroupEvents(dir, func() bool { return populatedAt(dir) <= 0 }, deadline)
+}
+
+// awaitCgroupEvents waits until done holds or deadline passes, testing it
+// at each change of dir's cgroup.events, seen through an inotify watch of
+// its own, and reports whether it held. Where no watch can be set, done is
+// tested once. A job's box waits on the shared watch instead (awaitEvents).
+func awaitCgroupEvents(dir string, done func() bool, deadline time.Time) bool {
 	fd, err := unix.InotifyInit1(unix.IN_CLOEXEC | unix.IN_NONBLOCK)
 	if err != nil {
-		return populatedAt(dir) == 0
+		return done()
 	}
 	defer unix.Close(fd)
 	if _, err := unix.InotifyAddWatch(fd, filepath.Join(dir, "cgroup.events"), unix.IN_MODIFY); err != nil {
-		return populatedAt(dir) <= 0 // gone counts as empty
+		return done()
 	}
 	buf := make([]byte, 4096)
 	for {
-		if populatedAt(dir) <= 0 {
+		if done() {
 			return true
 		}
 		left := time.Until(deadline)
@@ -480,7 +500,7 @@ func awaitCgroupEmpty(dir string, deadline time.Time) bool {
 		}
 		_, err := unix.Poll([]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}, int(left.Milliseconds())+1)
 		if err != nil && !errors.Is(err, unix.EINTR) {
-			return populatedAt(dir) <= 0
+			return done()
 		}
 		for { // drain: only the file's state matters
 			if _, err := unix.Read(fd, buf); err != nil && !errors.Is(err, unix.EINTR) {
@@ -492,10 +512,19 @@ func awaitCgroupEmpty(dir string, deadline time.Time) bool {
 
 // populatedAt is dir's cgroup.events populated: 1, 0, or -1 when it cannot
 // be read (gone, or no cgroup).
-func populatedAt(dir string) int {
+func populatedAt(dir string) int { return cgroupEventAt(dir, "populated") }
+
+// frozenAt is dir's cgroup.events frozen: 1 once every process below dir
+// is frozen, 0, or -1 when it cannot be read (gone, no cgroup, or a kernel
+// without the freezer, before 5.2).
+func frozenAt(dir string) int { return cgroupEventAt(dir, "frozen") }
+
+// cgroupEventAt is the flag key of dir's cgroup.events: 1, 0, or -1 when
+// it cannot be read.
+func cgroupEventAt(dir, key string) int {
 	text := readCgroupFile(dir, "cgroup.events")
 	for _, line := range strings.Split(text, "\n") {
-		if v, ok := strings.CutPrefix(line, "populated "); ok {
+		if v, ok := strings.CutPrefix(line, key+" "); ok {
 			if v == "0" {
 				return 0
 			}
@@ -597,6 +626,7 @@ func (t *cgroupTrees) box(countProcs bool) (jobBox, error) {
 	}
 	if err == nil {
 		err = cgroupWatcher.add(b)
+		b.watch = cgroupWatcher
 	}
 	if err != nil {
 		b.started()
@@ -652,7 +682,7 @@ func (t *cgroupTrees) close() {
 	}
 	deadline := time.Now().Add(cgroupEmptyDuration)
 	for _, b := range boxes {
-		awaitCgroupEmpty(b.dir, deadline)
+		b.awaitEvents(func() bool { return populatedAt(b.dir) <= 0 }, deadline)
 		b.remove()
 	}
 	t.leave()
@@ -663,7 +693,12 @@ type cgroupBox struct {
 	dir   string
 	fd    int // the directory, open until the spawn is done; -1 after
 	trees *cgroupTrees
+	watch *cgroupWatch // the watch on its cgroup.events; nil when it is not watched
 
+	// snapMu lets one snapshot at a time freeze the cgroup, so that no
+	// snapshot thaws it under another's reading. Held over the freeze, the
+	// reading and the thaw (bounded); no other lock is taken under it.
+	snapMu sync.Mutex
 	// removeMu lets one removal at a time run, so that close does not
 	// go on to the subtree while the watcher is still removing a job's
 	// directories. Held over the rmdirs; no other lock is taken under it.
@@ -694,6 +729,122 @@ func (b *cgroupBox) members() ([]int, bool) {
 	b.procsMax = max(b.procsMax, len(pids))
 	b.mu.Unlock()
 	return pids, true
+}
+
+// snapshotFreezeDuration bounds how long a snapshot waits for a job's
+// cgroup to freeze: a member in uninterruptible sleep is frozen only once
+// it wakes, and the reading must not wait on a stuck disk.
+const snapshotFreezeDuration = 100 * time.Millisecond
+
+// snapshot freezes the cgroup (its sub-cgroups with it), waits on the
+// watch for cgroup.events to say frozen 1 (at most
+// snapshotFreezeDuration), reads every member's pid and /proc entry, and
+// thaws it, on every path out. ok is true only when the cgroup was frozen
+// before the reading and still was after it: a member of the job's own
+// user may write cgroup.freeze too. A frozen process reads as sleeping
+// (and one just thawed as running), so a member that was running just
+// before the freeze is given as running; dead (Z), stopped (T) and
+// uninterruptible (D) read true frozen. A server killed between freeze
+// and thaw leaves the job frozen: the next server thaws it before it
+// kills it (removeCgroupTree).
+func (b *cgroupBox) snapshot() ([]procInfo, bool) {
+	b.snapMu.Lock()
+	defer b.snapMu.Unlock()
+	running := map[int]uint64{} // pid to start of each member running before the freeze
+	for _, pid := range cgroupTreePids(b.dir) {
+		if p, there := procNow(pid); there && p.state == "R" {
+			running[pid] = p.start
+		}
+	}
+	procs, ok := b.frozenReading(snapshotFreezeDuration)
+	for i, p := range procs {
+		if start, was := running[p.pid]; was && start == p.start && p.state == "S" {
+			procs[i].state = "R"
+		}
+	}
+	return procs, ok
+}
+
+// frozenReading is snapshot's reading: the members' /proc entries, oldest
+// pid first, and whether they were read with the cgroup frozen, which it
+// waits for until wait has passed. The cgroup is thawed before it
+// returns. The caller holds snapMu.
+func (b *cgroupBox) frozenReading(wait time.Duration) ([]procInfo, bool) {
+	deadline := time.Now().Add(wait)
+	// Thawed on every way out, a panic's included; 0 on a cgroup that
+	// never froze is a no-op.
+	defer b.thaw()
+	err := writeCgroupFile(b.dir, "cgroup.freeze", "1")
+	if err != nil && !errors.Is(err, unix.ENOENT) {
+		logf("cannot freeze the cgroup %s to read its processes at one instant (%v); they are read as they run", b.dir, err)
+	}
+	for {
+		frozen := err == nil && b.awaitEvents(func() bool { return frozenAt(b.dir) == 1 }, deadline)
+		procs := b.readMembers()
+		// Exact only if it was frozen all along: a member's own user may
+		// write cgroup.freeze too, and where a freeze closely follows a
+		// thaw (the last snapshot's) the kernel can say frozen 1 and then
+		// 0 again for a moment.
+		switch {
+		case frozen && frozenAt(b.dir) == 1:
+			return procs, true
+		case !frozen || !time.Now().Before(deadline):
+			return procs, false
+		}
+	}
+}
+
+// readMembers is the /proc entry of every process in the cgroup and those
+// below it, oldest pid first, counted toward procs_max.
+func (b *cgroupBox) readMembers() []procInfo {
+	pids := cgroupTreePids(b.dir)
+	procs := make([]procInfo, 0, len(pids))
+	for _, pid := range pids {
+		if p, there := procNow(pid); there {
+			procs = append(procs, p)
+		}
+	}
+	slices.SortFunc(procs, func(x, y procInfo) int { return x.pid - y.pid })
+	b.mu.Lock()
+	b.procsMax = max(b.procsMax, len(pids))
+	b.mu.Unlock()
+	return procs
+}
+
+// thaw writes 0 to the cgroup's cgroup.freeze. ENOENT (the cgroup is gone,
+// or the kernel has no freezer) leaves nothing frozen; another error is
+// logged, as the job's processes then stay frozen until they are killed.
+func (b *cgroupBox) thaw() {
+	if err := writeCgroupFile(b.dir, "cgroup.freeze", "0"); err != nil && !errors.Is(err, unix.ENOENT) {
+		logf("cannot thaw the cgroup %s (%v): its processes stay frozen until the job is killed", b.dir, err)
+	}
+}
+
+// awaitEvents waits until done holds or deadline passes, testing it at
+// each change of the cgroup's events as the shared watch announces them
+// (or through a watch of its own where the box is not watched), and
+// reports whether it held.
+func (b *cgroupBox) awaitEvents(done func() bool, deadline time.Time) bool {
+	if b.watch == nil {
+		return awaitCgroupEvents(b.dir, done, deadline)
+	}
+	for {
+		// Taken before the test, so a change between the two still wakes.
+		changed := b.watch.next()
+		if done() {
+			return true
+		}
+		left := time.Until(deadline)
+		if left <= 0 {
+			return false
+		}
+		t := time.NewTimer(left)
+		select {
+		case <-changed:
+		case <-t.C:
+		}
+		t.Stop()
+	}
 }
 
 // populated reads cgroup.events: whether any process is left.

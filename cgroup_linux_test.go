@@ -1,11 +1,14 @@
 package main
 
 import (
+	"bufio"
 	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -337,6 +340,7 @@ func testBox(t *testing.T, trees *cgroupTrees, w *cgroupWatch) *cgroupBox {
 		if err := w.add(b); err != nil {
 			t.Fatal(err)
 		}
+		b.watch = w
 	}
 	trees.mu.Lock()
 	trees.boxes[b] = true
@@ -404,5 +408,155 @@ func TestReleaseRemovesTheCgroupsAJobMadeBelowItsOwn(t *testing.T) {
 	trees.mu.Unlock()
 	if left != 0 {
 		t.Fatalf("%d removed boxes still listed", left)
+	}
+}
+
+// shellIn starts sh -c script straight into the cgroup dir, as the server
+// starts a job, and returns it with its stdout's first line once written.
+// It is killed at the test's end.
+func shellIn(t *testing.T, dir, script string) (*exec.Cmd, string) {
+	t.Helper()
+	fd, err := openRetrying(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	cmd := exec.Command("sh", "-c", script)
+	cmd.SysProcAttr = &syscall.SysProcAttr{}
+	intoCgroup(cmd.SysProcAttr, fd)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil {
+		t.Fatalf("%q wrote no line: %v", script, err)
+	}
+	return cmd, strings.TrimSpace(line)
+}
+
+// pidsOf lists the pids of procs.
+func pidsOf(procs []procInfo) []int {
+	pids := make([]int, 0, len(procs))
+	for _, p := range procs {
+		pids = append(pids, p.pid)
+	}
+	return pids
+}
+
+// A snapshot reads every member of the job's cgroup, those of a cgroup it
+// made below its own too, with the cgroup frozen, and leaves it thawed:
+// the processes run on.
+func TestSnapshotReadsTheBoxFrozenAndThawsIt(t *testing.T) {
+	trees := testTrees(t)
+	b := testBox(t, trees, testWatch(t))
+	sub := filepath.Join(b.dir, "sub")
+	mkdirs(t, sub)
+	busy, _ := shellIn(t, b.dir, `echo started; while :; do :; done`)
+	want := []int{cloneIn(t, b.dir).Process.Pid, cloneIn(t, b.dir).Process.Pid, startIn(t, sub).Process.Pid, busy.Process.Pid}
+	slices.Sort(want)
+	// Several at once: none may thaw the cgroup under another's reading.
+	readings := make(chan []procInfo, 4)
+	for range cap(readings) {
+		go func() {
+			procs, ok := b.snapshot()
+			if !ok {
+				procs = nil
+			}
+			readings <- procs
+		}()
+	}
+	for range cap(readings) {
+		procs := <-readings
+		if procs == nil {
+			t.Fatal("a cgroup of sleeping and running processes did not freeze within its bound")
+		}
+		if got := pidsOf(procs); !slices.Equal(got, want) {
+			t.Fatalf("snapshot read %v, want %v (oldest first)", got, want)
+		}
+		for _, p := range procs {
+			switch {
+			case p.start == 0:
+				t.Fatalf("snapshot read %+v, without its start", p)
+			case p.pid == busy.Process.Pid && (p.comm != "sh" || p.state != "R"):
+				t.Fatalf("snapshot read the busy loop as %+v, want sh running", p)
+			case p.pid != busy.Process.Pid && (p.comm != "sleep" || p.state != "S" && p.state != "R"):
+				t.Fatalf("snapshot read %+v, want a sleep", p)
+			}
+		}
+	}
+	for _, dir := range []string{b.dir, sub} {
+		if frozenAt(dir) != 0 || strings.TrimSpace(readCgroupFile(dir, "cgroup.freeze")) != "0" {
+			t.Fatalf("%s is left frozen after the snapshot", dir)
+		}
+	}
+}
+
+// Where the cgroup cannot be frozen (here a directory with no
+// cgroup.freeze, as on a kernel before 5.2) the members are read all the
+// same, and the reading says it is not exact.
+func TestSnapshotWithoutAFreezerReadsAnyway(t *testing.T) {
+	dir := t.TempDir()
+	cmd, err := startSleep(t, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	child := cmd.Process.Pid
+	list := strconv.Itoa(os.Getpid()) + "\n" + strconv.Itoa(child) + "\n"
+	if err := os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte(list), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	b := &cgroupBox{dir: dir, fd: -1, trees: &cgroupTrees{}}
+	procs, ok := b.snapshot()
+	if ok {
+		t.Fatal("a reading without a freezer was called exact")
+	}
+	if got, want := pidsOf(procs), []int{min(os.Getpid(), child), max(os.Getpid(), child)}; !slices.Equal(got, want) {
+		t.Fatalf("snapshot read %v, want %v", got, want)
+	}
+	if exists(filepath.Join(dir, "cgroup.freeze")) {
+		t.Fatal("the snapshot made a cgroup.freeze where there was none")
+	}
+}
+
+// A server killed while it read a job frozen leaves it so: the next
+// server thaws the leftover, its sub-cgroups first among parents, before
+// it kills and removes it.
+func TestCleaningThawsAFrozenLeftover(t *testing.T) {
+	parent := testCgroupParent(t)
+	subtree := filepath.Join(parent, subtreePrefix+"frozen")
+	job := filepath.Join(subtree, "job-1")
+	sub := filepath.Join(job, "sub")
+	mkdirs(t, subtree, filepath.Join(subtree, serverLeaf), job, sub)
+	startIn(t, job)
+	startIn(t, sub)
+	for _, dir := range []string{job, sub} {
+		if err := writeCgroupFile(dir, "cgroup.freeze", "1"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !awaitCgroupEvents(job, func() bool { return frozenAt(job) == 1 }, time.Now().Add(10*time.Second)) {
+		t.Fatal("the job did not freeze")
+	}
+	thawCgroupTree(subtree)
+	for _, dir := range []string{job, sub} {
+		if !awaitCgroupEvents(dir, func() bool { return frozenAt(dir) == 0 }, time.Now().Add(10*time.Second)) {
+			t.Fatalf("%s stays frozen after the thaw", dir)
+		}
+	}
+	for _, dir := range []string{job, sub} {
+		if err := writeCgroupFile(dir, "cgroup.freeze", "1"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := cleanThenEnter(parent, time.Second, func() error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if exists(subtree) {
+		t.Fatal("a dead server's frozen subtree was left")
 	}
 }
