@@ -80,6 +80,12 @@ type jobBox interface {
 	// kernel has no cgroup.freeze): procs is then a reading taken while
 	// the box ran, and the caller reads again until two agree.
 	snapshot() (procs []procInfo, ok bool)
+	// escaped lists, oldest pid first, zombies included, the processes
+	// outside this box that are the job's: descendants of the server that
+	// left the box (or whose parent, or a nearer ancestor, did) for
+	// another cgroup; see cgroupTrees.escapes for how each is attributed.
+	// nil on process groups, where the group and /proc are the tree.
+	escaped() []procInfo
 	// populated reports whether any process is still in the box; false
 	// for a box that cannot tell.
 	populated() bool
@@ -133,6 +139,10 @@ func (groupBox) members() ([]int, bool) { return nil, false }
 // snapshot is unknown (false): the caller reads the process group until
 // two readings agree.
 func (groupBox) snapshot() ([]procInfo, bool) { return nil, false }
+
+// escaped is nil: without a cgroup nothing can be left, and the group,
+// the session and /proc are the job's tree.
+func (groupBox) escaped() []procInfo { return nil }
 
 // populated is false: the caller watches the process group instead.
 func (groupBox) populated() bool { return false }

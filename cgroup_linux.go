@@ -619,7 +619,7 @@ func (t *cgroupTrees) box(countProcs bool) (jobBox, error) {
 	if err := unix.Mkdir(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("cannot make the job's cgroup %s (%w); the job is refused rather than run outside a cgroup", dir, err)
 	}
-	b := &cgroupBox{dir: dir, fd: -1, trees: t}
+	b := &cgroupBox{dir: dir, fd: -1, trees: t, start: bootTicks()}
 	err := t.writeLimits(dir)
 	if err == nil {
 		b.fd, err = openRetrying(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC)
@@ -640,6 +640,22 @@ func (t *cgroupTrees) box(countProcs bool) (jobBox, error) {
 		t.sampler.add(b)
 	}
 	return b, nil
+}
+
+// clockTicksPerSecond is USER_HZ, the unit of /proc/PID/stat's start time
+// (procInfo.start): 100 on every Linux architecture Go builds for.
+const clockTicksPerSecond = 100
+
+// bootTicks is the time since boot in clock ticks, rounded down, as
+// /proc/PID/stat counts a process's start (CLOCK_BOOTTIME, in this time
+// namespace): a process started after it has a start no smaller. 0 where
+// the clock cannot be read, which every process started after.
+func bootTicks() uint64 {
+	var ts unix.Timespec
+	if unix.ClockGettime(unix.CLOCK_BOOTTIME, &ts) != nil {
+		return 0
+	}
+	return uint64(ts.Nano()) / uint64(time.Second/clockTicksPerSecond)
 }
 
 // cpuPeriodMicros is the cpu.max period a job's CPU limit is a share of.
@@ -693,6 +709,7 @@ type cgroupBox struct {
 	dir   string
 	fd    int // the directory, open until the spawn is done; -1 after
 	trees *cgroupTrees
+	start uint64       // when the directory was made, in clock ticks since boot (as procInfo.start): every process of the job started since
 	watch *cgroupWatch // the watch on its cgroup.events; nil when it is not watched
 
 	// snapMu lets one snapshot at a time freeze the cgroup, so that no

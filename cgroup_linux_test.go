@@ -335,7 +335,7 @@ func testBox(t *testing.T, trees *cgroupTrees, w *cgroupWatch) *cgroupBox {
 	if err := unix.Mkdir(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	b := &cgroupBox{dir: dir, fd: -1, trees: trees}
+	b := &cgroupBox{dir: dir, fd: -1, trees: trees, start: bootTicks()}
 	if w != nil {
 		if err := w.add(b); err != nil {
 			t.Fatal(err)
@@ -558,5 +558,128 @@ func TestCleaningThawsAFrozenLeftover(t *testing.T) {
 	}
 	if exists(subtree) {
 		t.Fatal("a dead server's frozen subtree was left")
+	}
+}
+
+// reapAtEnd kills pid, an orphan that came back to the test (a child
+// subreaper, as the server is), and collects it at the test's end, so no
+// zombie is left for another test's wait.
+func reapAtEnd(t *testing.T, pid int) {
+	t.Cleanup(func() {
+		_ = unix.Kill(pid, unix.SIGKILL)
+		for {
+			var ws unix.WaitStatus
+			_, err := unix.Wait4(pid, &ws, 0, nil)
+			if !errors.Is(err, unix.EINTR) {
+				return // ECHILD: the reaper took it, or it was never ours
+			}
+		}
+	})
+}
+
+// A process that moves itself out of its job's cgroup, into the server's
+// leaf, a cgroup outside the subtree or another job's, is still the job's:
+// by its parent while that is in the job, and, orphaned, by the jobs
+// started before it. Members in their own job's cgroup are nobody's
+// escapees.
+func TestEscapeesAreFoundAndAttributed(t *testing.T) {
+	trees := testTrees(t)
+	parent := filepath.Dir(trees.subtree)
+	elsewhere := filepath.Join(parent, "elsewhere")
+	mkdirs(t, elsewhere)
+	leaf := filepath.Join(trees.subtree, serverLeaf)
+	early, job := testBox(t, trees, nil), testBox(t, trees, nil)
+	member := cloneIn(t, job.dir).Process.Pid
+
+	// A child that moves itself into dir and prints its pid; its parent
+	// stays in the job.
+	moveTo := func(dir string) string {
+		return `sh -c 'echo $$ > ` + dir + `/cgroup.procs && echo $$ && exec sleep 300' & wait`
+	}
+	shell, line := shellIn(t, job.dir, moveTo(leaf))
+	toLeaf, _ := strconv.Atoi(line)
+	// Moves itself into another job's cgroup.
+	_, line = shellIn(t, job.dir, moveTo(early.dir))
+	toEarly, _ := strconv.Atoi(line)
+	// Double-forks, so its parent is gone, then moves out of the subtree.
+	_, line = shellIn(t, job.dir, `(sh -c 'echo $$ > `+elsewhere+`/cgroup.procs && echo $$ && exec sleep 300' &)`)
+	orphan, _ := strconv.Atoi(line)
+	reapAtEnd(t, orphan)
+	eventually(t, 10*time.Second, "the double-forked process orphaned", func() bool {
+		p, ok := procNow(orphan)
+		return ok && p.ppid == os.Getpid()
+	})
+	p, _ := procNow(orphan)
+	for bootTicks() <= p.start {
+		time.Sleep(5 * time.Millisecond) // a clock tick to pass: no event marks it
+	}
+	late := testBox(t, trees, nil)
+
+	found := map[*cgroupBox][]int{}
+	for _, b := range []*cgroupBox{early, job, late} {
+		found[b] = pidsOf(b.escaped())
+	}
+	for _, c := range []struct {
+		what string
+		pid  int
+		in   []*cgroupBox
+	}{
+		{"moved to the server's leaf", toLeaf, []*cgroupBox{job}},
+		{"moved to another job's cgroup", toEarly, []*cgroupBox{job}},
+		{"orphaned, moved out of the subtree", orphan, []*cgroupBox{early, job}},
+		{"a member", member, nil},
+		{"a job's shell", shell.Process.Pid, nil},
+	} {
+		for _, b := range []*cgroupBox{early, job, late} {
+			if got, want := slices.Contains(found[b], c.pid), slices.Contains(c.in, b); got != want {
+				t.Errorf("%s (%d): among %s's escapees %v, want %v (found %v)", c.what, c.pid, filepath.Base(b.dir), got, want, found[b])
+			}
+		}
+	}
+}
+
+// The attribution rules on a made-up process tree: the nearest ancestor
+// in a box decides, an escapee passes its jobs to its children, an orphan
+// is every earlier job's, a process whose cgroup cannot be read counts as
+// outside, and the server is nobody's.
+func TestEscapesAttributeByAncestorThenByStart(t *testing.T) {
+	trees := &cgroupTrees{subtree: "/cg/srv", boxes: map[*cgroupBox]bool{}}
+	a := &cgroupBox{dir: "/cg/srv/job-1", start: 100}
+	b := &cgroupBox{dir: "/cg/srv/job-2", start: 200}
+	c := &cgroupBox{dir: "/cg/srv/job-3", start: 300}
+	for _, x := range []*cgroupBox{a, b, c} {
+		trees.boxes[x] = true
+	}
+	const self = 1
+	where := map[int]string{
+		self: "/cg/srv/server",
+		10:   a.dir,               // a's shell
+		11:   a.dir + "/sub/deep", // a's, in a cgroup it made
+		12:   "/cg/srv/server",    // left a for the server's leaf
+		13:   "/cg/other",         // its child, moved again
+		14:   b.dir,               // left a for b
+		15:   "/cg",               // orphan, started between b and c
+		16:   "/cg/srv/server",    // orphan's child
+		17:   "",                  // unreadable (gone), parent in a
+		20:   b.dir,               // b's shell
+		21:   a.dir,               // b's child moved into a
+		30:   c.dir,               // c's shell, orphan-like (parent is the server)
+	}
+	procs := []procInfo{
+		{pid: 10, ppid: self, start: 110}, {pid: 11, ppid: 10, start: 120}, {pid: 12, ppid: 11, start: 130},
+		{pid: 13, ppid: 12, start: 140}, {pid: 14, ppid: 10, start: 150}, {pid: 15, ppid: self, start: 250},
+		{pid: 16, ppid: 15, start: 260}, {pid: 17, ppid: 10, start: 170}, {pid: 20, ppid: self, start: 210},
+		{pid: 21, ppid: 20, start: 220}, {pid: 30, ppid: self, start: 310}, {pid: self, ppid: 0, start: 1},
+	}
+	cgroupOf := func(pid int) (string, bool) { return where[pid], where[pid] != "" }
+	got := trees.escapes(self, procs, cgroupOf)
+	want := map[*cgroupBox][]int{a: {12, 13, 14, 15, 16, 17}, b: {15, 16, 21}}
+	for _, x := range []*cgroupBox{a, b, c} {
+		if g := pidsOf(got[x]); !slices.Equal(g, want[x]) {
+			t.Errorf("escapees of %s: %v, want %v", x.dir, g, want[x])
+		}
+	}
+	if got := (&cgroupTrees{boxes: map[*cgroupBox]bool{}}).escapes(self, procs, cgroupOf); got != nil {
+		t.Errorf("with no job, escapees %v", got)
 	}
 }
