@@ -371,7 +371,11 @@ func cleanThenEnter(parent string, wait time.Duration, enter func() error) error
 
 // cleanLeftovers empties and removes the subtrees under parent of servers
 // that are gone: their leaf has no process. A live server's leaf holds it.
-// The caller holds lockCgroupDir(parent), so no subtree is half made.
+// A subtree named as a server names its own (subtreePrefix and 12 hex
+// digits) that has no leaf at all is a dead server's too: one killed while
+// it removed its subtree, or one that left a cgroup its job made and so
+// removed its leaf but not its subtree. The caller holds
+// lockCgroupDir(parent), so no subtree is half made.
 func cleanLeftovers(parent string) {
 	entries, err := os.ReadDir(parent)
 	if err != nil {
@@ -382,11 +386,40 @@ func cleanLeftovers(parent string) {
 			continue
 		}
 		dir := filepath.Join(parent, e.Name())
-		if populatedAt(filepath.Join(dir, serverLeaf)) != 0 {
-			continue // a live server's, or not one of ours
+		switch populatedAt(filepath.Join(dir, serverLeaf)) {
+		case 0:
+		case -1:
+			if !isSubtreeName(e.Name()) || !missing(filepath.Join(dir, serverLeaf)) {
+				continue // not one of ours
+			}
+		default:
+			continue // a live server's
 		}
 		if removeCgroupTree(dir) {
 			logf("removed the cgroup %s a server that was killed left, with what ran in it", dir)
+		}
+	}
+}
+
+// isSubtreeName reports whether name is one a server gives its subtree:
+// subtreePrefix and 12 hex digits (randomHex(6)).
+func isSubtreeName(name string) bool {
+	id, ok := strings.CutPrefix(name, subtreePrefix)
+	if !ok || len(id) != 12 {
+		return false
+	}
+	_, err := hex.DecodeString(id)
+	return err == nil
+}
+
+// missing reports whether path does not exist (ENOENT); another error,
+// such as EACCES, is not taken for absence.
+func missing(path string) bool {
+	var st unix.Stat_t
+	for {
+		err := unix.Stat(path, &st)
+		if !errors.Is(err, unix.EINTR) {
+			return errors.Is(err, unix.ENOENT)
 		}
 	}
 }
@@ -434,13 +467,7 @@ func removeCgroupDirs(dir string) bool {
 			}
 		}
 	}
-	var st unix.Stat_t
-	for {
-		err := unix.Stat(dir, &st)
-		if !errors.Is(err, unix.EINTR) {
-			return errors.Is(err, unix.ENOENT)
-		}
-	}
+	return missing(dir)
 }
 
 // thawCgroupTree writes 0 to the cgroup.freeze of dir and of every cgroup

@@ -683,3 +683,27 @@ func TestEscapesAttributeByAncestorThenByStart(t *testing.T) {
 		t.Errorf("with no job, escapees %v", got)
 	}
 }
+
+// A subtree named as a server names its own that has lost its leaf (its
+// server was killed while removing it, or an older server left a cgroup
+// its job made) is a dead server's, and is removed; a directory with the
+// prefix but another name, and no leaf, is not a server's and stays.
+func TestCleaningRemovesASubtreeWithoutItsLeaf(t *testing.T) {
+	parent := testCgroupParent(t)
+	dead := filepath.Join(parent, subtreePrefix+"0123456789ab")
+	other := filepath.Join(parent, subtreePrefix+"notes")
+	mkdirs(t, dead, filepath.Join(dead, "job-1"), filepath.Join(dead, "job-1", "sub"), other)
+	daemon := startIn(t, filepath.Join(dead, "job-1", "sub"))
+	if err := cleanThenEnter(parent, time.Second, func() error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if exists(dead) {
+		t.Fatal("a dead server's subtree without its leaf was left")
+	}
+	if err := daemon.Wait(); err == nil {
+		t.Fatal("the dead server's job ended by itself; it should have been killed")
+	}
+	if !exists(other) {
+		t.Fatal("a directory that is no server's subtree was removed")
+	}
+}
