@@ -22,10 +22,14 @@ import (
 
 // subtreePrefix starts the name of every server's own directory under its
 // parent cgroup; serverLeaf is the leaf the server moves itself into, whose
-// populated flag says whether that server still lives.
+// populated flag says whether that server still lives. serverHeld, an
+// empty cgroup beside the leaf, says the server holds a flock(2) on its
+// subtree directory for its whole life, so that a leaf populated by what a
+// job moved into it is not taken for a live server once the lock is free.
 const (
 	subtreePrefix = "mcp-exec-"
 	serverLeaf    = "server"
+	serverHeld    = "held"
 )
 
 // cgroupEmptyDuration bounds how long removing a subtree waits for what it
@@ -175,6 +179,7 @@ type cgroupTrees struct {
 	home                 string // the cgroup the server started in, to go back to at shutdown
 	subtree              string // the server's own directory; its leaf holds the server
 	made                 bool   // this server made subtree (set once, before any job), so it may empty it
+	unhold               func() // drops the server's lock on its subtree (nil: none is held)
 	limits               jobLimits
 	pidsPeak, memoryPeak bool         // the subtree has the pids, memory controller
 	seq                  atomic.Int64 // numbers the job directories
@@ -237,7 +242,9 @@ func makeCgroupTrees(mode string, limits jobLimits) (*cgroupTrees, error) {
 
 // enter makes the subtree and its leaf and moves the server into the leaf:
 // cgroup v2 lets only a cgroup without processes of its own hand
-// controllers to its children.
+// controllers to its children. Then it locks the subtree for the server's
+// life and marks it so (serverHeld); a server that cannot is still
+// known alive by its leaf, as before the mark.
 func (t *cgroupTrees) enter() error {
 	for _, dir := range []string{t.subtree, filepath.Join(t.subtree, serverLeaf)} {
 		if err := unix.Mkdir(dir, 0o755); err != nil {
@@ -249,6 +256,14 @@ func (t *cgroupTrees) enter() error {
 	if err := writeCgroupFile(filepath.Join(t.subtree, serverLeaf), "cgroup.procs", "0"); err != nil {
 		return fmt.Errorf("move the server into %s: %w", filepath.Join(t.subtree, serverLeaf), err)
 	}
+	// The lock before the mark: a mark always means a lock was held.
+	unlock, locked := lockCgroupDir(t.subtree, 0)
+	if locked && unix.Mkdir(filepath.Join(t.subtree, serverHeld), 0o755) == nil {
+		t.unhold = unlock
+		return nil
+	}
+	unlock()
+	logf("the cgroup %s cannot be locked for the server's life; a server killed after a job moved a process into its leaf leaves it behind", t.subtree)
 	return nil
 }
 
@@ -263,12 +278,17 @@ func (t *cgroupTrees) leave() {
 	if !t.made {
 		return
 	}
+	if unhold := t.unhold; unhold != nil {
+		t.unhold = nil
+		defer unhold() // once the subtree is gone, or left as a leftover
+	}
 	if own, err := ownCgroup(); moved && err == nil && !below(filepath.Join(t.mount, own), t.subtree) {
 		removeCgroupTree(t.subtree)
 		return
 	}
 	// Still inside: killing the subtree would kill the server.
-	_ = unix.Rmdir(filepath.Join(t.subtree, serverLeaf)) // best effort, as above
+	_ = unix.Rmdir(filepath.Join(t.subtree, serverHeld)) // best effort, as above
+	_ = unix.Rmdir(filepath.Join(t.subtree, serverLeaf))
 	_ = unix.Rmdir(t.subtree)
 }
 
@@ -370,8 +390,9 @@ func cleanThenEnter(parent string, wait time.Duration, enter func() error) error
 }
 
 // cleanLeftovers empties and removes the subtrees under parent of servers
-// that are gone: their leaf has no process. A live server's leaf holds it.
-// A subtree named as a server names its own (subtreePrefix and 12 hex
+// that are gone: their leaf has no process, or, where the server marked
+// the subtree (serverHeld), no server holds its lock any more, whatever
+// a job moved into the leaf. A live server's leaf holds it. A subtree named as a server names its own (subtreePrefix and 12 hex
 // digits) that has no leaf at all is a dead server's too: one killed while
 // it removed its subtree, or one that left a cgroup its job made and so
 // removed its leaf but not its subtree. The caller holds
@@ -393,12 +414,23 @@ func cleanLeftovers(parent string) {
 				continue // not one of ours
 			}
 		default:
-			continue // a live server's
+			if missing(filepath.Join(dir, serverHeld)) || heldByServer(dir) {
+				continue // a live server's, or one from before the lock
+			}
 		}
 		if removeCgroupTree(dir) {
 			logf("removed the cgroup %s a server that was killed left, with what ran in it", dir)
 		}
 	}
+}
+
+// heldByServer reports whether a server holds its lock on the subtree dir
+// (taken in enter): a leaf populated by a process a job moved into it is a
+// dead server's if not. What cannot be tried counts as held.
+func heldByServer(dir string) bool {
+	unlock, locked := lockCgroupDir(dir, 0)
+	unlock()
+	return !locked
 }
 
 // isSubtreeName reports whether name is one a server gives its subtree:

@@ -707,3 +707,54 @@ func TestCleaningRemovesASubtreeWithoutItsLeaf(t *testing.T) {
 		t.Fatal("a directory that is no server's subtree was removed")
 	}
 }
+
+// A job may move a process into its server's leaf; once that server is
+// gone the leaf is still populated, and only the lock a server holds on
+// its marked subtree for its life tells a live server's from a dead one's.
+func TestCleaningTellsADeadServersLeafByItsLock(t *testing.T) {
+	parent := testCgroupParent(t)
+	subtree := func(name string) (dir string, squatter *exec.Cmd) {
+		dir = filepath.Join(parent, subtreePrefix+name)
+		mkdirs(t, dir, filepath.Join(dir, serverLeaf), filepath.Join(dir, serverHeld))
+		return dir, startIn(t, filepath.Join(dir, serverLeaf))
+	}
+	dead, squatter := subtree("dead")
+	live, _ := subtree("live")
+	unlock, locked := lockCgroupDir(live, time.Second)
+	defer unlock()
+	if !locked {
+		t.Fatal("cannot lock the live server's subtree")
+	}
+	if err := cleanThenEnter(parent, time.Second, func() error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if exists(dead) {
+		t.Fatal("a dead server's subtree, its leaf holding what a job moved there, was left")
+	}
+	if err := squatter.Wait(); err == nil {
+		t.Fatal("the process in the dead server's leaf ended by itself; it should have been killed")
+	}
+	if !exists(filepath.Join(live, serverLeaf)) {
+		t.Fatal("a live server's subtree was removed")
+	}
+}
+
+// enter locks the subtree it made and marks it; leave drops the lock and
+// removes the subtree with the mark.
+func TestEnterHoldsTheSubtreeUntilLeave(t *testing.T) {
+	trees := testTrees(t)
+	// testTrees made the subtree; enter makes its own beside it.
+	trees.subtree += "-entered"
+	trees.made = false
+	if err := trees.enter(); err != nil {
+		t.Fatal(err)
+	}
+	defer trees.leave()
+	if !exists(filepath.Join(trees.subtree, serverHeld)) || !heldByServer(trees.subtree) {
+		t.Fatal("the entered subtree is not marked and locked")
+	}
+	trees.leave()
+	if exists(trees.subtree) {
+		t.Fatal("leave left the subtree")
+	}
+}
