@@ -66,9 +66,26 @@ type jobBox interface {
 	spawnFD() int
 	// started closes what only the spawn needed.
 	started()
-	// members lists the pids in the box now; ok is false when the box
-	// cannot list them (process groups).
+	// members lists the pids in the box now, its sub-cgroups' included;
+	// ok is false when the box cannot list them (process groups).
 	members() (pids []int, ok bool)
+	// snapshot lists the box's processes at one instant, oldest pid
+	// first, zombies included: the cgroup is frozen while it is read and
+	// thawed before snapshot returns, whatever happened. Each entry's
+	// name and start are as read while frozen, its state as read just
+	// after the thaw (a frozen process reads as sleeping). ok reports
+	// that the reading is exact; it is false on process groups (procs is
+	// nil: read the group) and where the cgroup could not be frozen in
+	// time (a member in uninterruptible sleep holds freezing up, or the
+	// kernel has no cgroup.freeze): procs is then a reading taken while
+	// the box ran, and the caller reads again until two agree.
+	snapshot() (procs []procInfo, ok bool)
+	// escaped lists, oldest pid first, zombies included, the processes
+	// outside this box that are the job's: descendants of the server that
+	// left the box (or whose parent, or a nearer ancestor, did) for
+	// another cgroup; see cgroupTrees.escapes for how each is attributed.
+	// nil on process groups, where the group and /proc are the tree.
+	escaped() []procInfo
 	// populated reports whether any process is still in the box; false
 	// for a box that cannot tell.
 	populated() bool
@@ -118,6 +135,14 @@ func (groupBox) started() {}
 
 // members is unknown (false): the caller reads the process group.
 func (groupBox) members() ([]int, bool) { return nil, false }
+
+// snapshot is unknown (false): the caller reads the process group until
+// two readings agree.
+func (groupBox) snapshot() ([]procInfo, bool) { return nil, false }
+
+// escaped is nil: without a cgroup nothing can be left, and the group,
+// the session and /proc are the job's tree.
+func (groupBox) escaped() []procInfo { return nil }
 
 // populated is false: the caller watches the process group instead.
 func (groupBox) populated() bool { return false }

@@ -22,10 +22,14 @@ import (
 
 // subtreePrefix starts the name of every server's own directory under its
 // parent cgroup; serverLeaf is the leaf the server moves itself into, whose
-// populated flag says whether that server still lives.
+// populated flag says whether that server still lives. serverHeld, an
+// empty cgroup beside the leaf, says the server holds a flock(2) on its
+// subtree directory for its whole life, so that a leaf populated by what a
+// job moved into it is not taken for a live server once the lock is free.
 const (
 	subtreePrefix = "mcp-exec-"
 	serverLeaf    = "server"
+	serverHeld    = "held"
 )
 
 // cgroupEmptyDuration bounds how long removing a subtree waits for what it
@@ -171,8 +175,11 @@ func ownCgroup() (string, error) {
 // cgroupTrees keeps each job in a cgroup of its own, below the server's
 // subtree.
 type cgroupTrees struct {
+	mount                string // where the cgroup v2 hierarchy is mounted: /proc/PID/cgroup paths are below it
 	home                 string // the cgroup the server started in, to go back to at shutdown
 	subtree              string // the server's own directory; its leaf holds the server
+	made                 bool   // this server made subtree (set once, before any job), so it may empty it
+	unhold               func() // drops the server's lock on its subtree (nil: none is held)
 	limits               jobLimits
 	pidsPeak, memoryPeak bool         // the subtree has the pids, memory controller
 	seq                  atomic.Int64 // numbers the job directories
@@ -215,7 +222,7 @@ func makeCgroupTrees(mode string, limits jobLimits) (*cgroupTrees, error) {
 		return nil, err
 	}
 	subtree := filepath.Join(parent, subtreePrefix+randomHex(6))
-	t := &cgroupTrees{home: home, subtree: subtree, limits: limits, boxes: map[*cgroupBox]bool{}}
+	t := &cgroupTrees{mount: mount, home: home, subtree: subtree, limits: limits, boxes: map[*cgroupBox]bool{}}
 	if err := cleanThenEnter(parent, cgroupLockDuration, t.enter); err != nil {
 		t.leave()
 		return nil, err
@@ -235,26 +242,59 @@ func makeCgroupTrees(mode string, limits jobLimits) (*cgroupTrees, error) {
 
 // enter makes the subtree and its leaf and moves the server into the leaf:
 // cgroup v2 lets only a cgroup without processes of its own hand
-// controllers to its children.
+// controllers to its children. Then it locks the subtree for the server's
+// life and marks it so (serverHeld); a server that cannot is still
+// known alive by its leaf, as before the mark.
 func (t *cgroupTrees) enter() error {
 	for _, dir := range []string{t.subtree, filepath.Join(t.subtree, serverLeaf)} {
 		if err := unix.Mkdir(dir, 0o755); err != nil {
 			return fmt.Errorf("make the cgroup %s: %w", dir, err)
 		}
+		t.made = true
 	}
 	// "0" is this process, whatever pid namespace it is in.
 	if err := writeCgroupFile(filepath.Join(t.subtree, serverLeaf), "cgroup.procs", "0"); err != nil {
 		return fmt.Errorf("move the server into %s: %w", filepath.Join(t.subtree, serverLeaf), err)
 	}
+	// The lock before the mark: a mark always means a lock was held.
+	unlock, locked := lockCgroupDir(t.subtree, 0)
+	if locked && unix.Mkdir(filepath.Join(t.subtree, serverHeld), 0o755) == nil {
+		t.unhold = unlock
+		return nil
+	}
+	unlock()
+	logf("the cgroup %s cannot be locked for the server's life; a server killed after a job moved a process into its leaf leaves it behind", t.subtree)
 	return nil
 }
 
-// leave moves the server back where it started and removes the subtree;
-// best effort: a subtree left is a leftover the next server removes.
+// leave moves the server back where it started and removes the subtree
+// it made. Once the server is out, whatever is still below the subtree
+// (a process a job moved into the server's leaf, a cgroup a job made
+// beside its own) is killed and removed with it, deepest first: a leaf
+// left populated would pass for a live server's and never be cleaned.
+// Best effort: a subtree left is a leftover the next server removes.
 func (t *cgroupTrees) leave() {
-	_ = writeCgroupFile(t.home, "cgroup.procs", "0") // best effort, as above
+	moved := writeCgroupFile(t.home, "cgroup.procs", "0") == nil
+	if !t.made {
+		return
+	}
+	if unhold := t.unhold; unhold != nil {
+		t.unhold = nil
+		defer unhold() // once the subtree is gone, or left as a leftover
+	}
+	if own, err := ownCgroup(); moved && err == nil && !below(filepath.Join(t.mount, own), t.subtree) {
+		removeCgroupTree(t.subtree)
+		return
+	}
+	// Still inside: killing the subtree would kill the server.
+	_ = unix.Rmdir(filepath.Join(t.subtree, serverHeld)) // best effort, as above
 	_ = unix.Rmdir(filepath.Join(t.subtree, serverLeaf))
 	_ = unix.Rmdir(t.subtree)
+}
+
+// below reports whether the cgroup path is dir or a directory below it.
+func below(path, dir string) bool {
+	return path == dir || strings.HasPrefix(path, dir+"/")
 }
 
 // offersLimits refuses limits whose controller parent's cgroup does not
@@ -350,8 +390,13 @@ func cleanThenEnter(parent string, wait time.Duration, enter func() error) error
 }
 
 // cleanLeftovers empties and removes the subtrees under parent of servers
-// that are gone: their leaf has no process. A live server's leaf holds it.
-// The caller holds lockCgroupDir(parent), so no subtree is half made.
+// that are gone: their leaf has no process, or, where the server marked
+// the subtree (serverHeld), no server holds its lock any more, whatever
+// a job moved into the leaf. A live server's leaf holds it. A subtree named as a server names its own (subtreePrefix and 12 hex
+// digits) that has no leaf at all is a dead server's too: one killed while
+// it removed its subtree, or one that left a cgroup its job made and so
+// removed its leaf but not its subtree. The caller holds
+// lockCgroupDir(parent), so no subtree is half made.
 func cleanLeftovers(parent string) {
 	entries, err := os.ReadDir(parent)
 	if err != nil {
@@ -362,8 +407,16 @@ func cleanLeftovers(parent string) {
 			continue
 		}
 		dir := filepath.Join(parent, e.Name())
-		if populatedAt(filepath.Join(dir, serverLeaf)) != 0 {
-			continue // a live server's, or not one of ours
+		switch populatedAt(filepath.Join(dir, serverLeaf)) {
+		case 0:
+		case -1:
+			if !isSubtreeName(e.Name()) || !missing(filepath.Join(dir, serverLeaf)) {
+				continue // not one of ours
+			}
+		default:
+			if missing(filepath.Join(dir, serverHeld)) || heldByServer(dir) {
+				continue // a live server's, or one from before the lock
+			}
 		}
 		if removeCgroupTree(dir) {
 			logf("removed the cgroup %s a server that was killed left, with what ran in it", dir)
@@ -371,12 +424,58 @@ func cleanLeftovers(parent string) {
 	}
 }
 
-// removeCgroupTree kills every process below dir, waits (bounded) for it
-// to empty and removes dir and every directory below it, deepest first. It
-// reports whether dir is gone.
+// heldByServer reports whether a server holds its lock on the subtree dir
+// (taken in enter): a leaf populated by a process a job moved into it is a
+// dead server's if not. What cannot be tried counts as held.
+func heldByServer(dir string) bool {
+	unlock, locked := lockCgroupDir(dir, 0)
+	unlock()
+	return !locked
+}
+
+// isSubtreeName reports whether name is one a server gives its subtree:
+// subtreePrefix and 12 hex digits (randomHex(6)).
+func isSubtreeName(name string) bool {
+	id, ok := strings.CutPrefix(name, subtreePrefix)
+	if !ok || len(id) != 12 {
+		return false
+	}
+	_, err := hex.DecodeString(id)
+	return err == nil
+}
+
+// missing reports whether path does not exist (ENOENT); another error,
+// such as EACCES, is not taken for absence.
+func missing(path string) bool {
+	var st unix.Stat_t
+	for {
+		err := unix.Stat(path, &st)
+		if !errors.Is(err, unix.EINTR) {
+			return errors.Is(err, unix.ENOENT)
+		}
+	}
+}
+
+// removeCgroupTree thaws every cgroup below dir (a server killed while it
+// read a job frozen left it so), kills every process there, waits
+// (bounded) for dir to empty and removes dir and every directory below
+// it, deepest first. It reports whether dir is gone.
 func removeCgroupTree(dir string) bool {
+	thawCgroupTree(dir)
 	killCgroup(dir)
 	awaitCgroupEmpty(dir, time.Now().Add(cgroupEmptyDuration))
+	return removeCgroupDirs(dir)
+}
+
+// cgroupDirs lists dir and every cgroup directory below it, parents
+// before their children; what cannot be read is left out. A cgroup
+// directory's link count is two plus its subdirectories, so one stat
+// spares the walk where a job made none.
+func cgroupDirs(dir string) []string {
+	var st unix.Stat_t
+	if err := unix.Stat(dir, &st); err == nil && st.Nlink <= 2 {
+		return []string{dir}
+	}
 	var dirs []string
 	_ = filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
 		if err == nil && d.IsDir() {
@@ -384,11 +483,33 @@ func removeCgroupTree(dir string) bool {
 		}
 		return nil // best effort: what cannot be read is not removed
 	})
+	return dirs
+}
+
+// removeCgroupDirs removes dir and every directory below it, deepest
+// first, and reports whether dir is gone. A cgroup that still has a
+// process (EBUSY) stays, with its parents.
+func removeCgroupDirs(dir string) bool {
+	dirs := cgroupDirs(dir)
 	for i := len(dirs) - 1; i >= 0; i-- {
-		_ = unix.Rmdir(dirs[i]) // best effort: reported below
+		for {
+			err := unix.Rmdir(dirs[i])
+			if !errors.Is(err, unix.EINTR) {
+				break // ENOENT: gone already; EBUSY: reported below
+			}
+		}
 	}
-	_, err := os.Stat(dir)
-	return errors.Is(err, os.ErrNotExist)
+	return missing(dir)
+}
+
+// thawCgroupTree writes 0 to the cgroup.freeze of dir and of every cgroup
+// below it, parents first (a child cannot thaw while its parent is
+// frozen). Best effort: a kernel without cgroup.freeze froze nothing, and
+// cgroup.kill ends frozen processes all the same.
+func thawCgroupTree(dir string) {
+	for _, d := range cgroupDirs(dir) {
+		_ = writeCgroupFile(d, "cgroup.freeze", "0") // best effort, as above; 0 again is a no-op
+	}
 }
 
 // killCgroup sends SIGKILL to every process in dir and below: at once
@@ -409,19 +530,27 @@ func killCgroup(dir string) {
 
 // awaitCgroupEmpty waits until dir's cgroup.events says populated 0 or
 // deadline passes, woken by inotify on the file, and reports whether it
-// emptied.
+// emptied (a cgroup gone counts as empty).
 func awaitCgroupEmpty(dir string, deadline time.Time) bool {
+	return awaitCgroupEvents(dir, func() bool { return populatedAt(dir) <= 0 }, deadline)
+}
+
+// awaitCgroupEvents waits until done holds or deadline passes, testing it
+// at each change of dir's cgroup.events, seen through an inotify watch of
+// its own, and reports whether it held. Where no watch can be set, done is
+// tested once. A job's box waits on the shared watch instead (awaitEvents).
+func awaitCgroupEvents(dir string, done func() bool, deadline time.Time) bool {
 	fd, err := unix.InotifyInit1(unix.IN_CLOEXEC | unix.IN_NONBLOCK)
 	if err != nil {
-		return populatedAt(dir) == 0
+		return done()
 	}
 	defer unix.Close(fd)
 	if _, err := unix.InotifyAddWatch(fd, filepath.Join(dir, "cgroup.events"), unix.IN_MODIFY); err != nil {
-		return populatedAt(dir) <= 0 // gone counts as empty
+		return done()
 	}
 	buf := make([]byte, 4096)
 	for {
-		if populatedAt(dir) <= 0 {
+		if done() {
 			return true
 		}
 		left := time.Until(deadline)
@@ -430,7 +559,7 @@ func awaitCgroupEmpty(dir string, deadline time.Time) bool {
 		}
 		_, err := unix.Poll([]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}, int(left.Milliseconds())+1)
 		if err != nil && !errors.Is(err, unix.EINTR) {
-			return populatedAt(dir) <= 0
+			return done()
 		}
 		for { // drain: only the file's state matters
 			if _, err := unix.Read(fd, buf); err != nil && !errors.Is(err, unix.EINTR) {
@@ -442,10 +571,19 @@ func awaitCgroupEmpty(dir string, deadline time.Time) bool {
 
 // populatedAt is dir's cgroup.events populated: 1, 0, or -1 when it cannot
 // be read (gone, or no cgroup).
-func populatedAt(dir string) int {
+func populatedAt(dir string) int { return cgroupEventAt(dir, "populated") }
+
+// frozenAt is dir's cgroup.events frozen: 1 once every process below dir
+// is frozen, 0, or -1 when it cannot be read (gone, no cgroup, or a kernel
+// without the freezer, before 5.2).
+func frozenAt(dir string) int { return cgroupEventAt(dir, "frozen") }
+
+// cgroupEventAt is the flag key of dir's cgroup.events: 1, 0, or -1 when
+// it cannot be read.
+func cgroupEventAt(dir, key string) int {
 	text := readCgroupFile(dir, "cgroup.events")
 	for _, line := range strings.Split(text, "\n") {
-		if v, ok := strings.CutPrefix(line, "populated "); ok {
+		if v, ok := strings.CutPrefix(line, key+" "); ok {
 			if v == "0" {
 				return 0
 			}
@@ -453,6 +591,16 @@ func populatedAt(dir string) int {
 		}
 	}
 	return -1
+}
+
+// cgroupTreePids lists the pids in the cgroup.procs of dir and of every
+// cgroup below it.
+func cgroupTreePids(dir string) []int {
+	var pids []int
+	for _, d := range cgroupDirs(dir) {
+		pids = append(pids, cgroupPids(d)...)
+	}
+	return pids
 }
 
 // cgroupPids lists the pids in dir's cgroup.procs (this process's pid
@@ -530,13 +678,14 @@ func (t *cgroupTrees) box(countProcs bool) (jobBox, error) {
 	if err := unix.Mkdir(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("cannot make the job's cgroup %s (%w); the job is refused rather than run outside a cgroup", dir, err)
 	}
-	b := &cgroupBox{dir: dir, fd: -1, trees: t}
+	b := &cgroupBox{dir: dir, fd: -1, trees: t, start: bootTicks()}
 	err := t.writeLimits(dir)
 	if err == nil {
 		b.fd, err = openRetrying(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC)
 	}
 	if err == nil {
 		err = cgroupWatcher.add(b)
+		b.watch = cgroupWatcher
 	}
 	if err != nil {
 		b.started()
@@ -550,6 +699,22 @@ func (t *cgroupTrees) box(countProcs bool) (jobBox, error) {
 		t.sampler.add(b)
 	}
 	return b, nil
+}
+
+// clockTicksPerSecond is USER_HZ, the unit of /proc/PID/stat's start time
+// (procInfo.start): 100 on every Linux architecture Go builds for.
+const clockTicksPerSecond = 100
+
+// bootTicks is the time since boot in clock ticks, rounded down, as
+// /proc/PID/stat counts a process's start (CLOCK_BOOTTIME, in this time
+// namespace): a process started after it has a start no smaller. 0 where
+// the clock cannot be read, which every process started after.
+func bootTicks() uint64 {
+	var ts unix.Timespec
+	if unix.ClockGettime(unix.CLOCK_BOOTTIME, &ts) != nil {
+		return 0
+	}
+	return uint64(ts.Nano()) / uint64(time.Second/clockTicksPerSecond)
 }
 
 // cpuPeriodMicros is the cpu.max period a job's CPU limit is a share of.
@@ -576,8 +741,10 @@ func (t *cgroupTrees) writeLimits(dir string) error {
 	return nil
 }
 
-// close kills what is left in every job's cgroup, waits (bounded) for
-// them to empty, removes them, and takes the server out of its subtree.
+// close kills what is left in every job's cgroup and the cgroups below
+// it (cgroup.kill reaches them), waits (bounded) for them to empty,
+// removes them deepest first, and takes the server out of its subtree,
+// removing what is left there (leave).
 func (t *cgroupTrees) close() {
 	t.mu.Lock()
 	boxes := make([]*cgroupBox, 0, len(t.boxes))
@@ -590,7 +757,7 @@ func (t *cgroupTrees) close() {
 	}
 	deadline := time.Now().Add(cgroupEmptyDuration)
 	for _, b := range boxes {
-		awaitCgroupEmpty(b.dir, deadline)
+		b.awaitEvents(func() bool { return populatedAt(b.dir) <= 0 }, deadline)
 		b.remove()
 	}
 	t.leave()
@@ -601,11 +768,22 @@ type cgroupBox struct {
 	dir   string
 	fd    int // the directory, open until the spawn is done; -1 after
 	trees *cgroupTrees
+	start uint64       // when the directory was made, in clock ticks since boot (as procInfo.start): every process of the job started since
+	watch *cgroupWatch // the watch on its cgroup.events; nil when it is not watched
+
+	// snapMu lets one snapshot at a time freeze the cgroup, so that no
+	// snapshot thaws it under another's reading. Held over the freeze, the
+	// reading and the thaw (bounded); no other lock is taken under it.
+	snapMu sync.Mutex
+	// removeMu lets one removal at a time run, so that close does not
+	// go on to the subtree while the watcher is still removing a job's
+	// directories. Held over the rmdirs; no other lock is taken under it.
+	removeMu sync.Mutex
 
 	mu       sync.Mutex // guards the fields below; never held over a system call
 	procsMax int        // the most processes seen in it at once
 	released bool       // the job is forgotten: remove once empty
-	removed  bool       // remove has run
+	removed  bool       // its directory and those below it are gone
 }
 
 // spawnFD is the directory's descriptor, for clone3's CLONE_INTO_CGROUP.
@@ -619,13 +797,130 @@ func (b *cgroupBox) started() {
 	}
 }
 
-// members reads cgroup.procs, counting them toward procs_max.
+// members reads cgroup.procs, the sub-cgroups' too, counting them
+// toward procs_max.
 func (b *cgroupBox) members() ([]int, bool) {
-	pids := cgroupPids(b.dir)
+	pids := cgroupTreePids(b.dir)
 	b.mu.Lock()
 	b.procsMax = max(b.procsMax, len(pids))
 	b.mu.Unlock()
 	return pids, true
+}
+
+// snapshotFreezeDuration bounds how long a snapshot waits for a job's
+// cgroup to freeze: a member in uninterruptible sleep is frozen only once
+// it wakes, and the reading must not wait on a stuck disk.
+const snapshotFreezeDuration = 100 * time.Millisecond
+
+// snapshot freezes the cgroup (its sub-cgroups with it), waits on the
+// watch for cgroup.events to say frozen 1 (at most
+// snapshotFreezeDuration), reads every member's pid and /proc entry, and
+// thaws it, on every path out. ok is true only when the cgroup was frozen
+// before the reading and still was after it: a member of the job's own
+// user may write cgroup.freeze too. A frozen process reads as sleeping
+// (and one just thawed as running), so a member that was running just
+// before the freeze is given as running; dead (Z), stopped (T) and
+// uninterruptible (D) read true frozen. A server killed between freeze
+// and thaw leaves the job frozen: the next server thaws it before it
+// kills it (removeCgroupTree).
+func (b *cgroupBox) snapshot() ([]procInfo, bool) {
+	b.snapMu.Lock()
+	defer b.snapMu.Unlock()
+	running := map[int]uint64{} // pid to start of each member running before the freeze
+	for _, pid := range cgroupTreePids(b.dir) {
+		if p, there := procNow(pid); there && p.state == "R" {
+			running[pid] = p.start
+		}
+	}
+	procs, ok := b.frozenReading(snapshotFreezeDuration)
+	for i, p := range procs {
+		if start, was := running[p.pid]; was && start == p.start && p.state == "S" {
+			procs[i].state = "R"
+		}
+	}
+	return procs, ok
+}
+
+// frozenReading is snapshot's reading: the members' /proc entries, oldest
+// pid first, and whether they were read with the cgroup frozen, which it
+// waits for until wait has passed. The cgroup is thawed before it
+// returns. The caller holds snapMu.
+func (b *cgroupBox) frozenReading(wait time.Duration) ([]procInfo, bool) {
+	deadline := time.Now().Add(wait)
+	// Thawed on every way out, a panic's included; 0 on a cgroup that
+	// never froze is a no-op.
+	defer b.thaw()
+	err := writeCgroupFile(b.dir, "cgroup.freeze", "1")
+	if err != nil && !errors.Is(err, unix.ENOENT) {
+		logf("cannot freeze the cgroup %s to read its processes at one instant (%v); they are read as they run", b.dir, err)
+	}
+	for {
+		frozen := err == nil && b.awaitEvents(func() bool { return frozenAt(b.dir) == 1 }, deadline)
+		procs := b.readMembers()
+		// Exact only if it was frozen all along: a member's own user may
+		// write cgroup.freeze too, and where a freeze closely follows a
+		// thaw (the last snapshot's) the kernel can say frozen 1 and then
+		// 0 again for a moment.
+		switch {
+		case frozen && frozenAt(b.dir) == 1:
+			return procs, true
+		case !frozen || !time.Now().Before(deadline):
+			return procs, false
+		}
+	}
+}
+
+// readMembers is the /proc entry of every process in the cgroup and those
+// below it, oldest pid first, counted toward procs_max.
+func (b *cgroupBox) readMembers() []procInfo {
+	pids := cgroupTreePids(b.dir)
+	procs := make([]procInfo, 0, len(pids))
+	for _, pid := range pids {
+		if p, there := procNow(pid); there {
+			procs = append(procs, p)
+		}
+	}
+	slices.SortFunc(procs, func(x, y procInfo) int { return x.pid - y.pid })
+	b.mu.Lock()
+	b.procsMax = max(b.procsMax, len(pids))
+	b.mu.Unlock()
+	return procs
+}
+
+// thaw writes 0 to the cgroup's cgroup.freeze. ENOENT (the cgroup is gone,
+// or the kernel has no freezer) leaves nothing frozen; another error is
+// logged, as the job's processes then stay frozen until they are killed.
+func (b *cgroupBox) thaw() {
+	if err := writeCgroupFile(b.dir, "cgroup.freeze", "0"); err != nil && !errors.Is(err, unix.ENOENT) {
+		logf("cannot thaw the cgroup %s (%v): its processes stay frozen until the job is killed", b.dir, err)
+	}
+}
+
+// awaitEvents waits until done holds or deadline passes, testing it at
+// each change of the cgroup's events as the shared watch announces them
+// (or through a watch of its own where the box is not watched), and
+// reports whether it held.
+func (b *cgroupBox) awaitEvents(done func() bool, deadline time.Time) bool {
+	if b.watch == nil {
+		return awaitCgroupEvents(b.dir, done, deadline)
+	}
+	for {
+		// Taken before the test, so a change between the two still wakes.
+		changed := b.watch.next()
+		if done() {
+			return true
+		}
+		left := time.Until(deadline)
+		if left <= 0 {
+			return false
+		}
+		t := time.NewTimer(left)
+		select {
+		case <-changed:
+		case <-t.C:
+		}
+		t.Stop()
+	}
 }
 
 // populated reads cgroup.events: whether any process is left.
@@ -805,22 +1100,26 @@ func (b *cgroupBox) release() {
 	}
 }
 
-// remove removes the directory, once.
+// remove removes the directory and the cgroups the job made below it,
+// deepest first. Once they are gone the box is forgotten; while one stays
+// (a process came back: EBUSY) the box stays listed, for the next event
+// or for close.
 func (b *cgroupBox) remove() {
+	b.removeMu.Lock()
+	defer b.removeMu.Unlock()
 	b.mu.Lock()
-	if b.removed {
-		b.mu.Unlock()
+	removed := b.removed
+	b.mu.Unlock()
+	if removed {
 		return
 	}
+	b.started()
+	if !removeCgroupDirs(b.dir) {
+		return
+	}
+	b.mu.Lock()
 	b.removed = true
 	b.mu.Unlock()
-	b.started()
-	for {
-		err := unix.Rmdir(b.dir)
-		if !errors.Is(err, unix.EINTR) {
-			break // EBUSY (a process came back) leaves it to shutdown
-		}
-	}
 	b.trees.sampler.remove(b)
 	b.trees.mu.Lock()
 	delete(b.trees.boxes, b)

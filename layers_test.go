@@ -29,7 +29,7 @@ var transports = []string{"stdio.go", "http.go"}
 var coreFiles = []string{
 	"jobs.go", "linger.go", "window.go", "windowmemory.go", "grep.go", "pump.go", "kill.go", "reaper.go", "stdin.go", "until.go",
 	"spill.go", "sys.go", "sys_linux.go", "sys_waitset_linux.go", "tree.go", "sys_tree_linux.go",
-	"cgroup.go", "cgroup_linux.go", "cgroup_other.go",
+	"cgroup.go", "cgroup_linux.go", "cgroup_other.go", "cgroup_escape_linux.go",
 }
 
 // layers orders the server's files from the top (main) to the bottom (the
@@ -82,7 +82,7 @@ var layers = [][]string{
 	{"spill.go"},        // where the bytes a window lets go are kept on disk
 	{"tree.go"},         // what ties processes outside its group to a job: its pipes, earlier looks
 	{"reaper.go"},       // the one owner of child exit statuses
-	{"cgroup.go", "cgroup_linux.go", "cgroup_other.go"}, // a job's cgroup: made, watched, killed, counted, removed
+	{"cgroup.go", "cgroup_linux.go", "cgroup_other.go", "cgroup_escape_linux.go"}, // a job's cgroup: made, watched, frozen, killed, counted, removed; what left it
 	{"specs.go"},                // stream, capture and signal specs
 	{"memory.go", "metrics.go"}, // handing memory back when idle; process-wide counters
 	{"wake.go"},                 // waiting with deadlines, waking without blocking
