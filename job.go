@@ -421,13 +421,22 @@ func (j *job) boxMembers() []procInfo {
 	return procs
 }
 
-// snapshotMembers is the job's cgroup's members read at one instant;
-// ok false on process groups.
+// snapshotMembers is the job's tree read at one instant: its cgroup's
+// members with the cgroup frozen, and what left it for another cgroup;
+// ok false on process groups. A cgroup that would not freeze is read
+// until two readings agree (a few at most).
 func (j *job) snapshotMembers() ([]procInfo, bool) {
-	if _, ok := j.boxed().members(); !ok {
+	box := j.boxed()
+	if _, ok := box.members(); !ok {
 		return nil, false
 	}
-	return j.boxMembers(), true
+	procs, exact := box.snapshot()
+	for i := 0; !exact && i < 4; i++ {
+		again, frozen := box.snapshot()
+		exact = frozen || treeShape(again) == treeShape(procs)
+		procs = again
+	}
+	return append(procs, box.escaped()...), true
 }
 
 // The tree a shell left is read once it has settled: nothing started,

@@ -352,6 +352,10 @@ func (r *reach) look() []procInfo {
 		for _, p := range j.boxMembers() {
 			found[p.pid] = p
 		}
+		// What moved itself out of the job's cgroup is still the job's.
+		for _, p := range j.boxed().escaped() {
+			found[p.pid] = p
+		}
 	}
 	if r.everything {
 		for _, p := range descendants(os.Getpid()) {

@@ -76,7 +76,7 @@ func (j *job) lingersNow() bool {
 func (j *job) treeGone() bool {
 	box := j.boxed()
 	if _, ok := box.members(); ok {
-		return !box.populated()
+		return !box.populated() && len(box.escaped()) == 0
 	}
 	// Its shell was reaped: a process under its pid is a new one, and its
 	// group, if any, not the job's.
