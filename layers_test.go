@@ -29,7 +29,7 @@ var transports = []string{"stdio.go", "http.go"}
 var coreFiles = []string{
 	"jobs.go", "linger.go", "window.go", "windowmemory.go", "grep.go", "pump.go", "kill.go", "reaper.go", "stdin.go", "until.go",
 	"spill.go", "sys.go", "sys_linux.go", "sys_waitset_linux.go", "tree.go", "sys_tree_linux.go",
-	"cgroup.go", "cgroup_linux.go", "cgroup_other.go",
+	"cgroup.go", "cgroup_linux.go", "cgroup_other.go", "sys_sockets_linux.go",
 }
 
 // layers orders the server's files from the top (main) to the bottom (the
@@ -91,7 +91,8 @@ var layers = [][]string{
 	{"errors.go", "log.go", "ids.go", "version.go"}, // version.go: the release number, from VERSION
 	{"sys_waitset_linux.go"},                        // what a job's process sleeps waiting to read: its stdin, or a set holding it
 	{"sys.go", "sys_linux.go", "sys_other.go", "sys_tree_linux.go", "confine.go", "confine_linux.go", "confine_other.go",
-		"isolate_linux.go", "seccomp_linux.go", "conn_linux.go", "conn_other.go"}, // the kernel's layers a confined job's thread takes on
+		"isolate_linux.go", "seccomp_linux.go", "conn_linux.go", "conn_other.go",
+		"sys_sockets_linux.go", "sys_sockets_other.go"}, // the kernel's layers a confined job's thread takes on
 }
 
 // TestLayersPointDown fails on every file without a row in layers and on
