@@ -29,7 +29,7 @@ var transports = []string{"stdio.go", "http.go"}
 var coreFiles = []string{
 	"jobs.go", "linger.go", "window.go", "windowmemory.go", "grep.go", "pump.go", "kill.go", "reaper.go", "stdin.go", "until.go",
 	"spill.go", "sys.go", "sys_linux.go", "sys_waitset_linux.go", "tree.go", "sys_tree_linux.go",
-	"cgroup.go", "cgroup_linux.go", "cgroup_other.go", "sys_sockets_linux.go",
+	"cgroup.go", "cgroup_linux.go", "cgroup_other.go", "jobpids_linux.go", "sys_sockets_linux.go",
 }
 
 // layers orders the server's files from the top (main) to the bottom (the
@@ -66,6 +66,8 @@ var layers = [][]string{
 	{"joblog.go"},           // the job log: a line per start, end and refusal
 	{"linger.go"},           // what keeps a delivered job whose tree runs: the set, the look at its tree
 	{"spawn.go", "inputwait.go", "expiry.go"}, // a job's launch: pipes, terminal, env, cwd; input wanted; forgotten ids
+	// Every process of the server's jobs: its tree, its cgroups' members.
+	{"jobpids_linux.go", "jobpids_other.go"},
 	{"job.go"},          // one job: its group, windows, pumps and outcome
 	{"trace.go"},        // a call's W3C trace context, as its jobs' variables
 	{"room.go"},         // room for another job: slots, descriptors, processes
