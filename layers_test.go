@@ -44,6 +44,8 @@ var layers = [][]string{
 	{"rawconn.go"},  // a connection's descriptor, for the transports' system calls
 	// The HTTP listener's guards: bound address, generated token, Host, pending connections.
 	{"httpguard.go"},
+	// No job is a client of its own server: a connection's client, looked up once.
+	{"httppeer.go"},
 	{"server.go"},   // what is process-wide: sessions, signals, shutdown
 	{"rpc.go"},      // a session: dispatch, replies, notifications
 	{"tasks.go"},    // MCP tasks: a long call the client polls, in both revisions' forms
