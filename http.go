@@ -122,7 +122,7 @@ func openHTTP(srv *server) (*httpTransport, error) {
 	mux.HandleFunc("/exec", t.guard(t.serveExec))
 	mux.HandleFunc("/metrics", t.guardWith(t.serveMetrics, t.cfg.metricsToken))
 	mux.HandleFunc("/healthz", t.serveHealth)
-	t.server = &http.Server{Handler: countingHandler{hostChecked{t.hosts, mux}}, ReadHeaderTimeout: httpHeaderTimeout,
+	t.server = &http.Server{Handler: countingHandler{peerChecked{hostChecked{t.hosts, mux}}}, ReadHeaderTimeout: httpHeaderTimeout,
 		ReadTimeout: httpBodyTimeout, IdleTimeout: httpIdleTimeout, MaxHeaderBytes: 64 << 10, ConnContext: withConn}
 	return t, nil
 }
@@ -164,6 +164,23 @@ func (h hostChecked) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	h.next.ServeHTTP(w, r)
+}
+
+// peerChecked refuses every request of a connection whose client is a
+// process of one of this server's jobs (jobPeerRefusal), whatever its
+// token and path, before any other guard or handler sees it.
+type peerChecked struct{ next http.Handler }
+
+// ServeHTTP answers 403 with a JSON-RPC error, closing the connection,
+// when the connection's client is one of the server's jobs (or cannot be
+// told apart from one), and passes the request on otherwise.
+func (p peerChecked) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if why := jobPeerRefusal(r); why != "" {
+		w.Header().Set("Connection", "close")
+		rpcFail(w, http.StatusForbidden, nil, newError(codeInvalidRequest, "%s", why))
+		return
+	}
+	p.next.ServeHTTP(w, r)
 }
 
 // addr is the address the transport listens on.

@@ -2,11 +2,15 @@ package main
 
 import (
 	"bufio"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"sync"
@@ -652,5 +656,61 @@ func benchPost(b *testing.B, tr *httpTransport, body string, headers map[string]
 		if w.Code != http.StatusOK {
 			b.Fatalf("%d %s", w.Code, w.Body)
 		}
+	}
+}
+
+// TestHTTPJobIsNoClientOfItsServer: a job that reads the generated token
+// and calls its own server over loopback (list_jobs in its client's
+// session, a POST /exec) is refused with 403, naming its pid, whatever
+// token it shows; the test's own client, outside the jobs, is still
+// served with the same token. (A job could list, read and kill other
+// clients' jobs through its server.)
+func TestHTTPJobIsNoClientOfItsServer(t *testing.T) {
+	curl, err := exec.LookPath("curl")
+	if err != nil {
+		t.Skip("needs curl")
+	}
+	t.Setenv("XDG_RUNTIME_DIR", t.TempDir())
+	tr, url := guardedTransport(t)
+	if tr.tokenPath == "" {
+		t.Fatal("no token was generated")
+	}
+	auth := map[string]string{"Authorization": "Bearer " + string(tr.token)}
+	resp, _ := post(t, url, initBody, auth)
+	sid := resp.Header.Get("Mcp-Session-Id")
+	if resp.StatusCode != http.StatusOK || sid == "" {
+		t.Fatalf("initialize: %d, session %q", resp.StatusCode, sid)
+	}
+	auth["Mcp-Session-Id"] = sid
+	script := filepath.Join(t.TempDir(), "call-home.sh")
+	err = os.WriteFile(script, []byte(fmt.Sprintf(`T=$(cat '%s')
+'%s' -s -w ' status=%%{http_code}\n' -H "Authorization: Bearer $T" -H 'Mcp-Session-Id: %s' \
+  -H 'Content-Type: application/json' -H 'Accept: application/json, text/event-stream' \
+  -d '{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"list_jobs","arguments":{}}}' '%s/mcp'
+'%s' -s -w ' status=%%{http_code}\n' -H "Authorization: Bearer $T" -d '{"command":"echo escaped-the-job"}' '%s/exec'
+`, tr.tokenPath, curl, sid, url, curl, url)), 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, body := post(t, url, `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"execute","arguments":{"command":"sh `+script+`"}}}`, auth)
+	var reply struct {
+		Result struct {
+			StructuredContent struct {
+				Stdout struct{ Data string }
+			}
+		}
+	}
+	if err := json.Unmarshal([]byte(body), &reply); err != nil {
+		t.Fatalf("execute: %v: %s", err, body)
+	}
+	out := reply.Result.StructuredContent.Stdout.Data
+	const refusal = "refused: this connection comes from a process of one of this server's own jobs (pid "
+	if n := strings.Count(out, refusal); n != 2 || strings.Count(out, "status=403") != 2 ||
+		strings.Contains(out, "job_id") || strings.Contains(out, "escaped-the-job") {
+		t.Errorf("the job's calls home: %d refusals, want 2, each 403, nothing listed or run: %q", n, out)
+	}
+	resp, body = post(t, url, `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"list_jobs","arguments":{}}}`, auth)
+	if resp.StatusCode != http.StatusOK || !strings.Contains(body, `\"jobs\"`) {
+		t.Errorf("the test's own list_jobs after the job's: %d %s", resp.StatusCode, body)
 	}
 }

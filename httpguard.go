@@ -23,8 +23,10 @@ import (
 
 // The HTTP listener's guards that act before a handler runs: the bound
 // address decides whether a token may be missing, a missing token is made
-// and kept in a private file, the Host header must name this server, and
-// connections that have not shown a token are few and short-lived.
+// and kept in a private file, the Host header must name this server,
+// connections that have not shown a token are few and short-lived, and a
+// connection from a process of one of the server's own jobs is refused
+// (httppeer.go).
 
 // httpTokenBytes is the size of a generated token's randomness: 256 bits.
 const httpTokenBytes = 32
@@ -248,6 +250,7 @@ type guardedConn struct {
 	elem      *list.Element // in g.pending while pending; nil after; guarded by g.mu
 	authed    atomic.Bool   // a request on it was authorized
 	closeOnce sync.Once     // closes Conn once, whether the server or a cap does it
+	peer      peerVerdict   // whether its client is a process of one of the server's jobs, looked at once
 }
 
 // pendingCaps are a connGuard's caps under a descriptor limit of nofile:
@@ -396,6 +399,18 @@ func authorizeConn(r *http.Request) {
 	if gc, ok := r.Context().Value(connKey{}).(*guardedConn); ok {
 		gc.authorize()
 	}
+}
+
+// jobPeerRefusal is why r's connection is not served because its client
+// is, or cannot be told apart from, a process of one of this server's own
+// jobs; "" when it is served (or no guard watches it). The look is made
+// at the connection's first request and kept for its later ones.
+func jobPeerRefusal(r *http.Request) string {
+	gc, ok := r.Context().Value(connKey{}).(*guardedConn)
+	if !ok {
+		return ""
+	}
+	return gc.peer.refused(gc.Conn.LocalAddr(), gc.Conn.RemoteAddr())
 }
 
 // connAuthorized reports whether a request on r's connection showed a

@@ -29,7 +29,7 @@ var transports = []string{"stdio.go", "http.go"}
 var coreFiles = []string{
 	"jobs.go", "linger.go", "window.go", "windowmemory.go", "grep.go", "pump.go", "kill.go", "reaper.go", "stdin.go", "until.go",
 	"spill.go", "sys.go", "sys_linux.go", "sys_waitset_linux.go", "tree.go", "sys_tree_linux.go",
-	"cgroup.go", "cgroup_linux.go", "cgroup_other.go", "cgroup_escape_linux.go",
+	"cgroup.go", "cgroup_linux.go", "cgroup_other.go", "cgroup_escape_linux.go", "jobpids_linux.go", "sys_sockets_linux.go",
 }
 
 // layers orders the server's files from the top (main) to the bottom (the
@@ -44,6 +44,8 @@ var layers = [][]string{
 	{"rawconn.go"},  // a connection's descriptor, for the transports' system calls
 	// The HTTP listener's guards: bound address, generated token, Host, pending connections.
 	{"httpguard.go"},
+	// No job is a client of its own server: a connection's client, looked up once.
+	{"httppeer.go"},
 	{"server.go"},   // what is process-wide: sessions, signals, shutdown
 	{"rpc.go"},      // a session: dispatch, replies, notifications
 	{"tasks.go"},    // MCP tasks: a long call the client polls, in both revisions' forms
@@ -66,6 +68,8 @@ var layers = [][]string{
 	{"joblog.go"},           // the job log: a line per start, end and refusal
 	{"linger.go"},           // what keeps a delivered job whose tree runs: the set, the look at its tree
 	{"spawn.go", "inputwait.go", "expiry.go"}, // a job's launch: pipes, terminal, env, cwd; input wanted; forgotten ids
+	// Every process of the server's jobs: its tree, its cgroups' members.
+	{"jobpids_linux.go", "jobpids_other.go"},
 	{"job.go"},          // one job: its group, windows, pumps and outcome
 	{"trace.go"},        // a call's W3C trace context, as its jobs' variables
 	{"room.go"},         // room for another job: slots, descriptors, processes
@@ -91,7 +95,8 @@ var layers = [][]string{
 	{"errors.go", "log.go", "ids.go", "version.go"}, // version.go: the release number, from VERSION
 	{"sys_waitset_linux.go"},                        // what a job's process sleeps waiting to read: its stdin, or a set holding it
 	{"sys.go", "sys_linux.go", "sys_other.go", "sys_tree_linux.go", "confine.go", "confine_linux.go", "confine_other.go",
-		"isolate_linux.go", "seccomp_linux.go", "conn_linux.go", "conn_other.go"}, // the kernel's layers a confined job's thread takes on
+		"isolate_linux.go", "seccomp_linux.go", "conn_linux.go", "conn_other.go",
+		"sys_sockets_linux.go", "sys_sockets_other.go"}, // the kernel's layers a confined job's thread takes on
 }
 
 // TestLayersPointDown fails on every file without a row in layers and on

@@ -548,6 +548,71 @@ def test_loopback_without_token_makes_a_private_one(servers, tmp_path):
     assert not path.exists(), "the generated token outlived its server"
 
 
+# What a job of the server runs to call its own server: it reads the token
+# file, asks list_jobs in the outside client's session and starts a nowait
+# job as a 2026-07-28 client, and prints one JSON line per answer.
+CALL_HOME = r"""
+import http.client, json, sys
+token_file, port, sid, mark = sys.argv[1:5]
+token = open(token_file).read().strip()
+def post(body, headers):
+    c = http.client.HTTPConnection("127.0.0.1", int(port), timeout=20)
+    h = {"Authorization": "Bearer " + token, "Content-Type": "application/json",
+         "Accept": "application/json, text/event-stream"}
+    h.update(headers)
+    c.request("POST", "/mcp", json.dumps(body), h)
+    r = c.getresponse()
+    print(json.dumps({"status": r.status, "body": r.read().decode()}), flush=True)
+post({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+      "params": {"name": "list_jobs", "arguments": {}}},
+     {"Mcp-Session-Id": sid, "MCP-Protocol-Version": "2025-06-18"})
+meta = {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}
+post({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+      "params": {"name": "execute", "arguments": {"command": "sleep 300 # " + mark, "nowait": True}, "_meta": meta}},
+     {"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": "execute"})
+"""
+
+
+@pytest.mark.parametrize("sandbox", ["off", "read-only"])
+def test_job_is_no_client_of_its_own_server(servers, tmp_path, sandbox):
+    """A job can read the token the server generated, but a connection from
+    one of the server's own jobs is refused (403) whatever token it shows:
+    it could otherwise list, read and kill other clients' jobs, or start a
+    job its own kill never reaches. The outside client still sees its own."""
+    import sys
+    run = tmp_path / "run"
+    run.mkdir(mode=0o700)
+    script = tmp_path / "call_home.py"
+    script.write_text(CALL_HOME)
+    env = {"XDG_RUNTIME_DIR": str(run), "MCP_EXEC_SANDBOX": sandbox, "SHELL": "/bin/sh"}
+    try:
+        s = servers(env)
+    except AssertionError as e:
+        if sandbox != "off" and "MCP_EXEC_SANDBOX" in str(e):
+            pytest.skip("the kernel cannot enforce MCP_EXEC_SANDBOX=%s here: %s" % (sandbox, e))
+        raise
+    assert s.token_file and s.token, s.stderr_text
+    sess = Session(s)
+    mine = sess.job("sleep 60 # " + marker())
+    mark = marker()
+    r = sess.tool("execute", {"command": "%s %s %s %d %s %s" % (sys.executable, script, s.token_file, s.port, sess.sid, mark)})
+    assert r["exit_code"] == 0, r
+    answers = [json.loads(line) for line in r["stdout"]["data"].splitlines()]
+    assert len(answers) == 2, r
+    for a in answers:
+        assert a["status"] == 403, a
+        err = json.loads(a["body"])["error"]
+        assert err["message"].startswith("refused: this connection comes from a process of one of this "
+                                         "server's own jobs (pid "), err
+        assert "may not act as a client of the server that runs it" in err["message"], err
+    listed = sess.tool("list_jobs")
+    assert mine in json.dumps(listed), listed
+    modern = s.modern_tool("list_jobs", {})
+    assert mark not in json.dumps(modern), "the job started a job through its own server: %r" % modern
+    sess.tool("kill", {"job_id": mine, "signal": "KILL"})
+    sess.delete()
+
+
 def test_auth_none_serves_without_a_token_and_says_so(servers):
     s = servers({"MCP_EXEC_HTTP_AUTH": "none"})
     assert "MCP_EXEC_HTTP_AUTH=none" in s.stderr_text and "token generated" not in s.stderr_text
