@@ -251,7 +251,7 @@ var jobAgentTexts = map[string]toolWords{
 func jobsInstructions(_ *config, d dialect) string {
 	if d.agent {
 		return "Run commands with execute. {carry} {yield_advice} " +
-			"For a server, execute with until {\"listening\": PORT} (or {\"pattern\": its ready line}) returns once it is up, still running; for a long build, nowait:true then wait. " +
+			"For a server, execute with until {\"listening\": PORT} returns once it is up, still running; for a long build, nowait:true then wait. " +
 			"Replies are cut to a head and a tail within {budget}; output reads the gap of a kept result. A finished job's result is delivered once."
 	}
 	return "Run shell commands as jobs with " + strings.Join(toolNamesOf(jobTools), ", ") +

@@ -428,29 +428,19 @@ func parseUntilListening(r json.RawMessage) (untilSpec, error) {
 	return untilSpec{}, fmt.Errorf("%w until.listening: must be a TCP port (1 to 65535) or true (any port)", errInvalid)
 }
 
-// untilSchema is the JSON Schema of wait's until.
+// untilSchema is the JSON Schema of wait's until. It leaves out
+// listening, which the agent profile's texts name: a 1.0 client's
+// tools/list stays byte for byte 1.0's, and the objects stay open.
 func untilSchema() map[string]any {
 	return map[string]any{"anyOf": []any{
 		map[string]any{"type": "object", "required": []string{"pattern"}, "properties": map[string]any{
-			"pattern":   map[string]any{"type": "string"},
-			"stream":    map[string]any{"type": "string", "enum": untilStreams},
-			"from":      map[string]any{"type": "integer", "minimum": 0},
-			"listening": listeningSchema(),
-		}},
-		map[string]any{"type": "object", "required": []string{"listening"}, "properties": map[string]any{
-			"listening": listeningSchema(),
+			"pattern": map[string]any{"type": "string"},
+			"stream":  map[string]any{"type": "string", "enum": untilStreams},
+			"from":    map[string]any{"type": "integer", "minimum": 0},
 		}},
 		map[string]any{"type": "object", "required": []string{"idle"}, "properties": map[string]any{
 			"idle": map[string]any{"type": "number", "exclusiveMinimum": 0},
 		}},
-	}}
-}
-
-// listeningSchema is until.listening's: a port, or true for any.
-func listeningSchema() map[string]any {
-	return map[string]any{"anyOf": []any{
-		map[string]any{"type": "integer", "minimum": 1, "maximum": 65535},
-		map[string]any{"const": true},
 	}}
 }
 
