@@ -838,6 +838,11 @@ func runListJobs(c *toolCall, _ *noArgs) (answer, error) {
 		if survivors > 0 {
 			b = append(append(b, `,"survivors":`...), strconv.Itoa(survivors)...)
 		}
+		if !ended && j.treeReports { // the agent profile's running entries name their ports
+			if l := j.listeningJSON(); l != nil {
+				b = append(append(b, `,"listening":`...), l...)
+			}
+		}
 		recentAt := len(b)        // where the entry's recent starts, if it has one
 		if waiting && j.prompts { // as markWaiting says
 			recent := recentOf(j)
