@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -256,6 +257,14 @@ func netNamespace(pid int) string {
 func eachSocket(pid int, visit func(inode uint64) (stop bool)) error {
 	dir := "/proc/" + strconv.Itoa(pid) + "/fd/"
 	fds, err := readDirNames(dir)
+	// A process in the middle of an exec refuses its descriptors for a
+	// moment (EACCES): asked again, briefly, before that counts as
+	// unreadable. One that stays unreadable (it made itself not dumpable)
+	// is an error, for the caller to fail closed on.
+	for try := 0; try < fdRetries && (errors.Is(err, unix.EACCES) || errors.Is(err, unix.EPERM)); try++ {
+		time.Sleep(fdRetryDuration) // no event says an exec has ended
+		fds, err = readDirNames(dir)
+	}
 	switch {
 	case errors.Is(err, unix.ENOENT), errors.Is(err, unix.ESRCH):
 		return nil // gone: it holds nothing
@@ -280,6 +289,13 @@ func eachSocket(pid int, visit func(inode uint64) (stop bool)) error {
 	}
 	return nil
 }
+
+// An unreadable descriptor table is read again this many times, this far
+// apart (see eachSocket).
+const (
+	fdRetries       = 25
+	fdRetryDuration = 2 * time.Millisecond
+)
 
 // readlinkRetrying is readlink(2) into buf, again on EINTR.
 func readlinkRetrying(path string, buf []byte) (int, error) {
