@@ -133,3 +133,84 @@ func anyWaitingForInput(jobs []*job) bool {
 	}
 	return waiting
 }
+
+// inputReadsMark is where a job's reading stood as a write to its input
+// was about to be made (inputReadsMarkOf): the bytes each of its
+// processes had read, and its output total.
+//
+// The answer to the write is that the job reads again: a process of it
+// blocked reading its input in a wait it began after it took input since
+// the mark (readsAgainSince). The wait a process slept in as the bytes
+// came is no answer, though a look finds it there until the kernel has
+// woken the process for them (a terminal's input reaches its reader from
+// a kernel worker, after the write returned): a REPL about to read exit()
+// and exit is not waiting for input. Whether a look before the write saw
+// it there (none does if it got there just after that look), or how
+// often it woke in it since (a REPL polling with a time-out wakes ten
+// times a second), cannot tell that wait from a new one; input taken
+// since can.
+type inputReadsMark struct {
+	procs  map[int]readCount // by pid, the job's processes at the mark
+	output int64             // the job's output bytes at the mark
+}
+
+// readCount is what one process had read (bytesRead) at a mark: start
+// tells a reused pid, and known is false where the count could not be
+// read.
+type readCount struct {
+	start uint64
+	bytes uint64
+	known bool
+}
+
+// inputReadsMarkOf is where j's reading stands now, for a write to its
+// input about to be made: taken as late before the write as the caller
+// can, since input taken between the two counts as taken after it.
+func inputReadsMarkOf(j *job) inputReadsMark {
+	mark := inputReadsMark{output: writtenBytes(j)}
+	if j.terminal() || j.inputEnd.ino == 0 {
+		return mark
+	}
+	members := processTree(j.pid)
+	mark.procs = make(map[int]readCount, len(members))
+	for _, p := range members {
+		n, known := bytesRead(p.pid)
+		mark.procs[p.pid] = readCount{start: p.start, bytes: n, known: known}
+	}
+	return mark
+}
+
+// readsAgainSince reports whether a process of j is blocked reading its
+// input in a wait it began after mark: one that has read bytes since the
+// mark (any process the mark does not hold: it started later), found
+// asleep waiting on the input after its count was read, so the wait came
+// after that read. Where a count cannot be read, output since the mark
+// stands in for the read: the job ran after the write. A process not yet
+// woken for the write's bytes, or that took them and is exiting, is never
+// reading again.
+func (j *job) readsAgainSince(mark inputReadsMark) bool {
+	if j.terminal() || j.inputEnd.ino == 0 {
+		return false
+	}
+	printed := writtenBytes(j) > mark.output // before any wait is looked at
+	_, ok := blockedReadingAfter(processTree(j.pid), j.inputEnd, j.pid, func(p procInfo) bool {
+		then, held := mark.procs[p.pid]
+		if !held || then.start != p.start { // started after the mark: all it read came later
+			then = readCount{start: p.start, known: true}
+		}
+		now, known := bytesRead(p.pid)
+		if !known || !then.known {
+			return printed
+		}
+		return now > then.bytes
+	})
+	return ok
+}
+
+// writtenBytes is the bytes j has written to both its streams, as
+// outputBytes counts them a layer up.
+func writtenBytes(j *job) int64 {
+	_, out := j.stdout.stats()
+	_, errb := j.stderr.stats()
+	return out + errb
+}

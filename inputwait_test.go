@@ -1,6 +1,8 @@
 package main
 
 import (
+	"errors"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -149,5 +151,90 @@ func TestNextInputLookAtTheEdgeOfSilence(t *testing.T) {
 	later := now.Add(inputWaitDuration - j.silentFor(now) - inputLookSlack)
 	if got := nextInputLook([]*job{j}, later); got.Sub(later) > 2*inputLookSlack+time.Millisecond {
 		t.Errorf("a look %v before the silence reaches %v comes %v later", inputLookSlack, inputWaitDuration, got.Sub(later))
+	}
+}
+
+// TestInputAnswerNeedsAReadAfterTheWrite: after input, a job reads again
+// only in a wait begun after it took input since the write. A python REPL
+// on a terminal written exit() was answered waiting_for_input while it
+// exited: a look found it in the wait it had slept in as the bytes came,
+// not yet woken for them, and took that for a new read, since no look
+// before the write had seen it there (the answer compared the two looks'
+// pid and scheduling count, and a REPL that wakes in its wait changes the
+// count too).
+func TestInputAnswerNeedsAReadAfterTheWrite(t *testing.T) {
+	onLinux(t)
+	t.Parallel()
+	reg := newRegistry(testConfig())
+	for _, tty := range []*ttySpec{nil, {rows: 24, cols: 80}} {
+		j := startReq(t, reg, startRequest{command: "sleep 60; read a; read b", tty: tty, policy: defaultCapture})
+		var sleeper int
+		for _, p := range waitForSleeps(t, j.pid, 1) {
+			if p.comm == "sleep" {
+				sleeper = p.pid
+			}
+		}
+		// The mark is taken while the shell waits for sleep: no look before
+		// the write sees it reading. It then goes to read a line and sleeps
+		// there, where any look after the write would find it until the
+		// kernel wakes it for the bytes.
+		mark := inputReadsMarkOf(j)
+		if err := syscall.Kill(sleeper, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
+			t.Fatal(err)
+		}
+		eventually(t, jobDeadline, "the shell blocked reading its line", func() bool {
+			_, _, blocked := blockedReading(processTree(j.pid), j.inputEnd, j.pid)
+			return blocked
+		})
+		if j.readsAgainSince(mark) {
+			t.Errorf("tty %v: a reader in the wait it slept in before the write reads again", tty != nil)
+		}
+		// Woken in that wait and back in it, as a REPL polling with a
+		// time-out is, it has run since; it has read nothing.
+		_, runs, _ := blockedReading(processTree(j.pid), j.inputEnd, j.pid)
+		stopAndContinue(t, j.pid)
+		eventually(t, jobDeadline, "the shell back in its read", func() bool {
+			_, now, blocked := blockedReading(processTree(j.pid), j.inputEnd, j.pid)
+			return blocked && now > runs
+		})
+		if j.readsAgainSince(mark) {
+			t.Errorf("tty %v: a reader woken in the wait it slept in before the write reads again", tty != nil)
+		}
+		if err := j.input(plainWaiter(), "x\n", false); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, jobDeadline, "the shell reading again once it took the line", func() bool { return j.readsAgainSince(mark) })
+
+		// The last line: the shell takes it and exits, and no look until its
+		// end sees it read again.
+		mark = inputReadsMarkOf(j)
+		if err := j.input(plainWaiter(), "y\n", false); err != nil {
+			t.Fatal(err)
+		}
+		for deadline := time.Now().Add(jobDeadline); !j.terminal(); {
+			if j.readsAgainSince(mark) {
+				t.Fatalf("tty %v: the shell that took its last line and exits reads again", tty != nil)
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the job did not end within %v", jobDeadline)
+			}
+		}
+		collect(t, reg, j)
+	}
+}
+
+// stopAndContinue stops process pid and, once it is stopped, continues it:
+// it wakes in the system call it sleeps in, and goes back to it.
+func stopAndContinue(t *testing.T, pid int) {
+	t.Helper()
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, jobDeadline, "the process stopped", func() bool {
+		p, ok := procNow(pid)
+		return ok && p.state == "T"
+	})
+	if err := syscall.Kill(pid, syscall.SIGCONT); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -193,7 +193,7 @@ func TestStalledClientLosesProgressNotReplies(t *testing.T) {
 // how many calls wait for room now.
 type watchedWriter struct {
 	*writer
-	read    *atomic.Int64 // bytes the client has read
+	read    *atomic.Int64 // bytes the client has taken from the pipe (handedCounter)
 	waiting atomic.Int32  // calls in takeRoom now
 
 	mu      sync.Mutex // guards sent, lines, most and biggest
@@ -237,14 +237,18 @@ func (w *watchedWriter) snapshot() (lines int, most int64, biggest int) {
 	return w.lines, w.most, w.biggest
 }
 
-// countingReader counts the bytes read through it.
-type countingReader struct {
-	r io.Reader
+// handedCounter counts the bytes an io.PipeWriter's writes returned, which
+// the pipe's reader has all taken by then: what the client holds, counted
+// before the writer counts it written and gives room for the next reply.
+// Counted by the reader instead, a read the reader holds but has not yet
+// added can make a reply queued on that room look past the bound.
+type handedCounter struct {
+	w io.Writer
 	n *atomic.Int64
 }
 
-func (c countingReader) Read(p []byte) (int, error) {
-	n, err := c.r.Read(p)
+func (c handedCounter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
 	c.n.Add(int64(n))
 	return n, err
 }
@@ -254,7 +258,8 @@ func (c countingReader) Read(p []byte) (int, error) {
 func stalledSession(t *testing.T, bound int) (ss *session, out *watchedWriter, notices <-chan string, in *io.PipeWriter, outR *io.PipeReader) {
 	inR, in := io.Pipe()
 	outR, outW := io.Pipe()
-	out = &watchedWriter{writer: newBoundedWriter(outW, bound), read: new(atomic.Int64)}
+	read := new(atomic.Int64)
+	out = &watchedWriter{writer: newBoundedWriter(handedCounter{outW, read}, bound), read: read}
 	notices = noticeChannel(out.writer)
 	ss = newSession(testConfig(), out, nil)
 	go func() { _ = ss.serve(inR) }()
@@ -310,7 +315,7 @@ func TestBurstOfLargeResultsWaitsForRoom(t *testing.T) {
 		t.Fatalf("%d replies were built with nobody reading; room for %d", lines, bound/output+1)
 	}
 
-	replies := newLineReader(t, countingReader{outR, out.read})
+	replies := newLineReader(t, outR)
 	seen := map[int]bool{}
 	for range requests {
 		line := replies.next(jobDeadline)
@@ -368,7 +373,7 @@ func TestCancelledWaitForRoomLeavesTheJobCollectable(t *testing.T) {
 		return out.waiting.Load() == 0 && len(jobs) == 1 && jobs[0] == j
 	})
 
-	replies := newLineReader(t, countingReader{outR, out.read})
+	replies := newLineReader(t, outR)
 	if filler := replies.next(jobDeadline); len(filler) != bound+1 {
 		t.Fatalf("first line %.100q: want the filler", filler)
 	}

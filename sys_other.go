@@ -91,6 +91,14 @@ func blockedReading(members []procInfo, end inputEnd, session int) (pid int, run
 	return 0, 0, false
 }
 
+// blockedReadingAfter needs /proc, as blockedReading does.
+func blockedReadingAfter(members []procInfo, end inputEnd, session int, began func(procInfo) bool) (pid int, ok bool) {
+	return 0, false
+}
+
+// bytesRead is not kept here.
+func bytesRead(pid int) (uint64, bool) { return 0, false }
+
 // processTree needs /proc; elsewhere it knows no processes.
 func processTree(pid int) []procInfo { return nil }
 

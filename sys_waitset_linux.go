@@ -23,16 +23,51 @@ import (
 // session, the one it controls. It reports false when none is, or /proc
 // cannot tell.
 func blockedReading(members []procInfo, end inputEnd, session int) (pid int, runs uint64, ok bool) {
+	if pid, ok = blockedReadingAfter(members, end, session, nil); ok {
+		runs = scheduledRuns(pid)
+	}
+	return pid, runs, ok
+}
+
+// blockedReadingAfter is blockedReading for members that pass began first
+// (nil: all do). began is asked before the member's wait is looked at, so
+// what it reads of the member (bytesRead) comes from before the wait it
+// is then found in: input the member took by then it took before that
+// wait began.
+func blockedReadingAfter(members []procInfo, end inputEnd, session int, began func(procInfo) bool) (pid int, ok bool) {
 	for _, p := range members {
-		if p.state != "S" {
+		if p.state != "S" || (began != nil && !began(p)) {
 			continue
 		}
 		reads := readsFrom{dir: "/proc/" + strconv.Itoa(p.pid), end: end, controls: end.terminal && p.sid == session}
 		if reads.waitingOn() {
-			return p.pid, scheduledRuns(p.pid), true
+			return p.pid, true
 		}
 	}
-	return 0, 0, false
+	return 0, false
+}
+
+// bytesRead is how many bytes the main thread of process pid has read
+// (rchar of /proc/PID/task/PID/io, from any descriptor, by read, readv,
+// pread and the like), the thread whose system call /proc/PID/syscall
+// shows. It only grows, and only when a read takes bytes: a wait (poll,
+// select, epoll) that wakes and sleeps again, or a read that times out
+// or is interrupted, leaves it, so a rise says the thread took input, not
+// only that it ran. False when the kernel keeps no count or the process
+// cannot be looked at.
+func bytesRead(pid int) (uint64, bool) {
+	id := strconv.Itoa(pid)
+	b, err := readProcFile("/proc/" + id + "/task/" + id + "/io")
+	if err != nil {
+		return 0, false
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "rchar:"); ok {
+			n, err := strconv.ParseUint(strings.TrimSpace(v), 10, 64)
+			return n, err == nil
+		}
+	}
+	return 0, false
 }
 
 // readsFrom tells whether a descriptor of the process at dir is end.

@@ -202,7 +202,7 @@ const (
 // not taken for an answer.
 type answerWatch struct {
 	j       *job
-	before  readerSighting // the process seen blocked reading before the write; zero: none
+	before  inputReadsMark // what the job's processes had read before the write
 	written int64          // the job's output bytes before the write
 	quiet   quietClock     // the job's output total and since when it stays
 	looked  int64          // the output total at the last look in /proc
@@ -210,32 +210,12 @@ type answerWatch struct {
 	reading bool           // the last look saw the job read its input again
 }
 
-// readerSighting is a process seen blocked reading a job's input, and how
-// often it had been scheduled then: the same pid with more runs has read
-// and blocked again.
-type readerSighting struct {
-	pid  int
-	runs uint64
-}
-
 // newAnswerWatch starts watching j for an answer to a write about to be
 // made.
 func newAnswerWatch(j *job) *answerWatch {
 	now, total := time.Now(), j.outputBytes()
-	return &answerWatch{j: j, before: readerOf(j), written: total, looked: total,
+	return &answerWatch{j: j, before: inputReadsMarkOf(j), written: total, looked: total,
 		quiet: quietClock{total: total, since: now}}
-}
-
-// readerOf is the process of j blocked reading its input now, if any.
-func readerOf(j *job) readerSighting {
-	if j.terminal() || j.inputEnd.ino == 0 {
-		return readerSighting{}
-	}
-	pid, runs, ok := blockedReading(processTree(j.pid), j.inputEnd, j.pid)
-	if !ok {
-		return readerSighting{}
-	}
-	return readerSighting{pid: pid, runs: runs}
 }
 
 // stopNow reports whether j has answered: quiet for answerQuietDuration
@@ -265,10 +245,10 @@ func (a *answerWatch) stopNow() bool {
 }
 
 // readsAgain looks whether a process of the job is blocked reading its
-// input and is not the one, unscheduled since, seen there before the write.
+// input in a wait begun after it took input since the write
+// (readsAgainSince), not in the wait it was in when the write came.
 func (a *answerWatch) readsAgain() bool {
-	now := readerOf(a.j)
-	return now.pid != 0 && now != a.before
+	return a.j.readsAgainSince(a.before)
 }
 
 // pipesRead reports whether the job's output pipes hold no unread bytes.

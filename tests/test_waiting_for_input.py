@@ -9,14 +9,15 @@ waits in epoll on other descriptors (a socket, another pipe) while its stdin
 is a pipe; the flag clears once the reader has its line or stdin is closed.  Under the agent profile the first look decides (the job
 blocked reading now and silent for 1 s), and an entry that waits carries
 the job's newest lines in "recent"; a yielded result carries them under
-any profile.
+any profile.  The answer to an `input` says waiting_for_input only when
+the job read again after the write: a REPL given exit() never does.
 """
 
 import time
 
 import pytest
 
-from tests.helpers import SLACK, RawServer, await_file, close_module_server, marker, poll_status, timed
+from tests.helpers import SLACK, RawServer, await_file, close_module_server, marker, poll_status, short, timed
 
 # A few seconds of tolerance for "returns at about t".
 LATE = 3.0 + SLACK
@@ -403,3 +404,59 @@ def test_a_repl_on_a_terminal_waits_for_input(srv, repl):
         assert took <= 2 + LATE, took
     finally:
         srv.cleanup(r["job_id"])
+
+
+# ==========================================================================
+# input's answer: a REPL that reads again waits for input, one that exits not
+# ==========================================================================
+
+# Terminal REPLs a test starts, each ended by exit().
+REPL_EXCHANGES = 50
+
+
+def tty_repl(s, command="python3"):
+    """A REPL started on a terminal, at its first prompt."""
+    jid = s.job(command, tty=True)
+    s.poll_output(jid, lambda d: ">>> " in d.rsplit("\n", 1)[-1], timeout=20 + SLACK)
+    return jid
+
+
+def test_input_that_exits_a_terminal_repl_never_says_waiting_for_input(agent_srv):
+    # input of exit() to python on a terminal answered waiting_for_input:
+    # true while python exited, 1 in 28 exchanges: a look after the write
+    # found python in the wait it had slept in as the bytes came, not yet
+    # woken for them, and took it for a new read. Half the REPLs are given
+    # exit() at their first prompt, half after an exchange.
+    need(agent_srv, "python3")
+    s = agent_srv
+    wrong = []
+    for i in range(REPL_EXCHANGES):
+        jid = tty_repl(s)
+        try:
+            if i % 2:
+                r = s.tool("input", {"job_id": jid, "data": "%d+1\n" % i}, timeout=30 + SLACK)
+                assert r["state"] == "running" and r.get("waiting_for_input") is True, short(r)
+            r = s.tool("input", {"job_id": jid, "data": "exit()\n"}, timeout=30 + SLACK)
+            if r.get("waiting_for_input") is not None:
+                wrong.append((i, short(r)))
+            if r["state"] == "running":  # it answered quiet, its end to come
+                r = s.collect(jid, timeout=20 + SLACK)
+            assert r["state"] == "success" and r["exit_code"] == 0, short(r)
+        finally:
+            s.cleanup(jid)
+    assert not wrong, "%d of %d exit() answers said waiting_for_input: %s" % (len(wrong), REPL_EXCHANGES, wrong)
+
+
+def test_input_to_a_terminal_repl_that_reads_again_says_waiting_for_input(agent_srv):
+    # The control: python back at its prompt after an expression has read
+    # again since the write, and is waiting for input.
+    need(agent_srv, "python3")
+    s = agent_srv
+    jid = tty_repl(s)
+    try:
+        for i in range(1, 11):
+            r = s.tool("input", {"job_id": jid, "data": "%d*7\n" % i, "yield_after": 30}, timeout=40 + SLACK)
+            assert r["state"] == "running" and r.get("waiting_for_input") is True, short(r)
+            assert str(i * 7) in r.get("recent", {}).get("stdout", "").splitlines(), short(r)
+    finally:
+        s.cleanup(jid)
