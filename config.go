@@ -39,6 +39,7 @@ type config struct {
 	shell            string        // the shell jobs run in
 	shellSpelled     string        // the shell as $SHELL names it, for MCP_EXEC_ALLOW
 	baseEnv          []string      // the environment jobs start from, without MCP_EXEC_*
+	jobEnvDefaults   bool          // jobs get jobEnvDefaults where nothing sets them; an empty env value removes a variable
 
 	// Policy; the zero values allow everything, as 1.0 did.
 	allow       []string        // the only programs a job may start; nil: any
@@ -191,6 +192,12 @@ var configVars = []configVar{
 		func(c *config, v string) (err error) { c.rlimits, c.rlimitsText, err = parseRlimits(v); return }},
 	{"MCP_EXEC_USAGE", "0", "", "1 adds usage (wall, user and system CPU ms, peak RSS) to terminal results; on by default when jobs are confined (sandbox, network off, rlimits), except under the agent profile",
 		func(c *config, v string) (err error) { c.usage, err = parseSwitch(v); return }},
+	{"MCP_EXEC_JOB_ENV_DEFAULTS", "off", "on", "on: jobs get NO_COLOR=1 (unless FORCE_COLOR is set), PAGER=cat, GIT_PAGER=cat and, on pipes, TERM=dumb where neither the server's environment nor the call's env sets them, and an empty value in env removes a variable; off: the environment as given",
+		func(c *config, v string) error {
+			on, err := oneOf(v, "on", "off")
+			c.jobEnvDefaults = on == "on"
+			return err
+		}},
 	{"MCP_EXEC_KEEP_CWD", "0", "1", "1: in a session, an execute without cwd starts in the directory where the previous blocking execute's shell ended (if it still exists, inside MCP_EXEC_ROOTS), and one with cwd sets it; nowait jobs do not move it; environment variables never carry over",
 		func(c *config, v string) (err error) { c.keepCwd, err = parseSwitch(v); return }},
 	{"MCP_EXEC_MEMORY_LIMIT", "auto", "", "bytes all output windows may hold together (e.g. 512MiB; K, M, G, KiB, MiB, GiB; 0 = no bound); auto: a quarter of the memory available (the cgroup's limit, else physical memory); past it the oldest bytes of the largest windows go first",
