@@ -224,7 +224,7 @@ var jobAgentTexts = map[string]toolWords{
 		docs: map[string]string{
 			"stdout":          `"all" (what is kept), {"tail": N} (last N lines), {"from": OFFSET, "length"?: N} (bytes), or {"grep": RE2, "max"?: 20, "context"?: L, "from"?: OFFSET} (matching lines with their offsets, match_count, and dropped_bytes: the bytes before the search that are gone). Default "none". With spill on, bytes older than the in-memory window are read back from disk at their offsets.`,
 			"stderr":          "As stdout.",
-			"plain":           "Default true: terminal escapes and carriage returns stripped; false: the raw bytes. Offsets stay the raw bytes'.",
+			"plain":           "Default true: terminal escapes stripped, a \\r-redrawn line as last drawn; false: the raw bytes. Offsets stay the raw bytes'.",
 			"max_reply_bytes": "Reply limit in bytes (at least 1024, default {budget}); a larger slice is cut to a head and a tail.",
 		},
 	},

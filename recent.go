@@ -93,7 +93,7 @@ func recentTextSince(w *window, from int64, onTerminal bool) string {
 // returns only its last drawing.
 func newestText(raw []byte, onTerminal bool) []byte {
 	if onTerminal {
-		raw = plainText(redrawn(raw)) // first: plainText drops the carriage returns
+		raw = plainText(raw) // which shows a redrawn line as last drawn too
 	} else {
 		raw = redrawn(raw)
 	}

@@ -510,15 +510,22 @@ func ttySchema() map[string]any {
 	}}
 }
 
-// plainText is terminal output without its escape sequences (CSI, OSC and
-// two-byte escapes) and carriage returns: what a reader sees, not how the
-// terminal was told to draw it.
+// plainText is terminal output as a reader sees it: without its escape
+// sequences (CSI, OSC and two-byte escapes), and of a line redrawn after a
+// carriage return (a progress bar) only what was drawn last. A carriage
+// return before a newline ends the line with it; one with nothing drawn
+// after it leaves the line as it was.
 func plainText(b []byte) []byte {
 	out := make([]byte, 0, len(b))
+	lineStart, redraw := 0, false // where the line being drawn starts in out; a return was seen
 	for i := 0; i < len(b); i++ {
 		c := b[i]
 		switch {
 		case c == '\r':
+			redraw = true
+		case c == '\n':
+			out = append(out, c)
+			lineStart, redraw = len(out), false
 		case c == 0x1b && i+1 < len(b) && b[i+1] == '[': // CSI: parameters, then a final byte @..~
 			i += 2
 			for i < len(b) && (b[i] < 0x40 || b[i] > 0x7e) {
@@ -535,6 +542,9 @@ func plainText(b []byte) []byte {
 		case c == 0x1b && i+1 < len(b): // a two-byte escape
 			i++
 		default:
+			if redraw { // the first byte drawn over the line: what was drawn before goes
+				out, redraw = out[:lineStart], false
+			}
 			out = append(out, c)
 		}
 	}

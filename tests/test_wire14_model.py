@@ -73,3 +73,49 @@ def test_execute_says_so_under_the_profile_only(make_server):
     assert "NO_COLOR=1" in execute_text(make_server(env=AGENT))
     assert "NO_COLOR" not in execute_text(make_server(env=dict(AGENT, MCP_EXEC_JOB_ENV_DEFAULTS="off")))
     assert "NO_COLOR" not in execute_text(make_server())
+
+
+# ==========================================================================
+# 2. Carriage-return redraws show their last frame
+# ==========================================================================
+
+FRAMES = "for i in $(seq 2000); do printf '\\rprogress %d%%' $i; done; echo"
+
+
+def test_two_thousand_redraws_come_back_as_one_line(make_server):
+    s = make_server(env=AGENT)
+    r = s.run(FRAMES)
+    out = r["stdout"]
+    assert out["data"] == "progress 2000%\n", out
+    assert len(out["data"].encode()) < 200
+    # Offsets and counts stay the raw bytes': the next page starts past them all.
+    assert out["offset"] == 0 and out["bytes"] == out["total_bytes"] > 20000, out
+    assert "omitted" not in out and "kept" not in r, r
+
+
+def test_output_plain_false_reads_the_kept_bytes(make_server):
+    s = make_server(env=AGENT)
+    jid = s.job(FRAMES + "; exec sleep 30")
+    s.poll_output(jid, lambda data: data == "progress 2000%\n")
+    plain = s.tool("output", {"job_id": jid, "stdout": "all"})["stdout"]
+    raw = s.tool("output", {"job_id": jid, "stdout": "all", "plain": False})["stdout"]
+    assert plain["data"] == "progress 2000%\n", plain
+    assert raw["data"].startswith("\rprogress 1%\rprogress 2%") and raw["data"].count("\r") == 2000, raw["data"][:80]
+    assert (plain["offset"], plain["bytes"]) == (raw["offset"], raw["bytes"]) == (0, len(raw["data"].encode()))
+    # A line end written as \r\n is a line end, not a redraw.
+    jid2 = s.job("printf 'one\\r\\ntwo\\r\\n'")
+    assert s.tool("wait", {"job_ids": [jid2], "timeout": 10})[0]["stdout"]["data"] == "one\ntwo\n"
+    s.tool("kill", {"job_id": jid, "signal": "KILL"})
+
+
+def test_recent_shows_the_last_frame(make_server):
+    s = make_server(env=AGENT)
+    r = s.run("for i in $(seq 500); do printf '\\r%d/500 done' $i; done; exec sleep 30", yield_after=1.5)
+    assert r["yielded"] is True and r["recent"] == {"stdout": "500/500 done"}, r
+    s.tool("kill", {"job_id": r["job_id"], "signal": "KILL"})
+
+
+def test_compat_keeps_the_raw_frames(make_server):
+    s = make_server()
+    out = s.run(FRAMES)["stdout"]
+    assert out["data"].count("\r") == 2000 and out["data"].endswith("progress 2000%\n"), out["data"][-40:]
