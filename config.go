@@ -155,7 +155,12 @@ var configVars = []configVar{
 	{"MCP_EXEC_KEPT_SECONDS", "600", "", "seconds a job whose result was cut stays readable by status and output (>= 0)",
 		func(c *config, v string) (err error) { c.keptDuration, err = parseSeconds(v, true); return }},
 	{"MCP_EXEC_CAPTURE", `{"on_success":"stdout","on_error":"stderr"}`, `{"on_success":"stdout","on_error":"all"}`, "execute's capture policy when a call gives none (JSON, as the capture argument)",
-		func(c *config, v string) (err error) { c.capture, err = parseCapturePolicy(json.RawMessage(v)); return }},
+		func(c *config, v string) (err error) {
+			if c.capture, err = parseCapturePolicy(json.RawMessage(v)); err == nil && c.capture.grepAt() != "" {
+				err = fmt.Errorf("%s: %s", c.capture.grepAt(), captureGrepRefusal)
+			}
+			return
+		}},
 	{"MCP_EXEC_ALLOW", "", "", "comma list of the only programs jobs may start, spelled exactly as argv[0] (command needs the shell listed); unset: any",
 		func(c *config, v string) (err error) { c.allow, err = parseList(v, "program"); return }},
 	{"MCP_EXEC_ROOTS", "", "", "colon list of directories a job's cwd must resolve inside (default cwd: the first); unset: anywhere",

@@ -194,7 +194,7 @@ var jobAgentTexts = map[string]toolWords{
 			"stdin":       "Text written to stdin at the start.",
 			"close_stdin": "Close stdin (EOF) after writing stdin.",
 			"nowait":      "Return {job_id} at once; collect the result with wait.",
-			"capture": `What the result holds: {"on_success": S, "on_error": S}; S is "stdout", "stderr", "all", "none" or {"stdout": STREAM, "stderr": STREAM}, STREAM as output takes it (e.g. {"tail": 50}). ` +
+			"capture": `What the result holds: {"on_success": S, "on_error": S}; S is "stdout", "stderr", "all", "none" or {"stdout": STREAM, "stderr": STREAM}, STREAM as output takes it (e.g. {"tail": 50}, {"grep": "error:"}). ` +
 				"Default {capture}.",
 			"time_limit":      "Seconds until TERM (KILL {grace} later; the result says timed_out:true). Default {time_limit}.",
 			"tty":             `true or {"rows", "cols"}: run on a terminal (prompts, sudo, REPLs); stdout is the screen, input types into it.`,
@@ -274,6 +274,9 @@ func runExecute(c *toolCall, a *executeArgs) (answer, error) {
 
 // executeAnswer is runExecute's answer before the clamps are said in it.
 func executeAnswer(c *toolCall, a *executeArgs, clamped clamps) (answer, error) {
+	if a.Capture != nil && a.Capture.grepAt() != "" && !c.dialect.agent { // only the agent profile's results carry a search
+		return nil, fmt.Errorf("%w capture: %s: %s", errInvalid, a.Capture.grepAt(), captureGrepRefusal)
+	}
 	run, err := executeRun(c.cfg, a, clamped)
 	if err != nil {
 		return nil, c.refusedEarly(startRequest{command: a.Command, argv: a.Argv, dir: a.Cwd}, err)
@@ -783,8 +786,9 @@ func runKill(c *toolCall, a *killArgs) (answer, error) {
 			c.reg.undeliver(j) // cancelled: the result goes back for a wait, as in runWait
 			return nil, err
 		}
-		k.Result = resultWithin(j, c.replyBudget())
-		return jsonAnswer{body: k, results: []*resultJSON{k.Result}}, nil
+		r := resultWithin(j, c.replyBudget())
+		k.Result = r.onWire()
+		return jsonAnswer{body: k, results: []*resultJSON{r}}, nil
 	}
 	k.State, k.Detail = j.outcome().state, out.survivors
 	return wireValue(k), nil

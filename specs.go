@@ -213,18 +213,32 @@ func parseCaptureSpec(r json.RawMessage) (captureSpec, error) {
 	if k := unknownKey(obj, "stdout", "stderr"); k != "" {
 		return c, fmt.Errorf("capture spec has unknown key %q", k)
 	}
-	err = parseMembers(obj, parseCaptureStream, member[streamSpec]{"stdout", &c.stdout}, member[streamSpec]{"stderr", &c.stderr})
+	err = parseMembers(obj, parseStreamSpec, member[streamSpec]{"stdout", &c.stdout}, member[streamSpec]{"stderr", &c.stderr})
 	return c, err
 }
 
-// parseCaptureStream parses a stream spec of a capture: any but a grep,
-// which searches what is kept of a stream and so is output's alone.
-func parseCaptureStream(r json.RawMessage) (streamSpec, error) {
-	s, err := parseStreamSpec(r)
-	if err == nil && s.kind == streamGrep {
-		return streamSpec{}, errors.New(`grep is for output (a search of what a job kept); capture takes "none", "all", {"tail": N} or {"from": P, ...}`)
+// captureGrepRefusal is why a capture that is not a call's own, or is
+// outside the agent profile, takes no grep: 1.0's capture did not, and the
+// other tool sets render their results without one.
+const captureGrepRefusal = `grep is for output (a search of what a job kept); capture takes "none", "all", {"tail": N} or {"from": P, ...}`
+
+// grepAt is where p's first grep is, as an error names a member
+// ("on_error: stderr"), or "" when p has none.
+func (p capturePolicy) grepAt() string {
+	for _, side := range []struct {
+		name string
+		c    captureSpec
+	}{{"on_success", p.onSuccess}, {"on_error", p.onError}} {
+		for _, s := range []struct {
+			name string
+			spec streamSpec
+		}{{"stdout", side.c.stdout}, {"stderr", side.c.stderr}} {
+			if s.spec.kind == streamGrep {
+				return side.name + ": " + s.name
+			}
+		}
 	}
-	return s, err
+	return ""
 }
 
 // member names a member of a JSON object and where its parsed value goes.
@@ -243,7 +257,7 @@ func parseMembers[T any](obj map[string]json.RawMessage, parse func(json.RawMess
 		}
 		v, err := parse(raw)
 		if err != nil {
-			return fmt.Errorf("%s: %v", m.key, err)
+			return fmt.Errorf("%s: %w", m.key, err) // wrapped: a bare stream word still gets its hint
 		}
 		*m.into = v
 	}

@@ -17,7 +17,7 @@ How the page is read where it leaves room:
 
 import json
 
-from tests.helpers import SLACK  # noqa: F401 (used by the later sections)
+from tests.helpers import SLACK, assert_startup_refused
 
 AGENT = {"MCP_EXEC_PROFILE": "agent"}
 # The server's own environment without the variables the defaults give, so
@@ -119,3 +119,50 @@ def test_compat_keeps_the_raw_frames(make_server):
     s = make_server()
     out = s.run(FRAMES)["stdout"]
     assert out["data"].count("\r") == 2000 and out["data"].endswith("progress 2000%\n"), out["data"][-40:]
+
+
+# ==========================================================================
+# 3. capture takes output's object forms, grep included
+# ==========================================================================
+
+# A failing build: 5,000 lines on stderr, one error in the middle, exit 2.
+BUILD = ("for i in $(seq 2500); do echo \"  CC      src/unit$i.o\"; done >&2; "
+         "echo \"main.c:42: error: expected ';'\" >&2; "
+         "for i in $(seq 2500); do echo \"  CC      lib/part$i.o\"; done >&2; exit 2")
+ERROR_LINE = "main.c:42: error: expected ';'"
+
+
+def test_capture_grep_answers_a_failing_build_in_a_few_hundred_bytes(make_server):
+    s = make_server(env=AGENT)
+    res = s.tool_raw("execute", {"command": BUILD, "capture": {"on_error": {"stderr": {"grep": "error:"}}}})
+    text = res["content"][0]["text"]
+    assert len(text) < 400, text  # about 120 KB of output
+    r = json.loads(text)
+    assert res["structuredContent"] == r, res
+    assert r["state"] == "error" and r["exit_code"] == 2, r
+    g = r["stderr"]
+    assert [m["line"] for m in g["matches"]] == [ERROR_LINE] and g["match_count"] == 1, g
+    assert g["dropped_bytes"] == 0 and g["searched"]["from"] == 0, g
+    # The offset is the line's: output reads it there; the job is kept for that.
+    assert r["kept"] is True and r["uncaptured"] == {"stderr": g["searched"]["to"]}, r
+    o = s.tool("output", {"job_id": r["job_id"], "stderr": {"from": g["matches"][0]["offset"], "length": len(ERROR_LINE)}})
+    assert o["stderr"]["data"] == ERROR_LINE, o
+    # The other object forms, as output takes them.
+    r = s.run("seq 1 100; exit 1", capture={"on_error": {"stdout": {"tail": 2}, "stderr": "none"}})
+    assert r["stdout"]["data"] == "99\n100\n", r
+    r = s.run("seq 1 100", capture={"on_success": {"stdout": {"grep": "^5", "max": 2, "context": 1}}})
+    assert [(m["line"], m["before"], m["after"]) for m in r["stdout"]["matches"]] == [("5", ["4"], ["6"]), ("50", ["49"], ["51"])], r
+    assert r["stdout"]["match_count"] == 11 and r["stdout"]["next"] > 0, r
+
+
+def test_capture_grep_refusals(make_server):
+    s = make_server(env=AGENT)
+    text = s.tool_err("execute", {"command": "true", "capture": {"on_success": {"stdout": {"grep": "("}}}})
+    assert "RE2" in text and "capture" in text, text
+    text = s.tool_err("execute", {"command": "true", "capture": {"on_success": {"stdout": "tail"}}})
+    assert '{"grep": RE2}' in text, text
+    # Outside the profile capture takes no grep, in 1.3's words; nor does the
+    # default capture, which other tool sets use too.
+    text = make_server().tool_err("execute", {"command": "true", "capture": {"on_success": {"stdout": {"grep": "x"}}}})
+    assert "grep is for output" in text and "invalid" in text, text
+    assert_startup_refused({"MCP_EXEC_CAPTURE": '{"on_error": {"stderr": {"grep": "x"}}}'}, "MCP_EXEC_CAPTURE")
