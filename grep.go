@@ -219,6 +219,28 @@ func grepWindow(w *window, spec *grepSpec, ended bool, room int) *grepJSON {
 	return g
 }
 
+// grepBudgetShare is the part of the reply budget (1/grepBudgetShare) a
+// grep's listed lines may take.
+const grepBudgetShare = 4
+
+// plainGrep strips terminal escapes from a search's lines (nil: nothing).
+func plainGrep(g *grepJSON) {
+	if g == nil {
+		return
+	}
+	plain := func(lines []string) {
+		for i, l := range lines {
+			lines[i] = string(plainText([]byte(l)))
+		}
+	}
+	for i := range g.Matches {
+		m := &g.Matches[i]
+		m.Line = string(plainText([]byte(m.Line)))
+		plain(m.Before)
+		plain(m.After)
+	}
+}
+
 // showDropped has g say how many bytes of the range it was asked to search
 // are gone, 0 included, and when some are, in one sentence, where matches
 // become visible.

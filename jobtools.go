@@ -619,28 +619,6 @@ func runOutput(c *toolCall, a *outputArgs) (answer, error) {
 	return recentWithin(c, jsonAnswer{body: out, results: []*resultJSON{r}, plain: &plain}), nil
 }
 
-// grepBudgetShare is the part of the reply budget (1/grepBudgetShare) a
-// grep's listed lines may take.
-const grepBudgetShare = 4
-
-// plainGrep strips terminal escapes from a search's lines (nil: nothing).
-func plainGrep(g *grepJSON) {
-	if g == nil {
-		return
-	}
-	plain := func(lines []string) {
-		for i, l := range lines {
-			lines[i] = string(plainText([]byte(l)))
-		}
-	}
-	for i := range g.Matches {
-		m := &g.Matches[i]
-		m.Line = string(plainText([]byte(m.Line)))
-		plain(m.Before)
-		plain(m.After)
-	}
-}
-
 // runInput is the input tool: it writes data to a held job's stdin (or
 // terminal), closing it when asked. Without yield_after (1.0) it answers
 // the job's status at once; with it, it waits for the job's answer (see
