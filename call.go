@@ -378,6 +378,9 @@ func (c *toolCall) fit(a jsonAnswer) (answer, error) {
 		}
 	}
 	whole := slicesAsTheyAre(a.results)
+	if h := c.cfg.highlight; h != nil && len(a.results) > 0 {
+		view.notes = cutNotesOf(h, view.plain, c.replyBudget()/highlightBudgetShare/len(a.results))
+	}
 	text, err := fitText(a.body, a.results, c.replyBudget(), c.cost(), view)
 	if err != nil {
 		return nil, err
@@ -434,6 +437,8 @@ func (c *toolCall) deferResults(entries []*resultJSON, whole func(), view sliceV
 		// Deferred, it was not delivered: nothing of it is kept.
 		s.Stdout, s.Stderr, s.Uncaptured, s.Deferred = nil, nil, nil, e.delivered != nil
 		s.Kept, s.delivered, s.searched = false, nil, [2]*grepJSON{}
+		s.Highlights, s.HighlightsTotal = nil, 0
+		s.sayCut("")
 		statuses[i] = &s
 	}
 	if least, err := marshal(statuses); err != nil || c.cost().of(least) > c.replyBudget() {

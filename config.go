@@ -35,6 +35,7 @@ type config struct {
 	maxReplyBytes    int           // the reply budget of a tools/call line
 	keptDuration     time.Duration // how long a cut result's job stays readable
 	capture          capturePolicy // execute's capture when none is given
+	highlight        *highlighter  // which lines of what a cut result leaves out it names (highlights); nil: none
 	debug            bool          // serve debug/stats (tests and the soak script)
 	shell            string        // the shell jobs run in
 	shellSpelled     string        // the shell as $SHELL names it, for MCP_EXEC_ALLOW
@@ -161,6 +162,8 @@ var configVars = []configVar{
 			}
 			return
 		}},
+	{"MCP_EXEC_HIGHLIGHT", highlightOff, highlightFailures, "the lines a result cut to fit its reply budget names from the part it leaves out (highlights, at most 20): failures (lines holding error:, error[, Error:, ERROR, FAILED, fatal:, panic:, Traceback (most, Exception, npm ERR!, Segmentation fault, No such file or directory, command not found or undefined reference, or starting with FAIL: or FAIL followed by a space), an RE2 pattern, or off",
+		func(c *config, v string) (err error) { c.highlight, err = parseHighlight(v); return }},
 	{"MCP_EXEC_ALLOW", "", "", "comma list of the only programs jobs may start, spelled exactly as argv[0] (command needs the shell listed); unset: any",
 		func(c *config, v string) (err error) { c.allow, err = parseList(v, "program"); return }},
 	{"MCP_EXEC_ROOTS", "", "", "colon list of directories a job's cwd must resolve inside (default cwd: the first); unset: anywhere",

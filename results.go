@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"strings"
 )
 
 // resultJSON is the wire form of a job result or status. The fields after
@@ -23,7 +24,9 @@ type resultJSON struct {
 	Recent          *recentJSON        `json:"recent,omitempty"`            // the newest output of a job that yielded or waits for input
 	Stdout          *sliceJSON         `json:"stdout,omitempty"`
 	Stderr          *sliceJSON         `json:"stderr,omitempty"`
-	Uncaptured      map[string]int64   `json:"uncaptured,omitempty"` // bytes per stream the capture left out unsaid
+	Highlights      []highlightJSON    `json:"highlights,omitempty"`       // lines of what a cut left out that look like failures
+	HighlightsTotal int                `json:"highlights_total,omitempty"` // every such line found, listed or not
+	Uncaptured      map[string]int64   `json:"uncaptured,omitempty"`       // bytes per stream the capture left out unsaid
 	Usage           *usageJSON         `json:"usage,omitempty"`
 	Matched         *matchJSON         `json:"matched,omitempty"`         // the line that ended a wait early
 	Idle            bool               `json:"idle,omitempty"`            // a wait ended early on quiet
@@ -39,6 +42,27 @@ type resultJSON struct {
 
 	delivered *job         // the job whose result this is, when the call delivered it
 	searched  [2]*grepJSON // stdout's and stderr's search, when its capture was a grep: shown in its slice's place (onWire)
+	cutSaid   string       // the sentence on what a cut left out that ends Note, to take back when the cut changes
+}
+
+// highlightJSON is one line of what a cut left out that looks like a
+// failure: its stream, the offset its text starts at, and the text.
+type highlightJSON struct {
+	Stream string `json:"stream"`
+	Offset int64  `json:"offset"`
+	Line   string `json:"line"`
+}
+
+// sayCut ends r's note with sentence, the one on what its cut left out,
+// in place of the one said before ("": none).
+func (r *resultJSON) sayCut(sentence string) {
+	if r.cutSaid != "" {
+		r.Note = strings.TrimSuffix(strings.TrimSuffix(r.Note, r.cutSaid), " ")
+	}
+	r.cutSaid = sentence
+	if sentence != "" {
+		r.Note = strings.TrimPrefix(r.Note+" "+sentence, " ")
+	}
 }
 
 // onWire is r as a reply carries it: r itself, or, when its capture

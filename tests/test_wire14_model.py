@@ -166,3 +166,62 @@ def test_capture_grep_refusals(make_server):
     text = make_server().tool_err("execute", {"command": "true", "capture": {"on_success": {"stdout": {"grep": "x"}}}})
     assert "grep is for output" in text and "invalid" in text, text
     assert_startup_refused({"MCP_EXEC_CAPTURE": '{"on_error": {"stderr": {"grep": "x"}}}'}, "MCP_EXEC_CAPTURE")
+
+
+# ==========================================================================
+# 4. highlights: the failure lines a cut result did not show
+# ==========================================================================
+
+def test_a_failing_builds_error_is_in_the_first_replys_highlights(make_server):
+    s = make_server(env=AGENT)
+    r = s.run(BUILD)
+    assert r["state"] == "error" and r["exit_code"] == 2 and r["kept"] is True, r
+    err = r["stderr"]
+    gap = err["omitted"]
+    assert ERROR_LINE not in err["data"] and ERROR_LINE not in err["tail"]["data"], "the error was shown: no gap to search"
+    assert r["highlights"] == [{"stream": "stderr", "offset": r["highlights"][0]["offset"], "line": ERROR_LINE}], r["highlights"]
+    assert r["highlights_total"] == 1, r
+    at = r["highlights"][0]["offset"]
+    assert gap["offset"] <= at < gap["offset"] + gap["bytes"], (at, gap)
+    # The offset is exact: output from it reads the line.
+    o = s.tool("output", {"job_id": r["job_id"], "stderr": {"from": at, "length": len(ERROR_LINE) + 1}})
+    assert o["stderr"]["data"] == ERROR_LINE + "\n", o
+    # One sentence says how much was not shown and how to reach it.
+    assert r["note"] == "%d bytes of stderr were not shown; output with grep reaches them." % gap["bytes"], r["note"]
+
+
+def test_highlights_are_failure_forms_the_first_and_last_ten(make_server):
+    s = make_server(env=AGENT)
+    # Bare words are not failures; 30 distinct error lines (each written
+    # twice) and 4,000 lines of padding around them.
+    command = ("seq 1 2000 | sed 's/^/cc -Werror -c f/'; echo 'build: 0 errors'; "
+               "for i in $(seq 30); do echo \"f$i.c:1: error: bad $i\"; echo \"f$i.c:1: error: bad $i\"; done; "
+               "seq 1 2000 | sed 's/^/cc -Werror -c g/'; exit 1")
+    r = s.run(command, capture={"on_error": "stdout"})
+    lines = [h["line"] for h in r["highlights"]]
+    want = ["f%d.c:1: error: bad %d" % (i, i) for i in list(range(1, 11)) + list(range(21, 31))]
+    assert lines == want, lines
+    assert r["highlights_total"] == 60, r["highlights_total"]
+    assert all(h["stream"] == "stdout" for h in r["highlights"])
+
+
+def test_a_long_line_is_cut_around_its_match(make_server):
+    s = make_server(env=AGENT)
+    command = ("seq 1 20000; printf '%s' \"$(printf 'é%.0s' $(seq 1000))\"; echo ' fatal: disk full'; seq 1 20000; exit 1")
+    r = s.run(command, capture={"on_error": "stdout"})
+    (h,) = r["highlights"]
+    raw = h["line"].encode()
+    assert len(raw) <= 300 and h["line"].endswith("fatal: disk full") and "\ufffd" not in h["line"], h
+    o = s.tool("output", {"job_id": r["job_id"], "stdout": {"from": h["offset"], "length": len(raw)}})
+    assert o["stdout"]["data"] == h["line"], o
+
+
+def test_highlights_off_and_outside_the_profile(make_server):
+    for env in (dict(AGENT, MCP_EXEC_HIGHLIGHT="off"), {"MCP_EXEC_MAX_REPLY_BYTES": "65536"}):
+        r = make_server(env=env).run(BUILD)
+        assert "omitted" in r["stderr"], r
+        assert "highlights" not in r and "note" not in r, env
+    # A pattern of one's own.
+    r = make_server(env=dict(AGENT, MCP_EXEC_HIGHLIGHT="unit1234[.]o")).run(BUILD)
+    assert [h["line"] for h in r["highlights"]] == ["  CC      src/unit1234.o"], r["highlights"]
+    assert_startup_refused(dict(AGENT, MCP_EXEC_HIGHLIGHT="("), "MCP_EXEC_HIGHLIGHT")
