@@ -308,6 +308,9 @@ func executeAnswer(c *toolCall, a *executeArgs, clamped clamps) (answer, error) 
 	now := func() answer {
 		r := &resultJSON{JobID: j.id, State: stateRunning, Yielded: true,
 			WaitingForInput: ran.inputWanted || j.waitingForInput(), Recent: recentOf(j)}
+		if c.dialect.agent && !r.WaitingForInput {
+			r.Note = untilQuietNote(a.Until, j) // an until that found nothing says why, when it can tell
+		}
 		return recentWithin(c, resultAnswer(r))
 	}
 	later := func() (answer, error) { // as wait delivers it
@@ -445,6 +448,9 @@ func runWait(c *toolCall, a *waitArgs) (answer, error) {
 		entries[i] = runningEntry(j, hit(), j.waitingForInputAtOnce())
 		if timedOut {
 			progressOf(entries[i], j)
+			if note := untilQuietNote(a.Until, j); note != "" {
+				entries[i].Note = note
+			}
 		}
 	}
 	return clamped.on(recentWithin(c, waitAnswer(entries))), nil

@@ -225,3 +225,42 @@ def test_highlights_off_and_outside_the_profile(make_server):
     r = make_server(env=dict(AGENT, MCP_EXEC_HIGHLIGHT="unit1234[.]o")).run(BUILD)
     assert [h["line"] for h in r["highlights"]] == ["  CC      src/unit1234.o"], r["highlights"]
     assert_startup_refused(dict(AGENT, MCP_EXEC_HIGHLIGHT="("), "MCP_EXEC_HIGHLIGHT")
+
+
+# ==========================================================================
+# 5. An until that found nothing says why when its stream is empty
+# ==========================================================================
+
+# A server whose ready line sits in python's buffer while stdout is a pipe.
+SERVER = "exec python3 -c 'import time; print(\"Serving on port 8000\"); time.sleep(60)'"
+
+
+def test_until_on_a_buffered_server_says_why(make_server):
+    s = make_server(env=dict(AGENT, PYTHONUNBUFFERED=None))  # python buffers a pipe unless told otherwise
+    r = s.run(SERVER, yield_after=1.5, until={"pattern": "^Serving", "stream": "stdout"})
+    assert r["state"] == "running" and r["yielded"] is True and "matched" not in r, r
+    note = r["note"]
+    assert note.startswith("stdout is empty:") and "buffer" in note and "tty:true" in note, note
+    assert len(note) < 200, note
+    # A wait with the same until, timed out, says the same.
+    (e,) = s.tool("wait", {"job_ids": [r["job_id"]], "timeout": 0.5, "until": {"pattern": "^Serving", "stream": "stdout"}})
+    assert e["note"] == note, e
+    s.tool("kill", {"job_id": r["job_id"], "signal": "KILL"})
+    # On a terminal the line is not held: it matches, and nothing needs saying.
+    r = s.run(SERVER, yield_after=10, until={"pattern": "^Serving"}, tty=True)
+    assert r["matched"]["line"].startswith("Serving on port 8000") and "note" not in r, r
+    s.tool("kill", {"job_id": r["job_id"], "signal": "KILL"})
+
+
+def test_until_note_only_for_empty_streams_and_the_profile(make_server):
+    s = make_server(env=AGENT)
+    r = s.run("echo booting; exec sleep 30", yield_after=1, until={"pattern": "^Serving"})
+    assert r["yielded"] is True and "note" not in r, r  # it wrote: the pattern is what did not come
+    s.tool("kill", {"job_id": r["job_id"], "signal": "KILL"})
+    r = s.run("echo booting; exec sleep 30", yield_after=1, until={"pattern": "^Serving", "stream": "stderr"})
+    assert r["note"].startswith("stderr is empty:"), r
+    s.tool("kill", {"job_id": r["job_id"], "signal": "KILL"})
+    c = make_server()
+    r = c.run("exec sleep 30", yield_after=1, until={"pattern": "^Serving"})
+    assert r["yielded"] is True and "note" not in r, r
+    c.tool("kill", {"job_id": r["job_id"], "signal": "KILL"})
