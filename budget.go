@@ -2,7 +2,9 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"slices"
+	"strings"
 )
 
 // A tools/call reply line may be at most its budget long. A result is JSON
@@ -59,8 +61,90 @@ func (lc lineCost) escape(esc string, size int) int {
 // applies it, after any cut, so the offsets and byte counts of a slice stay
 // those of the raw bytes whatever its text shows.
 type sliceView struct {
-	lineCuts bool // a cut's head ends and its tail starts at a line boundary within lineCutReachBytes
-	plain    bool // text without terminal escapes and carriage returns (plainText)
+	lineCuts bool     // a cut's head ends and its tail starts at a line boundary within lineCutReachBytes
+	plain    bool     // text without terminal escapes, redrawn lines as last drawn (plainText)
+	notes    cutNotes // told of each cut, to say what it left out (highlights); nil: nothing is said
+}
+
+// cutNotes is told, once a cut is made, which slices of r it cut (none:
+// r is whole again); it may add to r what a model should know of the
+// bytes it does not see, and the fitting then makes room for that too.
+type cutNotes func(r *resultJSON, cut []*sliceJSON)
+
+// note tells v's notes, for each result with a slice in slots, which of
+// them are cut (cut[i]: slots[i] is; nil: none).
+func (v sliceView) note(slots []slot, cut []bool) {
+	if v.notes == nil {
+		return
+	}
+	for i := 0; i < len(slots); {
+		r, its := slots[i].result, []*sliceJSON(nil)
+		for ; i < len(slots) && slots[i].result == r; i++ { // a result's slots are side by side
+			if cut != nil && cut[i] {
+				its = append(its, slots[i].slice)
+			}
+		}
+		v.notes(r, its)
+	}
+}
+
+// highlightBudgetShare is the part of the reply budget (1/this) the
+// highlights of a reply's results may take together, their text counted
+// raw with highlightEntryBytes for each one's keys.
+const highlightBudgetShare, highlightEntryBytes = 8, 48
+
+// cutNotesOf is what a cut result says, with highlights on (h), of what
+// it does not show: the lines of its gaps h finds (their text plain when
+// plain), at most room bytes of them, and in its note how many bytes were
+// not shown and how to reach them. Only a delivered result has the job
+// whose windows are read.
+func cutNotesOf(h *highlighter, plain bool, room int) cutNotes {
+	return func(r *resultJSON, cut []*sliceJSON) {
+		r.Highlights, r.HighlightsTotal = nil, 0
+		r.sayCut("")
+		j := r.delivered
+		if j == nil || len(cut) == 0 {
+			return
+		}
+		var p highlightPicker
+		var parts []string
+		var gone int64
+		for _, s := range cut {
+			name, w := "stdout", j.stdout
+			if s == r.Stderr {
+				name, w = "stderr", j.stderr
+			}
+			from, to := s.Omitted.Offset, s.Omitted.Offset+s.Omitted.Bytes
+			h.scan(&p, name, w, from, to, j.terminal())
+			gone += s.Omitted.Bytes - w.heldIn(from, to)
+			if len(parts) == 0 {
+				parts = append(parts, fmt.Sprintf("%d bytes of %s", s.Omitted.Bytes, name))
+			} else {
+				parts = append(parts, fmt.Sprintf("%d of %s", s.Omitted.Bytes, name))
+			}
+		}
+		spent := 0
+		for _, hl := range p.picked() {
+			line := hl.line
+			if plain {
+				line = plainText(line)
+			}
+			if spent += len(line) + highlightEntryBytes; spent > room {
+				break
+			}
+			r.Highlights = append(r.Highlights, highlightJSON{Stream: hl.stream, Offset: hl.offset, Line: string(line)})
+		}
+		if len(r.Highlights) > 0 {
+			r.HighlightsTotal = p.total
+		}
+		said := strings.Join(parts, " and ") + " were not shown"
+		if gone > 0 {
+			said += fmt.Sprintf(" (%d of them are gone); output with grep reaches the rest.", gone)
+		} else {
+			said += "; output with grep reaches them."
+		}
+		r.sayCut(said)
+	}
 }
 
 // lineCutReachBytes is how far a cut end moves, at most, to reach a line
@@ -95,6 +179,7 @@ func fitText(body any, results []*resultJSON, budget int, lc lineCost, view slic
 	for i, s := range slots {
 		whole[i] = *s.slice
 	}
+	view.note(slots, nil) // whole: nothing to say of a cut made for an earlier fit
 	view.show(slots)
 	text, err := marshal(body)
 	if err != nil || lc.of(text) <= budget || len(slots) == 0 {
@@ -121,13 +206,15 @@ func fitText(body any, results []*resultJSON, budget int, lc lineCost, view slic
 	rounds := 0
 	render := func(room int) ([]byte, int) {
 		allowances := shareFairly(whole, room, lc)
+		cut := make([]bool, len(slots))
 		for i, s := range slots {
 			*s.slice = whole[i]
-			if allowances[i] >= 0 {
+			if cut[i] = allowances[i] >= 0; cut[i] {
 				cutSlice(s.slice, allowances[i], lc, view.lineCuts)
 				s.result.Kept = s.result.delivered != nil
 			}
 		}
+		view.note(slots, cut)
 		view.show(slots)
 		if text, err = marshal(body); err != nil {
 			return text, 0 // nothing smaller would marshal either

@@ -147,11 +147,13 @@ type jsonAnswer struct {
 func wireValue(v any) jsonAnswer { return jsonAnswer{body: v} }
 
 // resultAnswer is one job result or status as an answer.
-func resultAnswer(r *resultJSON) jsonAnswer { return jsonAnswer{body: r, results: []*resultJSON{r}} }
+func resultAnswer(r *resultJSON) jsonAnswer {
+	return jsonAnswer{body: r.onWire(), results: []*resultJSON{r}}
+}
 
 // waitAnswer is wait's entries, one per job id, as an answer.
 func waitAnswer(entries []*resultJSON) jsonAnswer {
-	return jsonAnswer{body: entries, results: entries, wait: true}
+	return jsonAnswer{body: onWireAll(entries), results: entries, wait: true}
 }
 
 // finish is a cut to c's budget as one text item (toolCall.fit).
@@ -370,9 +372,15 @@ func (c *toolCall) fit(a jsonAnswer) (answer, error) {
 	if view.plain {
 		for _, r := range a.results {
 			r.Recent = r.Recent.plain()
+			for _, g := range r.searched {
+				plainGrep(g)
+			}
 		}
 	}
 	whole := slicesAsTheyAre(a.results)
+	if h := c.cfg.highlight; h != nil && len(a.results) > 0 {
+		view.notes = cutNotesOf(h, view.plain, c.replyBudget()/highlightBudgetShare/len(a.results))
+	}
 	text, err := fitText(a.body, a.results, c.replyBudget(), c.cost(), view)
 	if err != nil {
 		return nil, err
@@ -418,7 +426,7 @@ func (c *toolCall) deferResults(entries []*resultJSON, whole func(), view sliceV
 		for _, e := range entries {
 			e.Kept = c.keepsUncaptured(e) // a result cut before may fit whole now
 		}
-		return fitText(entries, entries, c.replyBudget(), c.cost(), view)
+		return fitText(onWireAll(entries), entries, c.replyBudget(), c.cost(), view)
 	}
 	// One entry per job id is the shape of wait's answer: when even status
 	// entries alone would not fit, deferring helps nobody, and the results
@@ -428,7 +436,9 @@ func (c *toolCall) deferResults(entries []*resultJSON, whole func(), view sliceV
 		s := *e
 		// Deferred, it was not delivered: nothing of it is kept.
 		s.Stdout, s.Stderr, s.Uncaptured, s.Deferred = nil, nil, nil, e.delivered != nil
-		s.Kept, s.delivered = false, nil
+		s.Kept, s.delivered, s.searched = false, nil, [2]*grepJSON{}
+		s.Highlights, s.HighlightsTotal = nil, 0
+		s.sayCut("")
 		statuses[i] = &s
 	}
 	if least, err := marshal(statuses); err != nil || c.cost().of(least) > c.replyBudget() {

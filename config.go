@@ -35,10 +35,12 @@ type config struct {
 	maxReplyBytes    int           // the reply budget of a tools/call line
 	keptDuration     time.Duration // how long a cut result's job stays readable
 	capture          capturePolicy // execute's capture when none is given
+	highlight        *highlighter  // which lines of what a cut result leaves out it names (highlights); nil: none
 	debug            bool          // serve debug/stats (tests and the soak script)
 	shell            string        // the shell jobs run in
 	shellSpelled     string        // the shell as $SHELL names it, for MCP_EXEC_ALLOW
 	baseEnv          []string      // the environment jobs start from, without MCP_EXEC_*
+	jobEnvDefaults   bool          // jobs get jobEnvDefaults where nothing sets them; an empty env value removes a variable
 
 	// Policy; the zero values allow everything, as 1.0 did.
 	allow       []string        // the only programs a job may start; nil: any
@@ -154,7 +156,14 @@ var configVars = []configVar{
 	{"MCP_EXEC_KEPT_SECONDS", "600", "", "seconds a job whose result was cut stays readable by status and output (>= 0)",
 		func(c *config, v string) (err error) { c.keptDuration, err = parseSeconds(v, true); return }},
 	{"MCP_EXEC_CAPTURE", `{"on_success":"stdout","on_error":"stderr"}`, `{"on_success":"stdout","on_error":"all"}`, "execute's capture policy when a call gives none (JSON, as the capture argument)",
-		func(c *config, v string) (err error) { c.capture, err = parseCapturePolicy(json.RawMessage(v)); return }},
+		func(c *config, v string) (err error) {
+			if c.capture, err = parseCapturePolicy(json.RawMessage(v)); err == nil && c.capture.grepAt() != "" {
+				err = fmt.Errorf("%s: %s", c.capture.grepAt(), captureGrepRefusal)
+			}
+			return
+		}},
+	{"MCP_EXEC_HIGHLIGHT", highlightOff, highlightFailures, "the lines a result cut to fit its reply budget names from the part it leaves out (highlights, at most 20): failures (lines holding error:, error[, Error:, ERROR, FAILED, fatal:, panic:, Traceback (most, Exception, npm ERR!, Segmentation fault, No such file or directory, command not found or undefined reference, or starting with FAIL: or FAIL followed by a space), an RE2 pattern, or off",
+		func(c *config, v string) (err error) { c.highlight, err = parseHighlight(v); return }},
 	{"MCP_EXEC_ALLOW", "", "", "comma list of the only programs jobs may start, spelled exactly as argv[0] (command needs the shell listed); unset: any",
 		func(c *config, v string) (err error) { c.allow, err = parseList(v, "program"); return }},
 	{"MCP_EXEC_ROOTS", "", "", "colon list of directories a job's cwd must resolve inside (default cwd: the first); unset: anywhere",
@@ -191,6 +200,12 @@ var configVars = []configVar{
 		func(c *config, v string) (err error) { c.rlimits, c.rlimitsText, err = parseRlimits(v); return }},
 	{"MCP_EXEC_USAGE", "0", "", "1 adds usage (wall, user and system CPU ms, peak RSS) to terminal results; on by default when jobs are confined (sandbox, network off, rlimits), except under the agent profile",
 		func(c *config, v string) (err error) { c.usage, err = parseSwitch(v); return }},
+	{"MCP_EXEC_JOB_ENV_DEFAULTS", "off", "on", "on: jobs get NO_COLOR=1 (unless FORCE_COLOR is set), PAGER=cat, GIT_PAGER=cat and, on pipes, TERM=dumb where neither the server's environment nor the call's env sets them, and an empty value in env removes a variable; off: the environment as given",
+		func(c *config, v string) error {
+			on, err := oneOf(v, "on", "off")
+			c.jobEnvDefaults = on == "on"
+			return err
+		}},
 	{"MCP_EXEC_KEEP_CWD", "0", "1", "1: in a session, an execute without cwd starts in the directory where the previous blocking execute's shell ended (if it still exists, inside MCP_EXEC_ROOTS), and one with cwd sets it; nowait jobs do not move it; environment variables never carry over",
 		func(c *config, v string) (err error) { c.keepCwd, err = parseSwitch(v); return }},
 	{"MCP_EXEC_MEMORY_LIMIT", "auto", "", "bytes all output windows may hold together (e.g. 512MiB; K, M, G, KiB, MiB, GiB; 0 = no bound); auto: a quarter of the memory available (the cgroup's limit, else physical memory); past it the oldest bytes of the largest windows go first",

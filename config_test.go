@@ -223,7 +223,7 @@ func TestSettingsCheckedInOrder(t *testing.T) {
 func cloneConfig(t *testing.T, c *config) config {
 	t.Helper()
 	copied := map[string]bool{"baseEnv": true, "allow": true, "roots": true, "envDeny": true, "launcher": true,
-		"rlimits": true, "token": true, "metricsToken": true, "allowedOrigins": true, "toolSets": true, "httpHosts": true}
+		"rlimits": true, "token": true, "metricsToken": true, "allowedOrigins": true, "toolSets": true, "httpHosts": true, "highlight": true}
 	ct := reflect.TypeFor[config]()
 	for i := range ct.NumField() {
 		switch f := ct.Field(i); f.Type.Kind() {
@@ -238,6 +238,10 @@ func cloneConfig(t *testing.T, c *config) config {
 	d.envDeny, d.launcher, d.rlimits = maps.Clone(c.envDeny), slices.Clone(c.launcher), slices.Clone(c.rlimits)
 	d.token, d.metricsToken = slices.Clone(c.token), slices.Clone(c.metricsToken)
 	d.allowedOrigins, d.toolSets, d.httpHosts = slices.Clone(c.allowedOrigins), slices.Clone(c.toolSets), slices.Clone(c.httpHosts)
+	if c.highlight != nil { // its pattern is never written: the copy may share it
+		h := *c.highlight
+		d.highlight = &h
+	}
 	return d
 }
 

@@ -38,6 +38,8 @@ func placeholders(cfg *config) *strings.Replacer {
 		"{keep_cwd}", ifSet(cfg.keepCwd, " "+carryWords(cfg)),
 		"{cwd_default}", cwdDefaultWords(cfg),
 		"{max_yield}", ifSet(cfg.maxYield > 0, ", at most "+secondsWords(cfg.maxYield, "")),
+		"{highlights}", ifSet(cfg.highlight != nil, " A cut result's highlights [{stream, offset, line}] are lines of the gap that look like failures."),
+		"{env_defaults}", ifSet(cfg.jobEnvDefaults, " Unless set, jobs get NO_COLOR=1, PAGER=cat, GIT_PAGER=cat, on pipes TERM=dumb; an env value \"\" unsets."),
 	)
 }
 

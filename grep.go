@@ -219,6 +219,28 @@ func grepWindow(w *window, spec *grepSpec, ended bool, room int) *grepJSON {
 	return g
 }
 
+// grepBudgetShare is the part of the reply budget (1/grepBudgetShare) a
+// grep's listed lines may take.
+const grepBudgetShare = 4
+
+// plainGrep strips terminal escapes from a search's lines (nil: nothing).
+func plainGrep(g *grepJSON) {
+	if g == nil {
+		return
+	}
+	plain := func(lines []string) {
+		for i, l := range lines {
+			lines[i] = string(plainText([]byte(l)))
+		}
+	}
+	for i := range g.Matches {
+		m := &g.Matches[i]
+		m.Line = string(plainText([]byte(m.Line)))
+		plain(m.Before)
+		plain(m.After)
+	}
+}
+
 // showDropped has g say how many bytes of the range it was asked to search
 // are gone, 0 included, and when some are, in one sentence, where matches
 // become visible.
@@ -235,25 +257,37 @@ func (g *grepJSON) showDropped() {
 
 // clipLine is text cut to shownLineBytes from byte at on, on character
 // boundaries.
-func clipLine(text []byte, at int) []byte {
+func clipLine(text []byte, at int) []byte { return clipLineTo(text, at, shownLineBytes) }
+
+// clipLineTo is text cut to size bytes from byte at on, on character
+// boundaries.
+func clipLineTo(text []byte, at, size int) []byte {
 	text = text[at:]
-	if len(text) <= shownLineBytes {
+	if len(text) <= size {
 		return bytes.Clone(text)
 	}
-	return bytes.Clone(trimPartialRune(text[:shownLineBytes]))
+	return bytes.Clone(trimPartialRune(text[:size]))
 }
 
 // clipAround is text, or, when longer than shownLineBytes, the part of it
 // around the match [lo, hi) that fits, on character boundaries; cut is
 // where that part starts in text (-1: not clipped).
 func clipAround(text []byte, lo, hi int) ([]byte, int) {
-	if len(text) <= shownLineBytes {
+	return clipAroundTo(text, lo, hi, shownLineBytes)
+}
+
+// clipAroundTo is clipAround with size bytes in place of shownLineBytes.
+func clipAroundTo(text []byte, lo, hi, size int) ([]byte, int) {
+	if len(text) <= size {
 		return bytes.Clone(text), -1
 	}
-	mid := lo + min(hi-lo, shownLineBytes)/2
-	from := min(max(mid-shownLineBytes/2, 0), len(text)-shownLineBytes)
-	for from > 0 && !utf8.RuneStart(text[from]) {
-		from--
+	mid := lo + min(hi-lo, size)/2
+	from := min(max(mid-size/2, 0), len(text)-size)
+	// Forward to a character's start, not back: going back would end the
+	// part before the match's (or the line's) last byte. from stays at
+	// most lo, which starts a character.
+	for from < len(text) && !utf8.RuneStart(text[from]) {
+		from++
 	}
-	return clipLine(text, from), from
+	return clipLineTo(text, from, size), from
 }

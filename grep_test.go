@@ -154,8 +154,8 @@ func TestGrepWindowBounds(t *testing.T) {
 	}
 }
 
-// TestGrepSpecRefusals: each bad grep says what is allowed; capture takes
-// no grep.
+// TestGrepSpecRefusals: each bad grep says what is allowed; the default
+// capture takes no grep.
 func TestGrepSpecRefusals(t *testing.T) {
 	for spec, want := range map[string]string{
 		`{"grep":"("}`:              "not an RE2",
@@ -170,8 +170,14 @@ func TestGrepSpecRefusals(t *testing.T) {
 			t.Errorf("%s: %v, want %q", spec, err, want)
 		}
 	}
-	if _, err := parseCapturePolicy(json.RawMessage(`{"on_error":{"stdout":{"grep":"x"}}}`)); err == nil || !strings.Contains(err.Error(), "grep is for output") {
-		t.Errorf("grep in capture: %v", err)
+	// A call's capture parses a grep (its handler decides whether the
+	// profile shows one); the default capture, MCP_EXEC_CAPTURE, takes none.
+	if p, err := parseCapturePolicy(json.RawMessage(`{"on_error":{"stdout":{"grep":"x"}}}`)); err != nil || p.grepAt() != "on_error: stdout" {
+		t.Errorf("grep in capture: %v, at %q", err, p.grepAt())
+	}
+	if _, err := loadConfig([]string{`MCP_EXEC_CAPTURE={"on_success":"all","on_error":{"stderr":{"grep":"x"}}}`}); err == nil ||
+		!strings.Contains(err.Error(), "on_error: stderr: grep is for output") {
+		t.Errorf("grep in MCP_EXEC_CAPTURE: %v", err)
 	}
 	if s, _ := parseStreamSpec(json.RawMessage(`{"grep":"a.c"}`)); s.grep.max != defaultGrepMax || !s.grep.re.MatchString("abc") || s.grep.re.String() != regexp.MustCompile("a.c").String() {
 		t.Errorf("defaults: %+v", s.grep)

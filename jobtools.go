@@ -73,8 +73,8 @@ var jobTools = withAgentTexts([]toolSpec{
 			"Blocks until it exits and returns {job_id, state, exit_code, signal?, stdout?, stderr?}; that delivery forgets the job. " +
 			"Hosts often time calls out after 60 s: for anything longer use nowait:true (returns {job_id, state:\"running\"} at once; then wait, status, output, input, kill) " +
 			"or yield_after (returns the running job with yielded:true; default {yield}). " +
-			"Each stream keeps its last {window}; replies over {budget} are cut to head and tail. For noisy commands capture {\"tail\": N} lines. " +
-			"Default capture: {capture}. stdin stays open unless close_stdin is true; a job blocked reading it shows waiting_for_input.{keep_cwd}{policy}",
+			"Each stream keeps its last {window}; replies over {budget} are cut to head and tail.{highlights} For noisy commands capture {\"tail\": N} lines. " +
+			"Default capture: {capture}. stdin stays open unless close_stdin is true; a job blocked reading it shows waiting_for_input.{keep_cwd}{env_defaults}{policy}",
 		docs: map[string]string{
 			"command":         "Shell command line, run as $SHELL -c <command>. Give command or argv.",
 			"argv":            "Program and arguments, run without a shell; argv[0] is looked up in PATH. Give command or argv.",
@@ -184,8 +184,8 @@ var jobAgentTexts = map[string]toolWords{
 		description: "Run a shell command ($SHELL -c) or argv (no shell) as a job in its own process group. {block} With until it returns as soon as a line matches, the job still running. " +
 			"Result: {job_id, state (success, error or running), exit_code, signal?, timed_out?, stdout?, stderr?}; a yielded or waiting job also shows recent {stdout, stderr}, its newest lines; a stream is {data, offset, bytes, total_bytes, truncated}. " +
 			"Each stream keeps {retained}. A reply over {budget} shows a head and a tail of a stream and the gap between (omitted {offset, bytes}); " +
-			"such a result, or one whose capture left bytes out (uncaptured), stays kept:true for {kept}, for output to read. Otherwise a delivered job is gone. " +
-			"waiting_for_input:true: it waits for stdin (use input). {carry}{policy}",
+			"such a result, or one whose capture left bytes out (uncaptured), stays kept:true for {kept}, for output to read. Otherwise a delivered job is gone.{highlights} " +
+			"waiting_for_input:true: it waits for stdin (use input).{env_defaults} {carry}{policy}",
 		docs: map[string]string{
 			"command":     "Shell command line. Give command or argv.",
 			"argv":        "Program and arguments, run without a shell (argv[0] looked up in PATH).",
@@ -194,7 +194,7 @@ var jobAgentTexts = map[string]toolWords{
 			"stdin":       "Text written to stdin at the start.",
 			"close_stdin": "Close stdin (EOF) after writing stdin.",
 			"nowait":      "Return {job_id} at once; collect the result with wait.",
-			"capture": `What the result holds: {"on_success": S, "on_error": S}; S is "stdout", "stderr", "all", "none" or {"stdout": STREAM, "stderr": STREAM}, STREAM as output takes it (e.g. {"tail": 50}). ` +
+			"capture": `What the result holds: {"on_success": S, "on_error": S}; S is "stdout", "stderr", "all", "none" or {"stdout": STREAM, "stderr": STREAM}, STREAM as output takes it (e.g. {"tail": 50}, {"grep": "error:"}). ` +
 				"Default {capture}.",
 			"time_limit":      "Seconds until TERM (KILL {grace} later; the result says timed_out:true). Default {time_limit}.",
 			"tty":             `true or {"rows", "cols"}: run on a terminal (prompts, sudo, REPLs); stdout is the screen, input types into it.`,
@@ -224,7 +224,7 @@ var jobAgentTexts = map[string]toolWords{
 		docs: map[string]string{
 			"stdout":          `"all" (what is kept), {"tail": N} (last N lines), {"from": OFFSET, "length"?: N} (bytes), or {"grep": RE2, "max"?: 20, "context"?: L, "from"?: OFFSET} (matching lines with their offsets, match_count, and dropped_bytes: the bytes before the search that are gone). Default "none". With spill on, bytes older than the in-memory window are read back from disk at their offsets.`,
 			"stderr":          "As stdout.",
-			"plain":           "Default true: terminal escapes and carriage returns stripped; false: the raw bytes. Offsets stay the raw bytes'.",
+			"plain":           "Default true: terminal escapes stripped, a \\r-redrawn line as last drawn; false: the raw bytes. Offsets stay the raw bytes'.",
 			"max_reply_bytes": "Reply limit in bytes (at least 1024, default {budget}); a larger slice is cut to a head and a tail.",
 		},
 	},
@@ -274,6 +274,9 @@ func runExecute(c *toolCall, a *executeArgs) (answer, error) {
 
 // executeAnswer is runExecute's answer before the clamps are said in it.
 func executeAnswer(c *toolCall, a *executeArgs, clamped clamps) (answer, error) {
+	if a.Capture != nil && a.Capture.grepAt() != "" && !c.dialect.agent { // only the agent profile's results carry a search
+		return nil, fmt.Errorf("%w capture: %s: %s", errInvalid, a.Capture.grepAt(), captureGrepRefusal)
+	}
 	run, err := executeRun(c.cfg, a, clamped)
 	if err != nil {
 		return nil, c.refusedEarly(startRequest{command: a.Command, argv: a.Argv, dir: a.Cwd}, err)
@@ -305,6 +308,9 @@ func executeAnswer(c *toolCall, a *executeArgs, clamped clamps) (answer, error) 
 	now := func() answer {
 		r := &resultJSON{JobID: j.id, State: stateRunning, Yielded: true,
 			WaitingForInput: ran.inputWanted || j.waitingForInput(), Recent: recentOf(j)}
+		if c.dialect.agent && !r.WaitingForInput {
+			r.Note = untilQuietNote(a.Until, j) // an until that found nothing says why, when it can tell
+		}
 		return recentWithin(c, resultAnswer(r))
 	}
 	later := func() (answer, error) { // as wait delivers it
@@ -442,6 +448,9 @@ func runWait(c *toolCall, a *waitArgs) (answer, error) {
 		entries[i] = runningEntry(j, hit(), j.waitingForInputAtOnce())
 		if timedOut {
 			progressOf(entries[i], j)
+			if note := untilQuietNote(a.Until, j); note != "" {
+				entries[i].Note = note
+			}
 		}
 	}
 	return clamped.on(recentWithin(c, waitAnswer(entries))), nil
@@ -616,28 +625,6 @@ func runOutput(c *toolCall, a *outputArgs) (answer, error) {
 	return recentWithin(c, jsonAnswer{body: out, results: []*resultJSON{r}, plain: &plain}), nil
 }
 
-// grepBudgetShare is the part of the reply budget (1/grepBudgetShare) a
-// grep's listed lines may take.
-const grepBudgetShare = 4
-
-// plainGrep strips terminal escapes from a search's lines (nil: nothing).
-func plainGrep(g *grepJSON) {
-	if g == nil {
-		return
-	}
-	plain := func(lines []string) {
-		for i, l := range lines {
-			lines[i] = string(plainText([]byte(l)))
-		}
-	}
-	for i := range g.Matches {
-		m := &g.Matches[i]
-		m.Line = string(plainText([]byte(m.Line)))
-		plain(m.Before)
-		plain(m.After)
-	}
-}
-
 // runInput is the input tool: it writes data to a held job's stdin (or
 // terminal), closing it when asked. Without yield_after (1.0) it answers
 // the job's status at once; with it, it waits for the job's answer (see
@@ -783,8 +770,9 @@ func runKill(c *toolCall, a *killArgs) (answer, error) {
 			c.reg.undeliver(j) // cancelled: the result goes back for a wait, as in runWait
 			return nil, err
 		}
-		k.Result = resultWithin(j, c.replyBudget())
-		return jsonAnswer{body: k, results: []*resultJSON{k.Result}}, nil
+		r := resultWithin(j, c.replyBudget())
+		k.Result = r.onWire()
+		return jsonAnswer{body: k, results: []*resultJSON{r}}, nil
 	}
 	k.State, k.Detail = j.outcome().state, out.survivors
 	return wireValue(k), nil

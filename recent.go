@@ -3,7 +3,10 @@
 
 package main
 
-import "bytes"
+import (
+	"bytes"
+	"strings"
+)
 
 // A stream's recent output is at most this many of its newest lines and
 // this many bytes of them.
@@ -93,7 +96,7 @@ func recentTextSince(w *window, from int64, onTerminal bool) string {
 // returns only its last drawing.
 func newestText(raw []byte, onTerminal bool) []byte {
 	if onTerminal {
-		raw = plainText(redrawn(raw)) // first: plainText drops the carriage returns
+		raw = plainText(raw) // which shows a redrawn line as last drawn too
 	} else {
 		raw = redrawn(raw)
 	}
@@ -128,4 +131,35 @@ func redrawn(b []byte) []byte {
 		b = rest
 	}
 	return out
+}
+
+// untilQuietNote is, for a running job whose wait for a line (spec) ended
+// without one, the sentence on why when every stream it watched is still
+// empty: a program on a pipe often holds its lines in a buffer until it
+// exits, and the model would otherwise wait again for nothing. "" when
+// spec watches no line or watches a port too, the job is on a terminal
+// (nothing is held there), or a watched stream has bytes.
+func untilQuietNote(spec *untilSpec, j *job) string {
+	if spec == nil || spec.pattern == nil || spec.listen || j.inputEnd.terminal {
+		return ""
+	}
+	var empty []string
+	for _, s := range []struct {
+		name string
+		w    *window
+	}{{"stdout", j.stdout}, {"stderr", j.stderr}} {
+		if spec.stream != "any" && spec.stream != s.name {
+			continue
+		}
+		if _, total := s.w.stats(); total > 0 {
+			return ""
+		}
+		empty = append(empty, s.name)
+	}
+	verb := " is"
+	if len(empty) > 1 {
+		verb = " are"
+	}
+	return strings.Join(empty, " and ") + verb + " empty: a program writing to a pipe can hold its lines in a buffer until it exits; " +
+		"tty:true, or its unbuffered mode (python -u), shows them as they are written."
 }

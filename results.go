@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"strings"
 )
 
 // resultJSON is the wire form of a job result or status. The fields after
@@ -23,7 +24,9 @@ type resultJSON struct {
 	Recent          *recentJSON        `json:"recent,omitempty"`            // the newest output of a job that yielded or waits for input
 	Stdout          *sliceJSON         `json:"stdout,omitempty"`
 	Stderr          *sliceJSON         `json:"stderr,omitempty"`
-	Uncaptured      map[string]int64   `json:"uncaptured,omitempty"` // bytes per stream the capture left out unsaid
+	Highlights      []highlightJSON    `json:"highlights,omitempty"`       // lines of what a cut left out that look like failures
+	HighlightsTotal int                `json:"highlights_total,omitempty"` // every such line found, listed or not
+	Uncaptured      map[string]int64   `json:"uncaptured,omitempty"`       // bytes per stream the capture left out unsaid
 	Usage           *usageJSON         `json:"usage,omitempty"`
 	Matched         *matchJSON         `json:"matched,omitempty"`         // the line that ended a wait early
 	Idle            bool               `json:"idle,omitempty"`            // a wait ended early on quiet
@@ -37,7 +40,71 @@ type resultJSON struct {
 	ElapsedS        *float64           `json:"elapsed_s,omitempty"`       // seconds since a running job started (a timed-out wait, agent profile)
 	Clamped         map[string]float64 `json:"clamped,omitempty"`         // a call's wait arguments lowered to MCP_EXEC_MAX_YIELD, in seconds
 
-	delivered *job // the job whose result this is, when the call delivered it
+	delivered *job         // the job whose result this is, when the call delivered it
+	searched  [2]*grepJSON // stdout's and stderr's search, when its capture was a grep: shown in its slice's place (onWire)
+	cutSaid   string       // the sentence on what a cut left out that ends Note, to take back when the cut changes
+}
+
+// highlightJSON is one line of what a cut left out that looks like a
+// failure: its stream, the offset its text starts at, and the text.
+type highlightJSON struct {
+	Stream string `json:"stream"`
+	Offset int64  `json:"offset"`
+	Line   string `json:"line"`
+}
+
+// sayCut ends r's note with sentence, the one on what its cut left out,
+// in place of the one said before ("": none).
+func (r *resultJSON) sayCut(sentence string) {
+	if r.cutSaid != "" {
+		r.Note = strings.TrimSuffix(strings.TrimSuffix(r.Note, r.cutSaid), " ")
+	}
+	r.cutSaid = sentence
+	if sentence != "" {
+		r.Note = strings.TrimPrefix(r.Note+" "+sentence, " ")
+	}
+}
+
+// onWire is r as a reply carries it: r itself, or, when its capture
+// searched a stream, r with each search where that stream's slice goes.
+// Only such a result pays for a marshaller of its own.
+func (r *resultJSON) onWire() any {
+	if r.searched == [2]*grepJSON{} {
+		return r
+	}
+	return searchedResultJSON{r}
+}
+
+// onWireAll is onWire of each of rs.
+func onWireAll(rs []*resultJSON) []any {
+	out := make([]any, len(rs))
+	for i, r := range rs {
+		out[i] = r.onWire()
+	}
+	return out
+}
+
+// searchedResultJSON is a result whose capture searched a stream, written
+// as output writes a search: the status fields, and per stream the search
+// or the slice. It reads the result when it is written, so a cut made
+// after it was made shows.
+type searchedResultJSON struct{ r *resultJSON }
+
+// MarshalJSON writes s's result with its searches in place.
+func (s searchedResultJSON) MarshalJSON() ([]byte, error) {
+	out := outputJSON{resultJSON: s.r}
+	for i, st := range []struct {
+		slice *sliceJSON
+		into  *any
+	}{{s.r.Stdout, &out.Stdout}, {s.r.Stderr, &out.Stderr}} {
+		switch {
+		case s.r.searched[i] != nil:
+			*st.into = s.r.searched[i]
+		case st.slice != nil:
+			*st.into = st.slice
+		}
+	}
+	return marshal(out)
 }
 
 // outputJSON is output's answer when a stream is searched: the status
@@ -203,14 +270,24 @@ func resultWithin(j *job, limit int) *resultJSON {
 		c = j.policy.onError
 	}
 	r.delivered = j
-	for _, s := range []struct {
+	searches := 0
+	for _, spec := range []streamSpec{c.stdout, c.stderr} {
+		if spec.kind == streamGrep {
+			searches++
+		}
+	}
+	for i, s := range []struct {
 		name  string
 		w     *window
 		spec  streamSpec
 		slice **sliceJSON
 	}{{"stdout", j.stdout, c.stdout, &r.Stdout}, {"stderr", j.stderr, c.stderr, &r.Stderr}} {
 		var left int64
-		*s.slice, left = sliceWithin(s.w, s.spec, limit)
+		if s.spec.kind == streamGrep {
+			r.searched[i], left = searchWithin(s.w, s.spec.grep, limit, searches)
+		} else {
+			*s.slice, left = sliceWithin(s.w, s.spec, limit)
+		}
 		if left > 0 {
 			if r.Uncaptured == nil {
 				r.Uncaptured = map[string]int64{}
@@ -230,6 +307,22 @@ func (r *resultJSON) leaveOutEmptyStreams() {
 			*s = nil
 		}
 	}
+}
+
+// searchWithin is a capture's grep of a finished job's stream w, its
+// listed lines within a share of a reply of limit bytes (0: no limit) that
+// searches streams search, and what it leaves for output to read: every
+// byte, since a search shows lines, not the stream. It says, as output's
+// agent-profile grep does, what was gone before it.
+func searchWithin(w *window, spec *grepSpec, limit, searches int) (*grepJSON, int64) {
+	room := math.MaxInt
+	if limit > 0 {
+		room = limit / grepBudgetShare / searches
+	}
+	g := grepWindow(w, spec, true, room)
+	g.showDropped()
+	_, total := w.stats()
+	return g, total
 }
 
 // sliceWithin reads spec from w (nil for "none"), copying only the ends of
@@ -267,7 +360,7 @@ type killJSON struct {
 	State             string         `json:"state,omitempty"`
 	Detail            string         `json:"detail,omitempty"`
 	Survivors         []survivorJSON `json:"survivors,omitempty"` // a lingering tree's processes the kill left alive
-	Result            *resultJSON    `json:"result,omitempty"`
+	Result            any            `json:"result,omitempty"`    // the result's onWire
 }
 
 // The outputSchema of each tool's result (2025-06-18 on). Each is an

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestLeaveOutEmptyStreams: only the slices of streams that wrote nothing
@@ -114,4 +115,59 @@ func TestAgentUncapturedStaysReadable(t *testing.T) {
 	if _, text, _ := cl.shellTool(2, "output", json.RawMessage(`{"job_id":"1","stderr":"all"}`)); text != "unknown job_id: 1 (delivered to an earlier call)" {
 		t.Errorf("outside the profile, output after delivery: %s", text)
 	}
+}
+
+// TestAgentCaptureGrep: under the agent profile a capture's grep answers
+// a failing build in a few hundred bytes, as output's grep does, whether
+// execute, wait or kill delivers the result; the search's offset reads
+// the line, the job stays kept for output; outside the profile capture
+// refuses grep as it did.
+func TestAgentCaptureGrep(t *testing.T) {
+	t.Parallel()
+	const build = `seq 1 2500 | sed 's/^/compiling unit /' >&2; echo "main.c:42: error: expected ';'" >&2; seq 1 2500 >&2; exit 2`
+	capture := `{"on_error":{"stderr":{"grep":"error:"}}}`
+	for _, version := range []string{"2024-11-05", "2025-06-18"} {
+		cl := agentSession(t, version)
+		res, text, _ := cl.shellTool(1, "execute", json.RawMessage(`{"command":`+quote(build)+`,"capture":`+capture+`}`))
+		g, _ := res["stderr"].(map[string]any)
+		matches, _ := g["matches"].([]any)
+		if len(text) > 400 || len(matches) != 1 || g["match_count"] != 1.0 || res["kept"] != true {
+			t.Fatalf("%s: %d bytes: %s", version, len(text), text)
+		}
+		m := matches[0].(map[string]any)
+		if m["line"] != "main.c:42: error: expected ';'" {
+			t.Errorf("%s: the match: %v", version, m)
+		}
+		from := int64(m["offset"].(float64))
+		res, text, _ = cl.shellTool(2, "output", json.RawMessage(fmt.Sprintf(`{"job_id":"1","stderr":{"from":%d,"length":30}}`, from)))
+		if s, _ := res["stderr"].(map[string]any); s == nil || s["data"] != "main.c:42: error: expected ';'" {
+			t.Errorf("%s: output at the match's offset: %s", version, text)
+		}
+	}
+	cl := agentSession(t, "2024-11-05")
+	cl.shellTool(1, "execute", json.RawMessage(`{"command":"echo 'x error: y' >&2; exit 1","nowait":true,"capture":`+capture+`}`))
+	res, text, _ := cl.shellTool(2, "wait", json.RawMessage(`{"job_ids":["1"],"timeout":10}`))
+	if !strings.Contains(text, `"stderr":{"matches":[{"offset":0,"line":"x error: y"}]`) {
+		t.Errorf("wait's delivery: %s (%v)", text, res)
+	}
+	cl.shellTool(3, "execute", json.RawMessage(`{"command":"echo 'x error: y' >&2; exec sleep 30","nowait":true,"capture":`+capture+`}`))
+	eventually(t, 5*time.Second, "the line", func() bool {
+		_, text, _ := cl.shellTool(4, "output", json.RawMessage(`{"job_id":"2","stderr":"all"}`))
+		return strings.Contains(text, "x error: y")
+	})
+	if _, text, _ := cl.shellTool(5, "kill", json.RawMessage(`{"job_id":"2","signal":"KILL"}`)); !strings.Contains(text, `"result":{"job_id":"2","state":"error"`) ||
+		!strings.Contains(text, `"stderr":{"matches":[{"offset":0,"line":"x error: y"}]`) {
+		t.Errorf("kill's delivery: %s", text)
+	}
+	cl = newRPCClient(t, testConfig())
+	if _, text, isErr := cl.shellTool(1, "execute", json.RawMessage(`{"command":"true","capture":`+capture+`}`)); !isErr ||
+		text != `invalid argument capture: on_error: stderr: grep is for output (a search of what a job kept); capture takes "none", "all", {"tail": N} or {"from": P, ...}` {
+		t.Errorf("outside the profile: %s", text)
+	}
+}
+
+// quote is s as a JSON string.
+func quote(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
 }

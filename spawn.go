@@ -6,6 +6,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"slices"
 	"strings"
@@ -39,7 +40,11 @@ func (j *job) launch(cfg *config, req startRequest, onExit func(exitStatus)) (er
 	if add, unset := req.trace.variables(cfg.envDeny); add != nil {
 		base = withoutNames(mergeEnv(base, add), unset)
 	}
-	env := withoutNames(mergeEnv(base, req.env), req.unsetEnv)
+	overlay, unset := req.env, req.unsetEnv
+	if cfg.jobEnvDefaults {
+		overlay, unset = withEnvDefaults(base, req.env, req.unsetEnv, req.tty == nil)
+	}
+	env := withoutNames(mergeEnv(base, overlay), unset)
 	path, argv := cfg.shell, []string{cfg.shell, "-c", req.command}
 	if req.argv != nil {
 		// Under an allowlist the program is found with the server's PATH:
@@ -297,6 +302,58 @@ func closeAll(files []*os.File) {
 			_ = f.Close() // best effort: nothing useful to do on failure
 		}
 	}
+}
+
+// envDefault is a variable a job gets where nothing sets it
+// (MCP_EXEC_JOB_ENV_DEFAULTS): what makes programs write for a reader of
+// their output rather than for a screen, in colour, through a pager.
+type envDefault struct {
+	name, value string
+	pipesOnly   bool   // a job on a terminal keeps the TERM its terminal has
+	unlessSet   string // a variable that, set, asks for the opposite
+}
+
+// envDefaults are the variables MCP_EXEC_JOB_ENV_DEFAULTS gives.
+var envDefaults = []envDefault{
+	{name: "NO_COLOR", value: "1", unlessSet: "FORCE_COLOR"},
+	{name: "PAGER", value: "cat"},
+	{name: "GIT_PAGER", value: "cat"},
+	{name: "TERM", value: "dumb", pipesOnly: true},
+}
+
+// withEnvDefaults is a job's env overlay and the names it removes, with
+// envDefaults: each default that neither base (the server's environment)
+// nor env names joins the overlay, and each name env gives an empty
+// value is removed, so a call turns a default off with "NAME": "". env
+// itself is not changed.
+func withEnvDefaults(base []string, env map[string]string, unset []string, onPipes bool) (map[string]string, []string) {
+	inBase := map[string]bool{}
+	for _, kv := range base {
+		name, _, _ := strings.Cut(kv, "=")
+		inBase[name] = true
+	}
+	set := func(name string) bool { // after env has had its say
+		v, given := env[name]
+		return given && v != "" || !given && inBase[name]
+	}
+	overlay := maps.Clone(env)
+	if overlay == nil {
+		overlay = map[string]string{}
+	}
+	for _, d := range envDefaults {
+		_, given := env[d.name]
+		if given || inBase[d.name] || d.pipesOnly && !onPipes || d.unlessSet != "" && set(d.unlessSet) {
+			continue
+		}
+		overlay[d.name] = d.value
+	}
+	unset = slices.Clip(unset) // an append must not write into the caller's list
+	for _, name := range slices.Sorted(maps.Keys(env)) {
+		if env[name] == "" {
+			unset = append(unset, name)
+		}
+	}
+	return overlay, unset
 }
 
 // withoutNames is env without the variables named; env itself when there

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -190,5 +191,86 @@ func TestTerminalCloseSendsDataAndEOFTogether(t *testing.T) {
 		if !strings.Contains(r.Stdout.Data, `004`) {
 			t.Fatalf("round %d: the reader's one read held no Ctrl-D: %q", round, r.Stdout.Data)
 		}
+	}
+}
+
+// TestEnvDefaults: with MCP_EXEC_JOB_ENV_DEFAULTS a job gets each default
+// that nothing sets; the server's environment and the call's env win, an
+// empty value in env removes the variable (a default's, or the server's),
+// FORCE_COLOR keeps NO_COLOR out, and a terminal job keeps its TERM.
+func TestEnvDefaults(t *testing.T) {
+	t.Parallel()
+	all := map[string]string{"NO_COLOR": "1", "PAGER": "cat", "GIT_PAGER": "cat", "TERM": "dumb"}
+	with := func(changes map[string]string) map[string]string {
+		m := maps.Clone(all)
+		for k, v := range changes {
+			if v == "-" {
+				delete(m, k)
+			} else {
+				m[k] = v
+			}
+		}
+		return m
+	}
+	for _, tc := range []struct {
+		name    string
+		base    []string
+		env     map[string]string
+		onPipes bool
+		want    map[string]string // of the four names and FORCE_COLOR; "-" in with: absent
+	}{
+		{"pipes get all", []string{"HOME=/root"}, nil, true, all},
+		{"a terminal keeps its TERM", nil, nil, false, with(map[string]string{"TERM": "-"})},
+		{"the server's environment wins", []string{"TERM=xterm", "PAGER=less"}, nil, true, with(map[string]string{"TERM": "xterm", "PAGER": "less"})},
+		{"the call's env wins", nil, map[string]string{"GIT_PAGER": "more"}, true, with(map[string]string{"GIT_PAGER": "more"})},
+		{"an empty value removes a default", nil, map[string]string{"NO_COLOR": ""}, true, with(map[string]string{"NO_COLOR": "-"})},
+		{"an empty value removes the server's", []string{"PAGER=less"}, map[string]string{"PAGER": ""}, true, with(map[string]string{"PAGER": "-"})},
+		{"FORCE_COLOR in the server's environment", []string{"FORCE_COLOR=1"}, nil, true, with(map[string]string{"NO_COLOR": "-", "FORCE_COLOR": "1"})},
+		{"FORCE_COLOR in env", nil, map[string]string{"FORCE_COLOR": "3"}, true, with(map[string]string{"NO_COLOR": "-", "FORCE_COLOR": "3"})},
+		{"FORCE_COLOR removed by env", []string{"FORCE_COLOR=1"}, map[string]string{"FORCE_COLOR": ""}, true, all},
+	} {
+		before := maps.Clone(tc.env)
+		overlay, unset := withEnvDefaults(tc.base, tc.env, nil, tc.onPipes)
+		got := map[string]string{}
+		for _, kv := range withoutNames(mergeEnv(tc.base, overlay), unset) {
+			if k, v, _ := strings.Cut(kv, "="); k == "FORCE_COLOR" || all[k] != "" {
+				got[k] = v
+			}
+		}
+		if !maps.Equal(got, tc.want) {
+			t.Errorf("%s: the job gets %v, want %v", tc.name, got, tc.want)
+		}
+		if !maps.Equal(tc.env, before) {
+			t.Errorf("%s: the call's env changed to %v", tc.name, tc.env)
+		}
+	}
+}
+
+// TestEnvDefaultsReachJobs: the setting is off unless asked for (a 1.0
+// job's environment is the server's), on under the agent profile, and
+// off there when MCP_EXEC_JOB_ENV_DEFAULTS=off; a job started with it on
+// sees the defaults.
+func TestEnvDefaultsReachJobs(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		settings []string
+		on       bool
+	}{
+		{nil, false},
+		{[]string{"MCP_EXEC_PROFILE=agent"}, true},
+		{[]string{"MCP_EXEC_PROFILE=agent", "MCP_EXEC_JOB_ENV_DEFAULTS=off"}, false},
+		{[]string{"MCP_EXEC_JOB_ENV_DEFAULTS=on"}, true},
+	} {
+		if cfg := configOf(t, tc.settings...); cfg.jobEnvDefaults != tc.on {
+			t.Errorf("%v: jobEnvDefaults %v, want %v", tc.settings, cfg.jobEnvDefaults, tc.on)
+		}
+	}
+	cfg := testConfig()
+	cfg.jobEnvDefaults = true
+	cfg.baseEnv = []string{"PATH=" + os.Getenv("PATH")}
+	reg := newRegistry(cfg)
+	j := startReq(t, reg, startRequest{command: `echo "$NO_COLOR $PAGER $GIT_PAGER $TERM ${X-unset}"`, env: map[string]string{"X": ""}, policy: defaultCapture})
+	if r := resultOf(collect(t, reg, j)); r.Stdout == nil || r.Stdout.Data != "1 cat cat dumb unset\n" {
+		t.Errorf("the job saw %+v, want the defaults and X removed", r.Stdout)
 	}
 }

@@ -213,18 +213,32 @@ func parseCaptureSpec(r json.RawMessage) (captureSpec, error) {
 	if k := unknownKey(obj, "stdout", "stderr"); k != "" {
 		return c, fmt.Errorf("capture spec has unknown key %q", k)
 	}
-	err = parseMembers(obj, parseCaptureStream, member[streamSpec]{"stdout", &c.stdout}, member[streamSpec]{"stderr", &c.stderr})
+	err = parseMembers(obj, parseStreamSpec, member[streamSpec]{"stdout", &c.stdout}, member[streamSpec]{"stderr", &c.stderr})
 	return c, err
 }
 
-// parseCaptureStream parses a stream spec of a capture: any but a grep,
-// which searches what is kept of a stream and so is output's alone.
-func parseCaptureStream(r json.RawMessage) (streamSpec, error) {
-	s, err := parseStreamSpec(r)
-	if err == nil && s.kind == streamGrep {
-		return streamSpec{}, errors.New(`grep is for output (a search of what a job kept); capture takes "none", "all", {"tail": N} or {"from": P, ...}`)
+// captureGrepRefusal is why a capture that is not a call's own, or is
+// outside the agent profile, takes no grep: 1.0's capture did not, and the
+// other tool sets render their results without one.
+const captureGrepRefusal = `grep is for output (a search of what a job kept); capture takes "none", "all", {"tail": N} or {"from": P, ...}`
+
+// grepAt is where p's first grep is, as an error names a member
+// ("on_error: stderr"), or "" when p has none.
+func (p capturePolicy) grepAt() string {
+	for _, side := range []struct {
+		name string
+		c    captureSpec
+	}{{"on_success", p.onSuccess}, {"on_error", p.onError}} {
+		for _, s := range []struct {
+			name string
+			spec streamSpec
+		}{{"stdout", side.c.stdout}, {"stderr", side.c.stderr}} {
+			if s.spec.kind == streamGrep {
+				return side.name + ": " + s.name
+			}
+		}
 	}
-	return s, err
+	return ""
 }
 
 // member names a member of a JSON object and where its parsed value goes.
@@ -243,7 +257,7 @@ func parseMembers[T any](obj map[string]json.RawMessage, parse func(json.RawMess
 		}
 		v, err := parse(raw)
 		if err != nil {
-			return fmt.Errorf("%s: %v", m.key, err)
+			return fmt.Errorf("%s: %w", m.key, err) // wrapped: a bare stream word still gets its hint
 		}
 		*m.into = v
 	}
@@ -500,15 +514,22 @@ func ttySchema() map[string]any {
 	}}
 }
 
-// plainText is terminal output without its escape sequences (CSI, OSC and
-// two-byte escapes) and carriage returns: what a reader sees, not how the
-// terminal was told to draw it.
+// plainText is terminal output as a reader sees it: without its escape
+// sequences (CSI, OSC and two-byte escapes), and of a line redrawn after a
+// carriage return (a progress bar) only what was drawn last. A carriage
+// return before a newline ends the line with it; one with nothing drawn
+// after it leaves the line as it was.
 func plainText(b []byte) []byte {
 	out := make([]byte, 0, len(b))
+	lineStart, redraw := 0, false // where the line being drawn starts in out; a return was seen
 	for i := 0; i < len(b); i++ {
 		c := b[i]
 		switch {
 		case c == '\r':
+			redraw = true
+		case c == '\n':
+			out = append(out, c)
+			lineStart, redraw = len(out), false
 		case c == 0x1b && i+1 < len(b) && b[i+1] == '[': // CSI: parameters, then a final byte @..~
 			i += 2
 			for i < len(b) && (b[i] < 0x40 || b[i] > 0x7e) {
@@ -525,6 +546,9 @@ func plainText(b []byte) []byte {
 		case c == 0x1b && i+1 < len(b): // a two-byte escape
 			i++
 		default:
+			if redraw { // the first byte drawn over the line: what was drawn before goes
+				out, redraw = out[:lineStart], false
+			}
 			out = append(out, c)
 		}
 	}

@@ -207,3 +207,25 @@ func TestParseSignal(t *testing.T) {
 		checkMentions(t, "parseSignal("+tc.in+")", err, tc.mention)
 	}
 }
+
+// TestPlainTextShowsRedrawsLastDrawn: a line redrawn after carriage
+// returns shows what was drawn last, "\r\n" ends a line, a return with
+// nothing drawn after it keeps the line, and escapes go as before.
+func TestPlainTextShowsRedrawsLastDrawn(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ raw, want string }{
+		{"\rprogress 1%\rprogress 2%\rprogress 100%\n", "progress 100%\n"},
+		{"a\r\nb\r\n", "a\nb\n"},
+		{"50%\r", "50%"},
+		{"50%\r\x1b[K", "50%"},
+		{"50%\x1b[2K\r100%\ndone", "100%\ndone"},
+		{"first\nx\ry\rz\nlast\r\r\n", "first\nz\nlast\n"},
+		{"\x1b[31mred\x1b[0m\r\n\x1b]0;title\x07ok", "red\nok"},
+		{"héllo\rwörld", "wörld"},
+		{"", ""},
+	} {
+		if got := string(plainText([]byte(tc.raw))); got != tc.want {
+			t.Errorf("plainText(%q) = %q, want %q", tc.raw, got, tc.want)
+		}
+	}
+}

@@ -205,3 +205,39 @@ func TestExecuteUntilEndsAsTheJobDoes(t *testing.T) {
 		t.Errorf("nowait with until: %s", text)
 	}
 }
+
+// TestAgentUntilSaysWhyNothingMatched: under the agent profile an until
+// that yields without its line says, when every stream it watched is
+// empty, that a pipe's output may sit in the program's buffer; not when
+// a watched stream has bytes, on a terminal, or outside the profile.
+func TestAgentUntilSaysWhyNothingMatched(t *testing.T) {
+	t.Parallel()
+	const buffered = "stdout is empty: a program writing to a pipe can hold its lines in a buffer until it exits; " +
+		"tty:true, or its unbuffered mode (python -u), shows them as they are written."
+	cl := agentSession(t, "2024-11-05")
+	for i, tc := range []struct{ args, note string }{
+		{`{"command":"echo starting >&2; exec sleep 30","yield_after":0.5,"until":{"pattern":"Serving","stream":"stdout"}}`, buffered},
+		{`{"command":"exec sleep 30","yield_after":0.5,"until":{"pattern":"Serving"}}`, "stdout and stderr are empty:"},
+		{`{"command":"echo starting; exec sleep 30","yield_after":0.5,"until":{"pattern":"Serving"}}`, ""},
+		{`{"command":"exec sleep 30","yield_after":0.5,"until":{"pattern":"Serving"},"tty":true}`, ""},
+		{`{"command":"exec sleep 30","yield_after":0.5}`, ""},
+	} {
+		res, text, _ := cl.shellTool(i+1, "execute", json.RawMessage(tc.args))
+		note, _ := res["note"].(string)
+		if res["yielded"] != true || tc.note == "" && note != "" || !strings.HasPrefix(note, tc.note) {
+			t.Errorf("%s: %s", tc.args, text)
+		}
+		cl.shellTool(100+i, "kill", json.RawMessage(fmt.Sprintf(`{"job_id":%q,"signal":"KILL"}`, res["job_id"])))
+	}
+	cl.shellTool(20, "execute", json.RawMessage(`{"command":"exec sleep 30","nowait":true}`))
+	res, text, _ := cl.shellTool(21, "wait", json.RawMessage(`{"job_ids":["6"],"timeout":0.3,"until":{"pattern":"x","stream":"stdout"}}`))
+	if !strings.Contains(text, `"note":"`+buffered+`"`) {
+		t.Errorf("a wait that timed out: %s (%v)", text, res)
+	}
+	cl.shellTool(22, "kill", json.RawMessage(`{"job_id":"6","signal":"KILL"}`))
+	cl = newRPCClient(t, configOf(t, "MCP_EXEC_YIELD_AFTER=0.5"))
+	if _, text, _ := cl.shellTool(1, "execute", json.RawMessage(`{"command":"exec sleep 30","until":{"pattern":"Serving"}}`)); strings.Contains(text, "note") {
+		t.Errorf("outside the profile: %s", text)
+	}
+	cl.shellTool(2, "kill", json.RawMessage(`{"job_id":"1","signal":"KILL"}`))
+}

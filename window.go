@@ -529,6 +529,19 @@ func (w *window) charAround(p, start, total int64) (int64, int64) {
 	return p, 0
 }
 
+// heldIn is how many bytes of [from, to) w still holds: in its kept head,
+// its ring or its spill.
+func (w *window) heldIn(from, to int64) int64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	start, total := w.span()
+	overlap := func(a, b int64) int64 { return max(min(b, to)-max(a, from), 0) }
+	if head := int64(len(w.head)); head < start {
+		return overlap(0, head) + overlap(start, total)
+	}
+	return overlap(0, total) // the head reaches the ring
+}
+
 // stats returns the retained range without copying anything.
 func (w *window) stats() (start, total int64) {
 	w.mu.Lock()
