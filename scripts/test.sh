@@ -65,7 +65,8 @@ every_target=(test_mcp_exec.py tests/test_protocol.py tests/test_jobs.py tests/t
   tests/test_waiting_for_input.py tests/test_terminal.py tests/test_delivery.py tests/test_kill.py
   tests/test_server_signals.py tests/test_faults.py tests/test_policy.py tests/test_sandbox.py
   tests/test_attacks.py tests/test_until_grep.py tests/test_cwd.py tests/test_wire12.py tests/test_life.py
-  tests/test_joblog.py tests/test_tasks.py tests/test_wire13.py tests/test_cgroup.py)
+  tests/test_joblog.py tests/test_tasks.py tests/test_wire13.py tests/test_cgroup.py
+  tests/test_wire14_tree.py tests/test_wire14_model.py)
 step "pytest: binary target"
 MCP_EXEC_TARGET=binary /usr/bin/python3 -m pytest -q -p no:cacheprovider "${every_target[@]}" tests/test_toolsets.py tests/test_http.py tests/test_docs.py tests/test_release.py tests/test_kube.py tests/test_cli.py
 if [ "$(id -u)" = 0 ] && command -v unshare >/dev/null; then
