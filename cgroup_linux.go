@@ -117,7 +117,7 @@ func probeTreeKind(mode string) string {
 // as this process sees it) from /proc/self/mountinfo, and whether it is
 // mounted read-write; "" when it is not mounted.
 func cgroup2Mount() (string, bool) {
-	text, err := os.ReadFile("/proc/self/mountinfo")
+	text, err := readProcFile("/proc/self/mountinfo")
 	if err != nil {
 		return "", false
 	}
@@ -160,7 +160,7 @@ func intoCgroupOffered() error {
 // ownCgroup is this process's cgroup v2 path, from /proc/self/cgroup's
 // "0::" line.
 func ownCgroup() (string, error) {
-	text, err := os.ReadFile("/proc/self/cgroup")
+	text, err := readProcFile("/proc/self/cgroup")
 	if err != nil {
 		return "", err
 	}
