@@ -152,6 +152,7 @@ func anyWaitingForInput(jobs []*job) bool {
 type inputReadsMark struct {
 	procs  map[int]readCount // by pid, the job's processes at the mark
 	output int64             // the job's output bytes at the mark
+	wrote  uint64            // the bytes the write after the mark gives it
 }
 
 // readCount is what one process had read (bytesRead) at a mark: start
@@ -166,8 +167,8 @@ type readCount struct {
 // inputReadsMarkOf is where j's reading stands now, for a write to its
 // input about to be made: taken as late before the write as the caller
 // can, since input taken between the two counts as taken after it.
-func inputReadsMarkOf(j *job) inputReadsMark {
-	mark := inputReadsMark{output: writtenBytes(j)}
+func inputReadsMarkOf(j *job, wrote int) inputReadsMark {
+	mark := inputReadsMark{output: writtenBytes(j), wrote: uint64(max(wrote, 0))}
 	if j.terminal() || j.inputEnd.ino == 0 {
 		return mark
 	}
@@ -182,7 +183,7 @@ func inputReadsMarkOf(j *job) inputReadsMark {
 
 // readsAgainSince reports whether a process of j is blocked reading its
 // input in a wait it began after mark: one that has read bytes since the
-// mark (any process the mark does not hold: it started later), found
+// mark, at least as many as the write gave, (any process the mark does not hold: it started later), found
 // asleep waiting on the input after its count was read, so the wait came
 // after that read. Where a count cannot be read, output since the mark
 // stands in for the read: the job ran after the write. A process not yet
@@ -202,7 +203,10 @@ func (j *job) readsAgainSince(mark inputReadsMark) bool {
 		if !known || !then.known {
 			return printed
 		}
-		return now > then.bytes
+		// All of the write must be taken: a terminal hands a line over
+		// in pieces, and a REPL that took the first one blocks reading
+		// the rest, which is no new prompt.
+		return now > then.bytes && now-then.bytes >= mark.wrote
 	})
 	return ok
 }

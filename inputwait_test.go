@@ -178,7 +178,7 @@ func TestInputAnswerNeedsAReadAfterTheWrite(t *testing.T) {
 		// the write sees it reading. It then goes to read a line and sleeps
 		// there, where any look after the write would find it until the
 		// kernel wakes it for the bytes.
-		mark := inputReadsMarkOf(j)
+		mark := inputReadsMarkOf(j, len("x\n"))
 		if err := syscall.Kill(sleeper, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
 			t.Fatal(err)
 		}
@@ -207,7 +207,7 @@ func TestInputAnswerNeedsAReadAfterTheWrite(t *testing.T) {
 
 		// The last line: the shell takes it and exits, and no look until its
 		// end sees it read again.
-		mark = inputReadsMarkOf(j)
+		mark = inputReadsMarkOf(j, len("y\n"))
 		if err := j.input(plainWaiter(), "y\n", false); err != nil {
 			t.Fatal(err)
 		}

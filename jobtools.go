@@ -645,7 +645,7 @@ func runInput(c *toolCall, a *inputArgs) (answer, error) {
 		return resultAnswer(statusOf(j)), nil
 	}
 	mark := outputMarkOf(j) // before the write: the answer may come before the write returns
-	watch := newAnswerWatch(j)
+	watch := newAnswerWatch(j, len(a.Data))
 	if err := j.input(c.waiter, a.Data, a.Close); err != nil {
 		return nil, err
 	}

@@ -210,11 +210,11 @@ type answerWatch struct {
 	reading bool           // the last look saw the job read its input again
 }
 
-// newAnswerWatch starts watching j for an answer to a write about to be
-// made.
-func newAnswerWatch(j *job) *answerWatch {
+// newAnswerWatch starts watching j for an answer to a write of wrote
+// bytes about to be made.
+func newAnswerWatch(j *job, wrote int) *answerWatch {
 	now, total := time.Now(), j.outputBytes()
-	return &answerWatch{j: j, before: inputReadsMarkOf(j), written: total, looked: total,
+	return &answerWatch{j: j, before: inputReadsMarkOf(j, wrote), written: total, looked: total,
 		quiet: quietClock{total: total, since: now}}
 }
 
