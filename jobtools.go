@@ -441,7 +441,7 @@ func runWait(c *toolCall, a *waitArgs) (answer, error) {
 			entries[i] = resultWithin(j, c.replyBudget())
 			continue
 		}
-		if r := portHitResult(c, j, hit(), c.waiter.handoff); r != nil {
+		if r := endedResult(c, j, hit(), c.waiter.handoff); r != nil {
 			entries[i] = r
 			continue
 		}
@@ -496,7 +496,20 @@ func markHit(r *resultJSON, j *job, hit *untilHit) {
 // opened and ended the wait, and is its result with that match; nil when
 // hit is not such a hit of j's or another call took the result first.
 func portHitResult(c *toolCall, j *job, hit *untilHit, h *handoff) *resultJSON {
-	if hit == nil || hit.job != j || hit.listening == "" || !j.terminal() || !c.reg.deliver(j, h) {
+	if hit == nil || hit.job != j || hit.listening == "" {
+		return nil
+	}
+	return endedResult(c, j, hit, h)
+}
+
+// endedResult delivers j if its shell has ended, and is its result (with
+// hit's match when hit is j's); nil when j runs or another call took the
+// result first. A wait's entries are made after its look for finished
+// jobs: one that ended since (or was held for its tree's port until the
+// time ran out) is answered with its result, never with its final state
+// and no output, which would read as a result while it stays undelivered.
+func endedResult(c *toolCall, j *job, hit *untilHit, h *handoff) *resultJSON {
+	if !j.terminal() || !c.reg.deliver(j, h) {
 		return nil
 	}
 	c.reg.cwd.delivered(c.cfg, j.id)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"strconv"
 	"testing"
 )
@@ -99,5 +100,31 @@ func BenchmarkExecuteTrue(b *testing.B) {
 		if reply := <-replies; !bytes.Contains(reply, []byte(`\"state\":\"success\"`)) {
 			b.Fatalf("reply %s", reply)
 		}
+	}
+}
+
+// TestWaitNeverAnswersAnEndedJobWithoutItsResult: a wait's entries are
+// made after its look for finished jobs, and an ended job left out of that
+// look (here held for its tree's port until the time ran out) once got its
+// final state with no output while it stayed undelivered: a client read
+// it as the result and lost the output. The entry is now the result.
+func TestWaitNeverAnswersAnEndedJobWithoutItsResult(t *testing.T) {
+	t.Parallel()
+	onLinux(t)
+	cl := agentSession(t, "2025-03-26")
+	res, _, _ := cl.shellTool(1, "execute", map[string]any{"command": "echo out; sleep 60 >/dev/null 2>&1 &", "nowait": true})
+	id, _ := res["job_id"].(string)
+	_, text, _ := cl.shellTool(2, "wait", map[string]any{"job_ids": []string{id}, "timeout": 1, "until": map[string]any{"listening": 1}})
+	var entries []map[string]any
+	if json.Unmarshal([]byte(text), &entries) != nil || len(entries) != 1 {
+		t.Fatalf("wait: %s", text)
+	}
+	e := entries[0]
+	out, _ := e["stdout"].(map[string]any)
+	if e["state"] != "success" || out == nil || out["data"] != "out\n" {
+		t.Errorf("the ended job's entry is not its result: %s", text)
+	}
+	if _, _, isErr := cl.shellTool(3, "kill", map[string]any{"job_id": id, "signal": "KILL"}); isErr {
+		t.Error("the lingering sleep could not be killed")
 	}
 }
