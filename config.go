@@ -617,8 +617,8 @@ func loadConfig(environ []string) (*config, error) {
 	s := readSettings{environ: environ, given: map[string]string{}}
 	for _, kv := range environ {
 		name, value, _ := strings.Cut(kv, "=")
-		if !strings.HasPrefix(name, "MCP_EXEC_") {
-			continue
+		if !strings.HasPrefix(name, "MCP_EXEC_") || name == treeMarkVariable {
+			continue // a server run by a job sees the mark its job was given
 		}
 		if !slices.ContainsFunc(configVars, func(v configVar) bool { return v.name == name }) {
 			return nil, fmt.Errorf("unknown variable %s; the valid ones are %s", name, strings.Join(configNames(), ", "))

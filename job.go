@@ -488,9 +488,9 @@ func (j *job) treeMembers(pid int) []procInfo {
 	}
 	members := groupSurvivors(pid)
 	if j.lingers {
-		// A job that stays in reach claims the orphans born in its life
-		// (a setsid daemon has left its group and session).
-		for _, p := range orphansSince(ticksAt(j.started)) {
+		// A job that stays in reach claims its orphans (a setsid daemon
+		// has left its group and session).
+		for _, p := range orphansOf(j.tree.mark, ticksAt(j.started)) {
 			if !slices.ContainsFunc(members, func(m procInfo) bool { return m.pid == p.pid }) {
 				members = append(members, p)
 			}

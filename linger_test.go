@@ -2,6 +2,8 @@ package main
 
 import (
 	"encoding/json"
+	"os"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -93,5 +95,32 @@ func TestPortMatchIsWrittenAsListening(t *testing.T) {
 	b, _ = json.Marshal(&matchJSON{Stream: "stdout", Line: "up", Next: 3})
 	if string(b) != `{"stream":"stdout","offset":0,"line":"up","next":3}` {
 		t.Fatalf("line match: %s", b)
+	}
+}
+
+// TestLingeringJobClaimsOnlyItsOwnOrphans: on process groups a job that
+// stays in reach once claimed every orphan born in its life, so a job of
+// another session named a setsid daemon it never started as its survivor.
+// An orphan is now claimed by the job whose mark its environment carries:
+// a number unique in the server that agent jobs get as MCP_EXEC_JOB_MARK
+// (and 1.0 jobs do not); job ids are per session, two sessions share them.
+func TestLingeringJobClaimsOnlyItsOwnOrphans(t *testing.T) {
+	t.Parallel()
+	onLinux(t)
+	other := agentSession(t, "2025-03-26")
+	started, _, _ := other.shellTool(1, "execute", map[string]any{"command": "sleep 1", "nowait": true})
+	daemon := agentSession(t, "2025-03-26")
+	res, _, _ := daemon.shellTool(1, "execute", map[string]any{"command": "setsid sleep 60 >/dev/null 2>&1 < /dev/null & echo $MCP_EXEC_JOB_MARK"})
+	defer daemon.shellTool(9, "kill", map[string]any{"job_id": res["job_id"], "signal": "KILL"})
+	if out, _ := res["stdout"].(map[string]any); out == nil || !strings.HasPrefix(out["data"].(string), strconv.Itoa(os.Getpid())+".") {
+		t.Errorf("the job did not see its mark: %v", res)
+	}
+	_, text, _ := other.shellTool(2, "wait", map[string]any{"job_ids": []any{started["job_id"]}, "timeout": 30})
+	if strings.Contains(text, "survivors") {
+		t.Errorf("a job claimed another session's daemon, born in its life: %s", text)
+	}
+	plain := newRPCClient(t, testConfig())
+	if res, text, _ := plain.shellTool(1, "execute", map[string]any{"command": "echo ${MCP_EXEC_JOB_MARK-unset}"}); res["stdout"].(map[string]any)["data"] != "unset\n" {
+		t.Errorf("outside the profile a job got a mark: %s", text)
 	}
 }

@@ -45,6 +45,9 @@ func (j *job) launch(cfg *config, req startRequest, onExit func(exitStatus)) (er
 		overlay, unset = withEnvDefaults(base, req.env, req.unsetEnv, req.tty == nil)
 	}
 	env := withoutNames(mergeEnv(base, overlay), unset)
+	if req.lingers {
+		env = mergeEnv(env, j.tree.markTree())
+	}
 	path, argv := cfg.shell, []string{cfg.shell, "-c", req.command}
 	if req.argv != nil {
 		// Under an allowlist the program is found with the server's PATH:

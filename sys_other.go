@@ -144,6 +144,9 @@ func onMainThread() bool { return false }
 // procSnapshot needs /proc; elsewhere a job's tree is its process group.
 func procSnapshot() []procInfo { return nil }
 
+// environHas needs /proc; elsewhere no process is found by its environment.
+func environHas(int, string) bool { return false }
+
 // ticksAt has no /proc start times to match: 0.
 func ticksAt(time.Time) uint64 { return 0 }
 

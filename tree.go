@@ -7,6 +7,7 @@ package main
 import (
 	"os"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -37,6 +38,7 @@ func pipeKeyOf(fd int) (fileKey, bool) {
 // group.
 type jobTree struct {
 	pipes []fileKey // the job's stdin, stdout and stderr pipes (or terminal); set before the spawn, read-only after
+	mark  string    // "NAME=value" its processes start with when it stays in reach (see markTree); set before the spawn
 
 	mu   sync.Mutex     // guards seen
 	seen map[int]uint64 // pid to start time of each process the last look found in the tree
@@ -99,21 +101,40 @@ func newProcTable(procs []procInfo) procTable {
 	return t
 }
 
-// orphansSince lists the processes that came back to this process as
-// orphans (a setsid daemon, a double fork) and started at or after ticks
-// (clock ticks since boot), with everything below them: not a job's shell,
-// nor a child a fork under way is making. On process groups nothing else
-// ties them to the job they left, so a job claims the orphans born in its
-// life; two jobs of one moment may both claim one.
-func orphansSince(ticks uint64) []procInfo {
-	if !orphansReturn.Load() || ticks == 0 {
+// treeMarkVariable names the variable the processes of a job that stays
+// in reach start with. On process groups nothing else ties a setsid
+// daemon to the job it left once it has come back to this process, so an
+// orphan is claimed by the job whose mark its environment carries. Job ids
+// are per session, so the mark is a number of its own, unique in this
+// server.
+const treeMarkVariable = "MCP_EXEC_JOB_MARK"
+
+// treeMarks counts the marks given, for markTree.
+var treeMarks atomic.Uint64
+
+// markTree gives t a mark of its own and returns it as the variable and
+// value its job's environment gets. Called once, before the spawn.
+func (t *jobTree) markTree() map[string]string {
+	value := strconv.Itoa(os.Getpid()) + "." + strconv.FormatUint(treeMarks.Add(1), 10)
+	t.mark = treeMarkVariable + "=" + value
+	return map[string]string{treeMarkVariable: value}
+}
+
+// orphansOf lists the processes that came back to this process as
+// orphans (a setsid daemon, a double fork), started at or after ticks
+// (clock ticks since boot) and with mark (a jobTree's) in their
+// environment, with everything below them: not a job's shell, nor a child
+// a fork under way is making. An orphan that cleared or rewrote its
+// environment (env -i) is not found.
+func orphansOf(mark string, ticks uint64) []procInfo {
+	if !orphansReturn.Load() || ticks == 0 || mark == "" {
 		return nil
 	}
 	t := newProcTable(procSnapshot())
 	var found []procInfo
 	queue := []int{}
 	for _, pid := range t.kids[t.selfPid] {
-		if p := t.byPid[pid]; p.start >= ticks && !children.tracksAfterForks(pid) {
+		if p := t.byPid[pid]; p.start >= ticks && !children.tracksAfterForks(pid) && environHas(pid, mark) {
 			queue = append(queue, pid)
 		}
 	}
