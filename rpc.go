@@ -293,6 +293,9 @@ func (s *session) startPending() {
 	for _, run := range s.pending {
 		go run()
 	}
+	// Cleared, not only cut: a slot keeps its closure, with the request
+	// and the jobs its reply delivers, until a later burst reaches it.
+	clear(s.pending)
 	s.pending = s.pending[:0]
 }
 

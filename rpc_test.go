@@ -11,11 +11,13 @@ import (
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+	"weak"
 )
 
 // ---------------------------------------------------------------------------
@@ -960,4 +962,48 @@ func TestCancelledBatchMemberHoldsNoReplies(t *testing.T) {
 		t.Fatalf("after the cancel: %s, want the batch's array %s", got, want)
 	}
 	cl.expectNoReply("the batch's array")
+}
+
+// TestDeliveredJobIsNotHeldByItsRequest: the slice of requests read but
+// not started kept each started one's closure until a later burst
+// overwrote its slot, and with it the jobs its reply delivered, output
+// windows and all (a hundred 64 KiB jobs collected by one wait stayed
+// resident). Once delivered and forgotten, a job is garbage.
+func TestDeliveredJobIsNotHeldByItsRequest(t *testing.T) {
+	onLinux(t)
+	cl := newRPCClient(t, testConfig())
+	cl.call(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-03-26"}}`)
+	cl.shellTool(1, "execute", map[string]any{"command": "echo hi", "nowait": true})
+	registered := func() *job {
+		cl.c.reg.mu.Lock()
+		defer cl.c.reg.mu.Unlock()
+		return cl.c.reg.jobs["1"]
+	}
+	j := registered()
+	if j == nil {
+		t.Fatal("the job is not registered")
+	}
+	gone := weak.Make(j)
+	j = nil
+	// One write of two requests: the wait takes the second pending slot,
+	// which the single requests after it never reach.
+	cl.send(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"list_jobs","arguments":{}}}` + "\n" +
+		`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"wait","arguments":{"job_ids":["1"],"timeout":30}}}`)
+	for seen := 0; seen < 2; {
+		if line := cl.next(jobDeadline); bytes.Contains(line, []byte(`"id":2`)) || bytes.Contains(line, []byte(`"id":3`)) {
+			seen++
+		}
+	}
+	if registered() != nil {
+		t.Fatal("the wait did not deliver the job")
+	}
+	cl.shellTool(4, "list_jobs", map[string]any{})
+	deadline := time.Now().Add(jobDeadline)
+	for gone.Value() != nil {
+		if time.Now().After(deadline) {
+			t.Fatal("the delivered job is still reachable")
+		}
+		runtime.GC()
+		time.Sleep(10 * time.Millisecond)
+	}
 }
