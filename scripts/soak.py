@@ -174,11 +174,15 @@ def nowait_then_wait(c, m):
                 pending.discard(r["job_id"])
 
 
-# RSS_SLACK_KIB: a Go heap never collects below a 4 MiB goal, so between two
-# collections up to that much garbage is resident whatever the load was. On a
-# baseline of a few MiB that noise alone exceeds 10%; --rss-slack (KiB) admits
-# it and the report says when it was needed. --rss-slack 0 is the strict check.
-RSS_SLACK_KIB = 2048
+# RSS_SLACK_KIB: after a collection the runtime still keeps memory that
+# does not grow with the load: free spans it has not handed back yet (up to
+# 1 MiB was seen right after FreeOSMemory), GC metadata sized by the peak
+# heap, a thread's stack. On a baseline near 13 MiB that alone passed 10%
+# (+2.1 MiB) in about one run in ten. A leak per job still shows: the
+# load runs over a thousand jobs, and a job's windows are 128 KiB. fds and
+# goroutines are checked exactly. --rss-slack (KiB) sets it; the report
+# says when it was needed; --rss-slack 0 is the strict check.
+RSS_SLACK_KIB = 4096
 
 
 def rss_ok(base, now):
