@@ -62,6 +62,7 @@ func main() {
 		{"memory bound", one(benchMemoryBound)},
 		{"capture throughput", one(benchThroughput)},
 		{"spill throughput", one(benchSpillThroughput)},
+		{"masked throughput", benchMaskThroughput},
 		{"memory", one(benchMemory)},
 		{"whole life", benchLife},
 		{"idle cost", one(benchIdle)},
@@ -686,5 +687,36 @@ func benchBudgetCut(bin string) []row {
 		{Value: ms(v), Floor: 50, Unit: "ms", Ratio: ms(v) / 50, Target: "<= 50 ms", Pass: v <= 50*time.Millisecond && note == "", Note: note},
 		{Name: "budget cut line", Value: float64(longest), Floor: budget, Unit: "B", Ratio: float64(longest) / budget,
 			Target: "<= 65536 B", Pass: longest <= budget && note == "", Note: lineNote},
+	}
+}
+
+// benchMaskThroughput is capture throughput of text with masking on (a
+// secret-named variable in the job's environment and the token formats)
+// against masking off and against a bare pipe, in one run: masking must
+// cost a job under a tenth of its output speed.
+func benchMaskThroughput(bin string) []row {
+	const cmd = "yes 'lorem ipsum dolor sit amet, consectetur 0123456789 ABCDEF' | head -c 268435456"
+	masked := startServer(bin, "MCP_EXEC_MASK=values,patterns", "BENCH_API_TOKEN=bench-secret-value-0123456789")
+	defer masked.stop()
+	plain := startServer(bin, "MCP_EXEC_MASK=off")
+	defer plain.stop()
+	capture := map[string]any{"command": cmd, "capture": map[string]any{"on_success": "none", "on_error": "none"}}
+	var on, off, bare []time.Duration
+	for i := 0; i < 7; i++ { // interleaved, as capture throughput
+		t := time.Now()
+		masked.tool("execute", capture)
+		on = append(on, time.Since(t))
+		t = time.Now()
+		plain.tool("execute", capture)
+		off = append(off, time.Since(t))
+		t = time.Now()
+		check(exec.Command("/bin/sh", "-c", cmd+" | cat >/dev/null").Run())
+		bare = append(bare, time.Since(t))
+	}
+	mib := 256.0
+	v, f, b := mib/median(on).Seconds(), mib/median(off).Seconds(), mib/median(bare).Seconds()
+	return []row{
+		{Name: "masked throughput vs off", Value: v, Floor: f, Unit: "MiB/s", Ratio: v / f, Target: ">= 0.9", Pass: v/f >= 0.9},
+		{Name: "masked throughput vs a pipe", Value: v, Floor: b, Unit: "MiB/s", Ratio: v / b, Target: ">= 0.85", Pass: v/b >= 0.85},
 	}
 }
