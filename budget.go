@@ -330,9 +330,15 @@ func cutSlice(s *sliceJSON, allowance int, lc lineCost, atLines bool) {
 	if atLines && (headBytes < len(first) || s.Tail != nil) { // the head is followed by a gap
 		headBytes = lineEndBefore(first, headBytes)
 	}
+	if from, _, in := markerAround(s.Data, headBytes); s.counts && in {
+		headBytes = from // a marker is shown whole or not at all
+	}
 	tailStart := suffixWithin(last, allowance-lc.data(first[:headBytes]), lc)
 	if atLines {
 		tailStart = lineStartAfter(last, tailStart)
+	}
+	if _, to, in := markerAround(string(last), tailStart); s.counts && in {
+		tailStart = to
 	}
 	if s.Tail == nil && tailStart < headBytes {
 		tailStart = headBytes
@@ -342,6 +348,7 @@ func cutSlice(s *sliceJSON, allowance int, lc lineCost, atLines bool) {
 	gapFrom := s.Offset + int64(headBytes)
 	s.Omitted = &gapJSON{Offset: gapFrom, Bytes: lastOffset + int64(tailStart) - gapFrom}
 	s.Tail = &tailJSON{Data: string(tail), Offset: lastOffset + int64(tailStart), Bytes: len(tail)}
+	s.countMasked()
 }
 
 // lineEndBefore is where a head of b cut at n ends: just past the last

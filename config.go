@@ -36,6 +36,7 @@ type config struct {
 	keptDuration     time.Duration // how long a cut result's job stays readable
 	capture          capturePolicy // execute's capture when none is given
 	highlight        *highlighter  // which lines of what a cut result leaves out it names (highlights); nil: none
+	mask             maskSpec      // what jobs' output and commands are masked with (MCP_EXEC_MASK*)
 	debug            bool          // serve debug/stats (tests and the soak script)
 	shell            string        // the shell jobs run in
 	shellSpelled     string        // the shell as $SHELL names it, for MCP_EXEC_ALLOW
@@ -164,6 +165,17 @@ var configVars = []configVar{
 		}},
 	{"MCP_EXEC_HIGHLIGHT", highlightOff, highlightFailures, "the lines a result cut to fit its reply budget names from the part it leaves out (highlights, at most 20): failures (lines holding error:, error[, Error:, ERROR, FAILED, fatal:, panic:, Traceback (most, Exception, npm ERR!, Segmentation fault, No such file or directory, command not found or undefined reference, or starting with FAIL: or FAIL followed by a space), an RE2 pattern, or off",
 		func(c *config, v string) (err error) { c.highlight, err = parseHighlight(v); return }},
+	{"MCP_EXEC_MASK", "off", "values,patterns", "secrets masked where output enters the server, before every view, file and log: values (the values of the variables a job gets whose names match MCP_EXEC_MASK_NAMES and that are at least 12 bytes, and MCP_EXEC_MASK_FILE's lines, raw and as base64, hex and percent-encoding), patterns (token formats: GitHub, GitLab, Slack, AWS key ids, OpenAI, Anthropic, Google, Stripe, npm, PyPI, JWTs, private key blocks), both (values,patterns), or off",
+		func(c *config, v string) (err error) { c.mask.values, c.mask.patterns, err = parseMaskMode(v); return }},
+	{"MCP_EXEC_MASK_NAMES", maskDefaultNames, "", "comma list of globs, matched without case: the variables whose values MCP_EXEC_MASK's values masks",
+		func(c *config, v string) (err error) { c.mask.names, err = parseMaskNames(v); return }},
+	{"MCP_EXEC_MASK_FILE", "", "", "a file of secrets to mask, one per line of at least 4 bytes, shown as [masked:file]; read at start",
+		func(c *config, v string) (err error) { c.mask.file, err = readMaskFile(v); return }},
+	{"MCP_EXEC_MASK_HOLD_MS", "250", "", "milliseconds output that could begin a secret is held back for the rest to come, at most (1..10000)",
+		func(c *config, v string) (err error) {
+			c.mask.hold, err = parseMillis(v, time.Millisecond, 10*time.Second)
+			return
+		}},
 	{"MCP_EXEC_ALLOW", "", "", "comma list of the only programs jobs may start, spelled exactly as argv[0] (command needs the shell listed); unset: any",
 		func(c *config, v string) (err error) { c.allow, err = parseList(v, "program"); return }},
 	{"MCP_EXEC_ROOTS", "", "", "colon list of directories a job's cwd must resolve inside (default cwd: the first); unset: anywhere",

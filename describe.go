@@ -39,8 +39,24 @@ func placeholders(cfg *config) *strings.Replacer {
 		"{cwd_default}", cwdDefaultWords(cfg),
 		"{max_yield}", ifSet(cfg.maxYield > 0, ", at most "+secondsWords(cfg.maxYield, "")),
 		"{highlights}", ifSet(cfg.highlight != nil, " A cut result's highlights [{stream, offset, line}] are lines of the gap that look like failures."),
+		"{mask}", maskWords(cfg),
 		"{env_defaults}", ifSet(cfg.jobEnvDefaults, " Unless set, jobs get NO_COLOR=1, PAGER=cat, GIT_PAGER=cat, on pipes TERM=dumb; an env value \"\" unsets."),
 	)
+}
+
+// maskWords says, in one sentence, what output masks under cfg.
+func maskWords(cfg *config) string {
+	var what []string
+	if cfg.mask.values {
+		what = append(what, "values of secret-named variables")
+	}
+	if cfg.mask.patterns {
+		what = append(what, "token formats")
+	}
+	if len(what) == 0 {
+		return ""
+	}
+	return " Output shows secrets (" + strings.Join(what, ", ") + ") as [masked:NAME]; MCP_EXEC_MASK=off on the server turns that off."
 }
 
 // retainedWords says what each stream of a job keeps under cfg.

@@ -58,7 +58,10 @@ type job struct {
 	traceID  string      // the trace id its call carried, for the job log's end line; "" for none
 	inputEnd inputEnd    // its stdin pipe or terminal, to see a process blocked reading it
 	tree     jobTree     // what links processes outside its group to it
-	box      jobBox      // its cgroup, or nothing beyond its group (see boxed); set before its spawn
+	// maskRules: what its output, command and log lines are masked with;
+	// nil: nothing. Set in launch, before its pumps run.
+	maskRules *maskRules
+	box       jobBox // its cgroup, or nothing beyond its group (see boxed); set before its spawn
 	// treeReports: its status and running wait entries carry procs, and
 	// its usage what its cgroup counted (1.3, under the agent profile).
 	treeReports bool

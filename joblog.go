@@ -180,9 +180,9 @@ type (
 )
 
 // started queues the start line of job id in session, run as req asks in
-// the cwd it was admitted to, as pid.
-func (l *jobLog) started(session, id string, req startRequest, pid int, at time.Time) {
-	command, argv := loggedCommand(req)
+// the cwd it was admitted to, as pid; its command masked with rules.
+func (l *jobLog) started(session, id string, req startRequest, pid int, at time.Time, rules *maskRules) {
+	command, argv := loggedCommand(req, rules)
 	l.open.Add(1)
 	l.add(jobLogStart{Time: logTime(at), Event: "start", Session: session, JobID: id,
 		Command: command, Argv: argv, Cwd: l.loggedCwd(req.dir), Pid: pid, TraceID: req.trace.id})
@@ -208,9 +208,10 @@ func (l *jobLog) ended(session string, j *job) {
 }
 
 // refused queues the line of a job req asked for that was refused before
-// it existed: by the setting that refused it, when one did.
-func (l *jobLog) refused(session string, req startRequest, err error) {
-	command, argv := loggedCommand(req)
+// it existed: by the setting that refused it, when one did; its command
+// masked with rules.
+func (l *jobLog) refused(session string, req startRequest, err error, rules *maskRules) {
+	command, argv := loggedCommand(req, rules)
 	l.add(jobLogRefused{Time: logTime(time.Now()), Event: "refused", Session: session, Command: command, Argv: argv,
 		Cwd: l.loggedCwd(req.dir), Setting: refusingSetting(err), Reason: firstRunes(err.Error(), jobLogReasonRunes), TraceID: req.trace.id})
 }
@@ -224,10 +225,11 @@ func (l *jobLog) loggedCwd(dir string) string {
 }
 
 // loggedCommand is what req asks to run as the log shows it: the command,
-// or the argv, cut to their first commandEventRunes characters in all.
-func loggedCommand(req startRequest) (string, []string) {
+// or the argv, masked with rules, cut to their first commandEventRunes
+// characters in all.
+func loggedCommand(req startRequest, rules *maskRules) (string, []string) {
 	if req.argv == nil {
-		return firstRunes(req.command, commandEventRunes), nil
+		return firstRunes(maskString(rules, req.command), commandEventRunes), nil
 	}
 	argv := make([]string, 0, len(req.argv))
 	left := commandEventRunes
@@ -235,7 +237,7 @@ func loggedCommand(req startRequest) (string, []string) {
 		if left <= 0 {
 			break
 		}
-		cut := firstRunes(arg, left)
+		cut := firstRunes(maskString(rules, arg), left)
 		argv = append(argv, cut)
 		left -= len([]rune(cut))
 	}

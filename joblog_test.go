@@ -182,11 +182,11 @@ func TestJobLogKeepsACommandsNewlinesInItsString(t *testing.T) {
 // commandEventRunes characters: its words, cut to that many in all.
 func TestJobLogCutsArgvLikeACommand(t *testing.T) {
 	long := strings.Repeat("é", 100)
-	_, argv := loggedCommand(startRequest{argv: []string{"echo", long, long, "last"}})
+	_, argv := loggedCommand(startRequest{argv: []string{"echo", long, long, "last"}}, nil)
 	if got := strings.Join(argv, ""); len([]rune(got)) != commandEventRunes || len(argv) != 3 || argv[1] != long {
 		t.Fatalf("argv cut to %d characters in %d words: %q", len([]rune(got)), len(argv), argv)
 	}
-	command, _ := loggedCommand(startRequest{command: strings.Repeat("x", 500)})
+	command, _ := loggedCommand(startRequest{command: strings.Repeat("x", 500)}, nil)
 	if len(command) != commandEventRunes {
 		t.Fatalf("command cut to %d characters", len(command))
 	}
@@ -314,7 +314,7 @@ func TestJobLogFlushWaitsForAnEndBeingQueued(t *testing.T) {
 	j := collect(t, reg, startJob(t, reg, "true"))
 	l.flush(jobDeadline)
 	for round := range 3000 {
-		l.started(reg.session, j.id, startRequest{command: "true"}, j.pid, j.started)
+		l.started(reg.session, j.id, startRequest{command: "true"}, j.pid, j.started, nil)
 		deadline := time.Now().Add(jobDeadline)
 		for l.pending.Load() > 0 { // the start is written; the job stays open
 			if !waitFor(l.wrote, time.Until(deadline)) {

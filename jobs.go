@@ -126,7 +126,7 @@ func (r *registry) admitAndLaunch(req startRequest) (*job, bool, error) {
 	jobsStarted.Add(1)
 
 	windowBytes, headBytes := max(r.cfg.maxOutputBytes, req.keepTail), max(r.cfg.keepHeadBytes, req.keepHead)
-	j := &job{id: id, owner: r, policy: req.policy, done: make(chan struct{}), started: time.Now(), command: commandWords(req),
+	j := &job{id: id, owner: r, policy: req.policy, done: make(chan struct{}), started: time.Now(), command: commandWords(req, nil),
 		program: programOf(r.cfg, req), contract: req.contract, silent: req.silent, traceID: req.trace.id, treeReports: req.reportPrompts,
 		lingers: req.lingers,
 		stdout:  newWindow(windowBytes, headBytes), stderr: newWindow(windowBytes, headBytes)}
@@ -225,7 +225,7 @@ func (r *registry) tellQueued(j *job) {
 func (r *registry) tell(j *job, t jobTiding) {
 	switch {
 	case t.start && r.log != nil:
-		r.log.started(r.session, j.id, *t.req, j.pid, j.started)
+		r.log.started(r.session, j.id, *t.req, j.pid, j.started, j.maskRules)
 	case !t.start && r.log != nil:
 		r.log.ended(r.session, j)
 	}
@@ -259,7 +259,7 @@ func (r *registry) event(j *job, event string) {
 // existed.
 func (r *registry) logRefused(req startRequest, err error) {
 	if r.log != nil {
-		r.log.refused(r.session, req, err)
+		r.log.refused(r.session, req, err, r.cfg.mask.rulesFor(mergeEnv(r.cfg.baseEnv, req.env)))
 	}
 }
 
@@ -269,16 +269,6 @@ func programOf(cfg *config, req startRequest) string {
 		return req.argv[0]
 	}
 	return cfg.shellSpelled
-}
-
-// commandWords is the first characters of what req asks to run, for job
-// events: never a byte of what the job writes.
-func commandWords(req startRequest) string {
-	s := req.command
-	if req.argv != nil {
-		s = strings.Join(req.argv, " ")
-	}
-	return firstRunes(s, commandEventRunes)
 }
 
 // newID names a new job: as req's contract names them, else the next

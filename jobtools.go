@@ -74,7 +74,7 @@ var jobTools = withAgentTexts([]toolSpec{
 			"Hosts often time calls out after 60 s: for anything longer use nowait:true (returns {job_id, state:\"running\"} at once; then wait, status, output, input, kill) " +
 			"or yield_after (returns the running job with yielded:true; default {yield}). " +
 			"Each stream keeps its last {window}; replies over {budget} are cut to head and tail.{highlights} For noisy commands capture {\"tail\": N} lines. " +
-			"Default capture: {capture}. stdin stays open unless close_stdin is true; a job blocked reading it shows waiting_for_input.{keep_cwd}{env_defaults}{policy}",
+			"Default capture: {capture}. stdin stays open unless close_stdin is true; a job blocked reading it shows waiting_for_input.{keep_cwd}{env_defaults}{mask}{policy}",
 		docs: map[string]string{
 			"command":         "Shell command line, run as $SHELL -c <command>. Give command or argv.",
 			"argv":            "Program and arguments, run without a shell; argv[0] is looked up in PATH. Give command or argv.",
@@ -185,7 +185,7 @@ var jobAgentTexts = map[string]toolWords{
 			"Result: {job_id, state (success, error or running), exit_code, signal?, timed_out?, stdout?, stderr?}; a yielded or waiting job also shows recent {stdout, stderr}, its newest lines; a stream is {data, offset, bytes, total_bytes, truncated}. " +
 			"Each stream keeps {retained}. A reply over {budget} shows a head and a tail of a stream and the gap between (omitted {offset, bytes}); " +
 			"such a result, or one whose capture left bytes out (uncaptured), stays kept:true for {kept}, for output to read. Otherwise a delivered job is gone.{highlights} " +
-			"waiting_for_input:true: it waits for stdin (use input).{env_defaults} {carry}{policy}",
+			"waiting_for_input:true: it waits for stdin (use input).{env_defaults}{mask} {carry}{policy}",
 		docs: map[string]string{
 			"command":     "Shell command line. Give command or argv.",
 			"argv":        "Program and arguments, run without a shell (argv[0] looked up in PATH).",

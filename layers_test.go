@@ -27,7 +27,7 @@ var transports = []string{"stdio.go", "http.go"}
 // session and tool layers. A file split out of one of these belongs here
 // too: add it, or the transports may name it unchecked.
 var coreFiles = []string{
-	"jobs.go", "linger.go", "window.go", "windowmemory.go", "grep.go", "highlight.go", "pump.go", "kill.go", "reaper.go", "stdin.go", "until.go",
+	"jobs.go", "linger.go", "window.go", "windowmemory.go", "grep.go", "highlight.go", "mask.go", "pump.go", "kill.go", "reaper.go", "stdin.go", "until.go",
 	"spill.go", "sys.go", "sys_linux.go", "sys_waitset_linux.go", "tree.go", "sys_tree_linux.go",
 	"cgroup.go", "cgroup_linux.go", "cgroup_other.go", "cgroup_escape_linux.go", "jobpids_linux.go", "sys_sockets_linux.go",
 }
@@ -80,6 +80,7 @@ var layers = [][]string{
 	{"pump.go"},         // copying a job's output pipes, settling at exit
 	{"process.go"},      // what the process owns once: window memory, counters, temporary directories
 	{"config.go"},       // settings from the environment
+	{"mask.go"},         // secrets masked where output enters: the rules, the stream's masker
 	{"highlight.go"},    // the lines of a result's gap that look like a failure
 	{"grep.go"},         // the complete lines of a window, and searching them
 	{"windowmemory.go"}, // what all windows hold together, and its bound

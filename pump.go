@@ -37,6 +37,7 @@ type pump struct {
 	finished chan struct{}          // closed when the pump has stopped reading
 	owner    pumpOwner              // told once it has, after finished is closed
 	lastData stamp                  // when a read last brought bytes: how long the job has been silent
+	mask     *masker                // masks the bytes before the window; nil: none. Set before run
 }
 
 // pumpOwner is what a pump tells that it stopped reading (a job, whose
@@ -50,8 +51,8 @@ type pumpOwner interface {
 // startPump starts copying f into w; gate, when not nil, holds it back
 // whenever w holds as much unread as it can keep. owner hears when the
 // pump has stopped reading.
-func startPump(f *os.File, w *window, gate *readGate, owner pumpOwner) *pump {
-	p := &pump{f: f, settle: settle{changed: newBroadcast()}, gate: gate, finished: make(chan struct{}), owner: owner}
+func startPump(f *os.File, w *window, gate *readGate, owner pumpOwner, mask *masker) *pump {
+	p := &pump{f: f, settle: settle{changed: newBroadcast()}, gate: gate, finished: make(chan struct{}), owner: owner, mask: mask}
 	p.sink.Store(w)
 	go p.run()
 	return p
@@ -62,6 +63,7 @@ func (p *pump) run() {
 	defer p.owner.pumpEnded() // last: after finished is closed
 	defer close(p.finished)
 	defer p.settle.moveTo(settleSettled) // EOF, a read error or a close
+	defer p.mask.flush()                 // before the settling: a result holds every byte
 	defer p.f.Close()
 	rc, err := p.f.SyscallConn()
 	if err != nil {
@@ -145,7 +147,7 @@ func (p *pump) wake() {
 // storage when it offers some, else through a pooled buffer.
 func (p *pump) readInto(fd int) (int, error) {
 	w := p.sink.Load()
-	if w != nil {
+	if w != nil && p.mask == nil { // masked bytes go through the masker, not in place
 		if span := w.reserve(readBufferBytes); span != nil {
 			n, err := readRetrying(fd, span)
 			w.commit(max(n, 0))
@@ -155,7 +157,11 @@ func (p *pump) readInto(fd int) (int, error) {
 	buf := readBuffers.Get().(*[]byte)
 	defer readBuffers.Put(buf)
 	n, err := readRetrying(fd, *buf)
-	if n > 0 && w != nil {
+	switch {
+	case n <= 0 || w == nil:
+	case p.mask != nil:
+		_, _ = p.mask.Write((*buf)[:n]) // never fails
+	default:
 		_, _ = w.Write((*buf)[:n]) // never fails
 	}
 	return n, err
@@ -310,6 +316,11 @@ func (s *settle) waitUntil(want settleState, timeout <-chan time.Time) bool {
 // bytes. A pump that has not run at all for settleStuckDuration is broken,
 // not busy, and the result is not held back for ever.
 func awaitSettled(limit time.Duration, pumps ...*pump) {
+	defer func() {
+		for _, p := range pumps {
+			p.mask.flush() // held bytes never outlast the job's end
+		}
+	}()
 	for _, p := range pumps {
 		p.settle.moveTo(settleExited)
 		p.wake()

@@ -187,6 +187,20 @@ type sliceJSON struct {
 	DroppedBytes *int64    `json:"dropped_bytes,omitempty"` // how many of its bytes were dropped
 	Omitted      *gapJSON  `json:"omitted,omitempty"`
 	Tail         *tailJSON `json:"tail,omitempty"`
+	Masked       int       `json:"masked,omitempty"` // markers in Data and Tail, where the stream is masked
+
+	counts bool // the stream is masked: Masked is kept up to date
+}
+
+// countMasked sets s's Masked from its text, where it counts.
+func (s *sliceJSON) countMasked() {
+	if s == nil || !s.counts {
+		return
+	}
+	s.Masked = maskedIn(s.Data)
+	if s.Tail != nil {
+		s.Masked += maskedIn(s.Tail.Data)
+	}
 }
 
 // showPlain makes s's text plainText (a nil s: nothing); its offsets and
@@ -343,6 +357,8 @@ func sliceWithin(w *window, spec streamSpec, limit int) (*sliceJSON, int64) {
 		out.Omitted = &gapJSON{Offset: s.offset + int64(len(s.data)), Bytes: s.omitted}
 		out.Tail = &tailJSON{Data: string(s.tail), Offset: s.tailOffset, Bytes: len(s.tail)}
 	}
+	out.counts = w.masks
+	out.countMasked()
 	left := s.total - int64(len(s.data)) - int64(len(s.tail)) - s.cut
 	if s.truncated {
 		left -= s.dropped

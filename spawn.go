@@ -48,6 +48,10 @@ func (j *job) launch(cfg *config, req startRequest, onExit func(exitStatus)) (er
 	if req.lingers {
 		env = mergeEnv(env, j.tree.markTree())
 	}
+	// Masked with the values this very environment holds: the server's
+	// own that it passes on, and the call's.
+	j.maskRules = cfg.mask.rulesFor(env)
+	j.command = commandWords(req, j.maskRules)
 	path, argv := cfg.shell, []string{cfg.shell, "-c", req.command}
 	if req.argv != nil {
 		// Under an allowlist the program is found with the server's PATH:
@@ -117,8 +121,9 @@ func (j *job) launch(cfg *config, req startRequest, onExit func(exitStatus)) (er
 	}
 	j.onPipes = req.tty == nil
 	j.pipesOpen = 2 // before the pumps run: each end counts down; see readyToPublish
-	j.stdoutPump = startPump(out.ours, j.stdout, j.outGate, j)
-	j.errPump = startPump(errp.ours, j.stderr, j.errGate, j)
+	j.stdout.masks, j.stderr.masks = j.maskRules != nil, j.maskRules != nil
+	j.stdoutPump = startPump(out.ours, j.stdout, j.outGate, j, newMasker(j.maskRules, j.stdout, cfg.mask.hold))
+	j.errPump = startPump(errp.ours, j.stderr, j.errGate, j, newMasker(j.maskRules, j.stderr, cfg.mask.hold))
 	dir, release, err := pinDir(cfg, req.dir)
 	if err != nil {
 		return err
@@ -406,4 +411,14 @@ func (j *job) removeTempUnlessUsed(pgid int) {
 	if !groupAlive(pgid) {
 		j.removeTemp()
 	}
+}
+
+// commandWords is the first characters of what req asks to run, for job
+// events: never a byte of what the job writes.
+func commandWords(req startRequest, rules *maskRules) string {
+	s := req.command
+	if req.argv != nil {
+		s = strings.Join(req.argv, " ")
+	}
+	return firstRunes(maskString(rules, s), commandEventRunes)
 }

@@ -27,8 +27,9 @@ const (
 // once it reaches limit. All methods are safe for concurrent use; readers get
 // copies, never the internal storage.
 type window struct {
-	limit     int // maximum retained bytes, fixed at creation
-	headLimit int // the stream's first bytes kept even after the ring moves on
+	limit     int  // maximum retained bytes, fixed at creation
+	headLimit int  // the stream's first bytes kept even after the ring moves on
+	masks     bool // its bytes come masked: slices count the markers (set before the first write)
 
 	// mu guards the fields below it, but for held (set at creation, its
 	// count atomic). It is taken while the windowMemory's mu is held
