@@ -208,6 +208,9 @@ type answerWatch struct {
 	looked  int64          // the output total at the last look in /proc
 	next    time.Time      // when to look in /proc next
 	reading bool           // the last look saw the job read its input again
+	// settledLooks counts the looks in a row that found it reading, its
+	// pipes empty and nothing new.
+	settledLooks int
 }
 
 // newAnswerWatch starts watching j for an answer to a write of wrote
@@ -241,7 +244,16 @@ func (a *answerWatch) stopNow() bool {
 	// A prompt printed just before the read may still be in the pipe, or
 	// in a pump between its read and the window: wait until a look finds
 	// the pipes empty and the total as the previous look left it.
-	return a.reading && steady && a.pipesRead()
+	if !(a.reading && steady && a.pipesRead()) {
+		a.settledLooks = 0
+		return false
+	}
+	a.settledLooks++
+	// On a terminal what the job wrote reaches the master through the
+	// kernel's flip buffer, which a worker pushes later: on a loaded
+	// machine a look can find the reader back, and the master empty,
+	// before the answer's last bytes are readable. Two looks in a row.
+	return a.j.onPipes || a.settledLooks >= 2
 }
 
 // readsAgain looks whether a process of the job is blocked reading its
