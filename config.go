@@ -633,7 +633,7 @@ func loadConfig(environ []string) (*config, error) {
 			continue // a server run by a job sees the mark its job was given
 		}
 		if !slices.ContainsFunc(configVars, func(v configVar) bool { return v.name == name }) {
-			return nil, fmt.Errorf("unknown variable %s; the valid ones are %s", name, strings.Join(configNames(), ", "))
+			return nil, fmt.Errorf("unknown variable %s%s; mcp-exec --help lists all %d settings", name, nearestSettings(name), len(configVars))
 		}
 		if value != "" { // set but empty: keep the default
 			s.given[name] = value
@@ -709,7 +709,53 @@ func withoutOwnVariables(environ []string) []string {
 	return slices.Clip(env) // readers that append copy, not write into the shared array
 }
 
-// configNames lists the variable names in order.
+// nearestSettings names, as " (did you mean A or B?)", the settings a
+// mistyped name most likely meant (a typo or two away, at most two), or
+// is "" when none is near.
+func nearestSettings(given string) string {
+	type near struct {
+		name     string
+		distance int
+	}
+	var found []near
+	for _, v := range configVars {
+		if d := editDistance(given, v.name); d <= max(2, len(given)/8) {
+			found = append(found, near{v.name, d})
+		}
+	}
+	if len(found) == 0 {
+		return ""
+	}
+	slices.SortStableFunc(found, func(a, b near) int { return a.distance - b.distance })
+	names := []string{found[0].name}
+	if len(found) > 1 && found[1].distance == found[0].distance {
+		names = append(names, found[1].name)
+	}
+	return " (did you mean " + strings.Join(names, " or ") + "?)"
+}
+
+// editDistance is the Levenshtein distance of a and b, by bytes.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur := make([]int, len(b)+1)
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev = cur
+	}
+	return prev[len(b)]
+}
+
+// configNames lists the settings' names, sorted.
 func configNames() []string {
 	names := make([]string, len(configVars))
 	for i, v := range configVars {
