@@ -113,7 +113,7 @@ func handleFlags(args []string) (settings []string) {
 	}
 	switch act {
 	case actVersion:
-		fmt.Printf("mcp-exec %s (commit %s, %s)\n", version, commit, runtime.Version())
+		fmt.Printf("mcp-exec %s (commit %s, %s)\n", version, buildCommit(), runtime.Version())
 		os.Exit(0)
 	case actHelp:
 		fmt.Print(usage())

@@ -2,6 +2,7 @@ package main
 
 import (
 	_ "embed"
+	"runtime/debug"
 	"strings"
 )
 
@@ -16,3 +17,34 @@ var versionFile string
 // compiled, so `go install` and `go test` see the number the release files
 // carry without any linker flag.
 var version = strings.TrimSpace(versionFile)
+
+// buildCommit is the commit this binary was built from: the one the
+// linker stamped (commit), else the one the go command recorded for a
+// build in a checkout (vcs.revision, with "-dirty" when the tree had
+// changes), else "unknown".
+func buildCommit() string {
+	if commit != "unknown" {
+		return commit
+	}
+	info, ok := debug.ReadBuildInfo()
+	if !ok {
+		return commit
+	}
+	revision, dirty := "", false
+	for _, s := range info.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			revision = s.Value
+		case "vcs.modified":
+			dirty = s.Value == "true"
+		}
+	}
+	if revision == "" {
+		return commit
+	}
+	revision = revision[:min(len(revision), 12)]
+	if dirty {
+		revision += "-dirty"
+	}
+	return revision
+}

@@ -84,3 +84,18 @@ func versionLess(a, b [3]int) bool {
 	}
 	return false
 }
+
+// TestBuildCommitPrefersTheStamp: a commit the linker stamped is named as
+// it is; without one the go command's record of the checkout is read.
+func TestBuildCommitPrefersTheStamp(t *testing.T) {
+	saved := commit
+	defer func() { commit = saved }()
+	commit = "0123456789ab"
+	if got := buildCommit(); got != "0123456789ab" {
+		t.Errorf("stamped: %q", got)
+	}
+	commit = "unknown"
+	if got := buildCommit(); got == "" {
+		t.Error("empty commit")
+	}
+}
