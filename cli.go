@@ -142,11 +142,14 @@ func usage() string {
 	b.WriteString("A first argument naming this executable itself is skipped (an image run with its own path).\n\n")
 	b.WriteString("Environment:\n")
 	for _, v := range configVars {
-		def := v.def
+		def := "; default " + v.def
+		if v.def == "" { // its doc says what unset means
+			def = ""
+		}
 		if v.agentDef != "" {
 			def += " (agent: " + v.agentDef + ")"
 		}
-		fmt.Fprintf(&b, "  %s\n      %s; default %s\n", v.name, v.doc, def)
+		fmt.Fprintf(&b, "  %s\n      %s%s\n", v.name, v.doc, def)
 	}
 	b.WriteString("  SHELL                       jobs run as $SHELL -c COMMAND (/bin/sh when unset)\n\n")
 	b.WriteString(treeWords(probeTreeKind(cgroupSetting())) + "\n\n")

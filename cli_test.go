@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"os"
 	"reflect"
 	"strings"
 	"testing"
@@ -71,5 +72,26 @@ func TestHelpEndsWithExamplesAndWhereTheDocsAre(t *testing.T) {
 	}
 	if strings.Contains(tail, "MCP_EXEC_") {
 		t.Errorf("the examples come after the environment, not before:\n%s", tail)
+	}
+}
+
+// TestEverySettingIsListedEverywhere: --help and docs/configuration.md
+// list every setting of the table, and --help shows no empty default.
+func TestEverySettingIsListedEverywhere(t *testing.T) {
+	help := usage()
+	doc, err := os.ReadFile("docs/configuration.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range configVars {
+		if !strings.Contains(help, "  "+v.name+"\n") {
+			t.Errorf("--help does not list %s", v.name)
+		}
+		if !strings.Contains(string(doc), "| `"+v.name+"` |") {
+			t.Errorf("docs/configuration.md has no row for %s", v.name)
+		}
+	}
+	if strings.Contains(help, "; default \n") || strings.Contains(help, "; default (") {
+		t.Error("--help shows an empty default")
 	}
 }

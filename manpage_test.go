@@ -125,6 +125,9 @@ func manPage(date string) string {
 		".BR MCP_EXEC_PROFILE=agent .")
 	for _, v := range configVars {
 		def := v.def
+		if def == "" {
+			def = "unset"
+		}
 		if v.agentDef != "" {
 			def += " (agent: " + v.agentDef + ")"
 		}
