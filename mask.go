@@ -42,7 +42,7 @@ const (
 
 // maskDefaultNames is MCP_EXEC_MASK_NAMES' default: the environment
 // variables whose values are secrets, as globs matched without case.
-const maskDefaultNames = "*TOKEN*,*SECRET*,*PASSWORD*,*PASSWD*,*API_KEY*,*APIKEY*,*PRIVATE_KEY*,*CREDENTIAL*,*ACCESS_KEY*"
+const maskDefaultNames = "*TOKEN*, *SECRET*, *PASSWORD*, *PASSWD*, *API_KEY*, *APIKEY*, *PRIVATE_KEY*, *CREDENTIAL*, *ACCESS_KEY*"
 
 // tokenBody is how a token format goes on after its prefix: at least min
 // and at most max bytes of the class (max 0: maskOpenTokenBytes).
