@@ -62,6 +62,24 @@ def test_server_json_versions_are_VERSION():
             assert p["version"] == VERSION, p
 
 
+def test_every_image_line_an_adopter_copies_carries_VERSION():
+    """README, docs and manifests name the image mcp-exec with this
+    release's tag (a manifest on an old tag pulls what the docs no longer
+    describe); server.json's registry identifier carries it too."""
+    files = ["README.md", "deploy/kubernetes/mcp-exec.yaml", "deploy/kubernetes/agent-sandbox.yaml"]
+    files += ["docs/" + f for f in sorted(os.listdir(os.path.join(ROOT, "docs"))) if f.endswith(".md")]
+    for rel in files:
+        for tag in re.findall(r"\bmcp-exec:(\d+\.\d+\.\d+)\b", read(rel)):
+            assert tag == VERSION, "%s names mcp-exec:%s; VERSION is %s" % (rel, tag, VERSION)
+
+
+def test_manifest_secret_line_makes_every_key_the_deployment_reads():
+    text = read("deploy/kubernetes/mcp-exec.yaml")
+    header = "\n".join(l for l in text.splitlines() if l.startswith("#"))
+    for key in re.findall(r"secretKeyRef: \{name: [^,]+, key: ([a-z-]+)\}", text):
+        assert "--from-literal=%s=" % key in header, "the install line makes no %r key" % key
+
+
 def test_server_name_is_the_module_paths_github_namespace():
     m = re.fullmatch(r"github\.com/([^/]+)/([^/]+)", module_path())
     assert m, "the module path %s is not github.com/OWNER/NAME" % module_path()
