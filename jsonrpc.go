@@ -9,10 +9,6 @@ import (
 	"unicode/utf8"
 )
 
-// commit is the commit the source was built from, set at build time with
-// -ldflags "-X main.commit=..."; the release number is version (version.go).
-var commit = "unknown"
-
 // maxLineBytes caps one request line. A longer line is answered with a parse
 // error and skipped without being held in memory.
 const maxLineBytes = 16 << 20

@@ -18,6 +18,10 @@ var versionFile string
 // carry without any linker flag.
 var version = strings.TrimSpace(versionFile)
 
+// commit is the commit the source was built from, set at build time with
+// -ldflags "-X main.commit=..."; buildCommit says what --version names.
+var commit = "unknown"
+
 // buildCommit is the commit this binary was built from: the one the
 // linker stamped (commit), else the one the go command recorded for a
 // build in a checkout (vcs.revision, with "-dirty" when the tree had
@@ -30,21 +34,21 @@ func buildCommit() string {
 	if !ok {
 		return commit
 	}
-	revision, dirty := "", false
+	recorded, dirty := "", false
 	for _, s := range info.Settings {
 		switch s.Key {
 		case "vcs.revision":
-			revision = s.Value
+			recorded = s.Value
 		case "vcs.modified":
 			dirty = s.Value == "true"
 		}
 	}
-	if revision == "" {
+	if recorded == "" {
 		return commit
 	}
-	revision = revision[:min(len(revision), 12)]
+	recorded = recorded[:min(len(recorded), 12)]
 	if dirty {
-		revision += "-dirty"
+		recorded += "-dirty"
 	}
-	return revision
+	return recorded
 }
