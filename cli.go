@@ -25,15 +25,17 @@ var cliOptions = []cliOption{
 type cliAction int
 
 const (
-	actServe   cliAction = iota // serve, with the settings the options give
-	actVersion                  // print the version and exit
-	actHelp                     // print the help and exit
+	actServe     cliAction = iota // serve, with the settings the options give
+	actVersion                    // print the version and exit
+	actHelp                       // print the help and exit
+	actTokenFile                  // print the file of the token an HTTP server on --listen's port keeps, and exit
 )
 
 // cliFlags are the arguments taking no value, with what each asks for.
 var cliFlags = map[string]cliAction{
 	"--version": actVersion, "-version": actVersion, "-v": actVersion,
 	"--help": actHelp, "-help": actHelp, "-h": actHelp,
+	"--token-file": actTokenFile,
 }
 
 // usageError is a command line the server cannot follow; its text names
@@ -59,14 +61,19 @@ const terminalHint = "waiting for MCP messages (JSON-RPC, one per line) on stdin
 func parseArgs(args []string) (cliAction, []string, error) {
 	var settings []string
 	seen := map[string]bool{}
+	act := actServe
 	for i := 0; i < len(args); i++ {
 		arg := args[i]
 		name, value, hasValue := strings.Cut(arg, "=")
-		if act, ok := cliFlags[name]; ok {
+		if flag, ok := cliFlags[name]; ok {
 			if hasValue {
 				return actServe, nil, usageErrorf("%s takes no value", name)
 			}
-			return act, nil, nil
+			if flag != actTokenFile { // it reads --listen: the options go on
+				return flag, nil, nil
+			}
+			act = flag
+			continue
 		}
 		opt, ok := optionNamed(name)
 		if !ok {
@@ -85,7 +92,7 @@ func parseArgs(args []string) (cliAction, []string, error) {
 		seen[opt.name] = true
 		settings = append(settings, opt.setting+"="+value)
 	}
-	return actServe, settings, nil
+	return act, settings, nil
 }
 
 // optionNamed is the option called name, if there is one.
@@ -103,7 +110,7 @@ func optionNamed(name string) (cliOption, bool) {
 // stderr pointing to --help. A first argument naming this very executable
 // is skipped, as an image run with its own path as command (`podman run
 // IMAGE /usr/local/bin/mcp-exec`) passes it through the entrypoint.
-func handleFlags(args []string) (settings []string) {
+func handleFlags(args []string) (settings []string, tokenFile bool) {
 	if len(args) > 0 && isOwnExecutable(args[0]) {
 		args = args[1:]
 	}
@@ -119,7 +126,7 @@ func handleFlags(args []string) (settings []string) {
 		fmt.Print(usage())
 		os.Exit(0)
 	}
-	return settings
+	return settings, act == actTokenFile
 }
 
 // tryExample is the first --help example: one call through a pipe. The
@@ -138,6 +145,7 @@ func usage() string {
 	b.WriteString("Usage: mcp-exec            serve MCP (newline-delimited JSON-RPC) on stdin/stdout\n")
 	b.WriteString("       mcp-exec --listen HOST:PORT  serve MCP over Streamable HTTP at /mcp, with /healthz, /metrics, /exec\n")
 	b.WriteString("                           (also --listen=HOST:PORT)\n")
+	b.WriteString("       mcp-exec --token-file --listen HOST:PORT  print the file of the bearer token that server keeps\n")
 	b.WriteString("       mcp-exec --version  print the version\n       mcp-exec --help     print this help\n")
 	b.WriteString("A first argument naming this executable itself is skipped (an image run with its own path).\n\n")
 	b.WriteString("Environment:\n")

@@ -95,3 +95,17 @@ func TestEverySettingIsListedEverywhere(t *testing.T) {
 		t.Error("--help shows an empty default")
 	}
 }
+
+// TestTokenFileFlagReadsTheListenAddress: --token-file goes with --listen
+// in either order, and the address is the setting it reads.
+func TestTokenFileFlagReadsTheListenAddress(t *testing.T) {
+	for _, args := range [][]string{{"--token-file", "--listen", "127.0.0.1:8080"}, {"--listen=127.0.0.1:8080", "--token-file"}} {
+		act, settings, err := parseArgs(args)
+		if err != nil || act != actTokenFile || len(settings) != 1 || settings[0] != "MCP_EXEC_LISTEN=127.0.0.1:8080" {
+			t.Errorf("%q: %v %q %v", args, act, settings, err)
+		}
+	}
+	if _, _, err := parseArgs([]string{"--token-file=x"}); err == nil {
+		t.Error("--token-file took a value")
+	}
+}

@@ -51,7 +51,7 @@ type httpTransport struct {
 	done     chan struct{} // closed when the idle sweep must stop
 
 	token     []byte     // the bearer token every endpoint needs; nil: none (MCP_EXEC_HTTP_AUTH=none)
-	tokenPath string     // the file of a generated token, removed at close; "": none generated
+	tokenPath string     // the file of a generated token, kept for the next start on a fixed port; "": none generated
 	conns     *connGuard // caps the connections that have not shown the token
 	hosts     *hostGuard // the Host headers answered
 }
@@ -209,9 +209,19 @@ func (t *httpTransport) close() {
 	if t.server.Shutdown(ctx) != nil {
 		_ = t.server.Close() // past the grace: drop what is left
 	}
-	if t.tokenPath != "" {
-		_ = os.Remove(t.tokenPath) // the token dies with the server
+	// A generated token's file stays: the next start on the port reuses
+	// it, so clients set up with it keep working. A port the kernel
+	// picked is not asked for again: its file would only pile up.
+	if t.tokenPath != "" && listensOnAnyPort(t.cfg.listen) {
+		_ = os.Remove(t.tokenPath)
 	}
+}
+
+// listensOnAnyPort reports whether listen asks for port 0, a port the
+// kernel picks at each start.
+func listensOnAnyPort(listen string) bool {
+	_, port, err := net.SplitHostPort(listen)
+	return err == nil && (port == "0" || port == "")
 }
 
 // guard checks a request's Origin and bearer token before h sees it. A

@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -55,17 +56,49 @@ func httpTokenDir() (string, error) {
 	return filepath.Join(base, "mcp-exec"), nil
 }
 
+// tokenFileOf names the file of the token a server with cfg uses: given
+// (MCP_EXEC_TOKEN_FILE) when set, else the one it generates and keeps for
+// its port. An error says why there is none: no HTTP, a token given
+// itself, no token at all, or no fixed port.
+func tokenFileOf(cfg *config, given string) (string, error) {
+	switch {
+	case given != "":
+		return given, nil
+	case cfg.listen == "":
+		return "", errors.New("no --listen HOST:PORT (or MCP_EXEC_LISTEN): only an HTTP server has a token")
+	case cfg.token != nil:
+		return "", errors.New("MCP_EXEC_TOKEN gives the token itself: there is no file")
+	case cfg.httpAuthNone:
+		return "", errors.New("MCP_EXEC_HTTP_AUTH=none: the server has no token")
+	}
+	_, portText, err := net.SplitHostPort(cfg.listen)
+	port, perr := strconv.Atoi(portText)
+	if err != nil || perr != nil || port <= 0 {
+		return "", fmt.Errorf("%s names no fixed port, and a generated token is kept per port", cfg.listen)
+	}
+	dir, err := httpTokenDir()
+	if err != nil {
+		return "", err
+	}
+	return httpTokenPath(dir, port), nil
+}
+
 // httpTokenPath is the file of the token generated for a listener on port.
 func httpTokenPath(dir string, port int) string {
 	return filepath.Join(dir, "http-"+strconv.Itoa(port)+".token")
 }
 
-// makeHTTPToken makes a random token and writes it, with a newline, to
-// httpTokenPath(dir, port), readable by this user only. dir is made 0700
-// when missing; one that is a symlink, belongs to another user or is open
-// to others is refused, since whoever controls it could read or replace
-// the token. The file is written under a temporary name and renamed, so a
-// reader never sees half a token and a stale file is replaced whole.
+// makeHTTPToken returns the token kept in httpTokenPath(dir, port) by an
+// earlier start, so a client set up once keeps working, or makes a random
+// one and writes it there, with a newline, readable by this user only.
+// A kept file is reused only when it is a regular file of this user that
+// no one else can read or write, holding one token as this function
+// writes it; anything else is replaced. Removing the file asks for a new
+// token at the next start. dir is made 0700 when missing; one that is a
+// symlink, belongs to another user or is open to others is refused, since
+// whoever controls it could read or replace the token. The file is
+// written under a temporary name and renamed, so a reader never sees half
+// a token and a stale file is replaced whole.
 func makeHTTPToken(dir string, port int) (token []byte, path string, err error) {
 	if err := os.MkdirAll(filepath.Dir(dir), 0o700); err != nil {
 		return nil, "", err
@@ -78,10 +111,13 @@ func makeHTTPToken(dir string, port int) (token []byte, path string, err error) 
 		return nil, "", err
 	}
 	defer unix.Close(dfd)
+	path = httpTokenPath(dir, port)
+	if kept, ok := keptHTTPToken(dfd, filepath.Base(path)); ok {
+		return kept, path, nil
+	}
 	raw := make([]byte, httpTokenBytes)
 	_, _ = rand.Read(raw) // crypto/rand never fails on a supported system
 	token = []byte(hex.EncodeToString(raw))
-	path = httpTokenPath(dir, port)
 	tmp := filepath.Base(path) + ".tmp-" + randomID()
 	if err := writeFileAt(dfd, tmp, append(token, '\n')); err != nil {
 		_ = unix.Unlinkat(dfd, tmp, 0)
@@ -92,6 +128,36 @@ func makeHTTPToken(dir string, port int) (token []byte, path string, err error) 
 		return nil, "", fmt.Errorf("renaming to %s: %w", path, err)
 	}
 	return token, path, nil
+}
+
+// keptHTTPToken reads the token an earlier start left in name, in the
+// private directory dfd: ok only for a regular file of this user, mode
+// 0600 or stricter, holding exactly a generated token and its newline.
+func keptHTTPToken(dfd int, name string) (token []byte, ok bool) {
+	var fd int
+	err := retryEINTR(func() (err error) {
+		fd, err = unix.Openat(dfd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+		return err
+	})
+	if err != nil {
+		return nil, false // none, or a symlink: made anew
+	}
+	f := os.NewFile(uintptr(fd), name)
+	defer f.Close()
+	var st unix.Stat_t
+	if unix.Fstat(fd, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFREG || int(st.Uid) != os.Geteuid() ||
+		st.Mode&0o077 != 0 || st.Size != 2*httpTokenBytes+1 {
+		return nil, false
+	}
+	b := make([]byte, st.Size)
+	if n, err := io.ReadFull(f, b); err != nil || n != len(b) || b[len(b)-1] != '\n' {
+		return nil, false
+	}
+	b = b[:len(b)-1]
+	if _, err := hex.DecodeString(string(b)); err != nil || strings.ToLower(string(b)) != string(b) {
+		return nil, false
+	}
+	return b, true
 }
 
 // openPrivateDir opens dir, not following a symlink, and checks that it

@@ -171,6 +171,46 @@ func TestHTTPTokenDirOfOthersRefused(t *testing.T) {
 	}
 }
 
+// TestHTTPTokenIsKeptAcrossStarts: a token made once is found again by
+// the next start on the port, so a client set up once keeps working; a
+// file that others may read, a symlink, or one holding anything but a
+// token is replaced, never trusted.
+func TestHTTPTokenIsKeptAcrossStarts(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "mcp-exec")
+	first, path, err := makeHTTPToken(dir, 8080)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, _, err := makeHTTPToken(dir, 8080)
+	if err != nil || string(again) != string(first) {
+		t.Fatalf("the next start made %q (%v), not the kept %q", again, err, first)
+	}
+	if other, _, _ := makeHTTPToken(dir, 8081); string(other) == string(first) {
+		t.Error("another port shares the token")
+	}
+	spoil := map[string]func(){
+		"open to others": func() { _ = os.Chmod(path, 0o644) },
+		"not a token":    func() { _ = os.WriteFile(path, []byte("short\n"), 0o600) },
+		"a symlink": func() {
+			target := filepath.Join(t.TempDir(), "elsewhere")
+			_ = os.WriteFile(target, append(first, '\n'), 0o600)
+			_ = os.Remove(path)
+			_ = os.Symlink(target, path)
+		},
+	}
+	for what, do := range spoil {
+		do()
+		got, _, err := makeHTTPToken(dir, 8080)
+		if err != nil || string(got) == string(first) || len(got) != 2*httpTokenBytes {
+			t.Errorf("%s: reused or broken: %q %v", what, got, err)
+		}
+		if st, err := os.Lstat(path); err != nil || !st.Mode().IsRegular() || st.Mode().Perm() != 0o600 {
+			t.Errorf("%s: the file left is %v %v", what, st, err)
+		}
+		first, _, _ = makeHTTPToken(dir, 8080)
+	}
+}
+
 // TestHTTPForeignHostRefused: a loopback server answers only loopback
 // names, its own address and MCP_EXEC_HTTP_HOSTS; another Host (a DNS
 // rebinding page's) is 421 naming the setting. It answered any Host.

@@ -12,6 +12,7 @@ package main
 
 import (
 	"os"
+	"strings"
 )
 
 // main is a job's launcher when started as one; else it serves one client
@@ -20,7 +21,10 @@ func main() {
 	if isLauncher(os.Args) {
 		runLauncher(os.Args) // a job's launcher, never the server: does not return
 	}
-	settings := handleFlags(os.Args[1:])
+	settings, tokenFile := handleFlags(os.Args[1:])
+	if tokenFile {
+		printTokenFile(append(os.Environ(), settings...)) // does not return
+	}
 	cfg := mustLoadConfig(append(os.Environ(), settings...))
 	// Before any job or session exists: every look for input wanted reads
 	// it without a lock.
@@ -54,6 +58,29 @@ func serveStdio(srv *server) {
 	_ = t.serveUntilDone(srv.stop) // why it stopped is the client's to know
 	srv.shutdown()
 	t.flush()
+}
+
+// printTokenFile prints the file of the bearer token a server started
+// with environ reads (MCP_EXEC_TOKEN_FILE) or keeps (the one it generates
+// for its port), and exits: 0, or 2 when there is none to name. It only
+// reads the settings: no cgroup, no check of the kernel.
+func printTokenFile(environ []string) {
+	cfg, err := loadConfig(environ)
+	if err != nil {
+		exit(2, "configuration error: %v", err)
+	}
+	given := ""
+	for _, kv := range environ {
+		if v, ok := strings.CutPrefix(kv, "MCP_EXEC_TOKEN_FILE="); ok {
+			given = v
+		}
+	}
+	path, err := tokenFileOf(cfg, given)
+	if err != nil {
+		exit(2, "--token-file: %v", err)
+	}
+	os.Stdout.WriteString(path + "\n")
+	os.Exit(0)
 }
 
 // serveHTTP serves HTTP clients until a signal ends the server.

@@ -545,7 +545,23 @@ def test_loopback_without_token_makes_a_private_one(servers, tmp_path):
     assert r.status == 401 and str(path).encode() in r.body, r
     assert s.request("GET", "/metrics").status == 200
     assert s.stop() == 0
-    assert not path.exists(), "the generated token outlived its server"
+    assert not path.exists(), "a port the kernel picked is not asked for again: its token file should go"
+    # On a fixed port the file stays for the next start: a client set up once keeps working.
+    listen = "127.0.0.1:%d" % s.port
+    first = servers({"XDG_RUNTIME_DIR": str(run)}, listen=listen)
+    assert first.token_file == str(path) and first.stop() == 0, first.stderr_text
+    assert path.read_text().strip() == first.token, "the generated token's file did not stay"
+    printed = subprocess.run([server_binary(), "--token-file", "--listen", listen],
+                             env=dict({k: v for k, v in os.environ.items() if not k.startswith("MCP_EXEC_")}, XDG_RUNTIME_DIR=str(run)),
+                             capture_output=True, text=True, timeout=10)
+    assert printed.returncode == 0 and printed.stdout == str(path) + "\n", printed
+    again = servers({"XDG_RUNTIME_DIR": str(run)}, listen=listen)
+    assert again.token == first.token and again.request("GET", "/metrics").status == 200, again.stderr_text
+    assert again.stop() == 0
+    # A file others may read is not trusted: a new token replaces it.
+    path.chmod(0o644)
+    third = servers({"XDG_RUNTIME_DIR": str(run)}, listen=listen)
+    assert third.token != first.token and oct(path.stat().st_mode & 0o777) == oct(0o600), third.stderr_text
 
 
 # What a job of the server runs to call its own server: it reads the token
