@@ -341,3 +341,20 @@ func TestJobLogFlushWaitsForAnEndBeingQueued(t *testing.T) {
 		}
 	}
 }
+
+// TestJobLogMasksTheCommand: with masking on, a secret in a command (a
+// token format, or a secret variable's value the call's env gives) is a
+// marker in the job log's start line and in the job's events.
+func TestJobLogMasksTheCommand(t *testing.T) {
+	reg, l, out := loggedRegistry(configOf(t, "MCP_EXEC_MASK=values,patterns"))
+	token := "ghp_" + strings.Repeat("a1B2", 9)
+	j := collect(t, reg, startReq(t, reg, startRequest{command: "echo " + token + " " + testSecret,
+		env: map[string]string{"DEPLOY_TOKEN": testSecret}, policy: defaultCapture}))
+	start := lineOf(t, logLines(t, l, out), "start", j.id)
+	if start["command"] != "echo [masked:github_token] [masked:DEPLOY_TOKEN]" {
+		t.Errorf("start line: %v", start)
+	}
+	if j.command != start["command"] {
+		t.Errorf("the events' command: %q", j.command)
+	}
+}

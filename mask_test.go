@@ -304,3 +304,19 @@ func BenchmarkMaskerText(b *testing.B) {
 		m.Write(data)
 	}
 }
+
+// TestMaskedBytesAreWhatSpills: the bytes that leave a masked stream's
+// window for its spill file are the masked ones: read back from the spill
+// they show the marker, never the value.
+func TestMaskedBytesAreWhatSpills(t *testing.T) {
+	t.Parallel()
+	w, _ := spillWindow(t, 64<<10, 0, 1<<30, 0)
+	m := newMasker(testMaskRules(t), w, time.Hour)
+	m.Write([]byte("id=" + testSecret + "\n"))
+	m.Write(bytes.Repeat([]byte("x"), 300<<10))
+	m.flush()
+	a := w.readRange(0, 40, true, 0)
+	if a.truncated || !strings.HasPrefix(string(a.data), "id=[masked:API_TOKEN]\n") {
+		t.Fatalf("the first bytes, from the spill: %q (truncated %v)", a.data, a.truncated)
+	}
+}
