@@ -618,35 +618,42 @@ func (m *masker) feedLocked(p []byte, final bool) {
 		data = append(m.held, p...)
 		m.held = nil
 	}
+	// A feed with nothing to mask is written as it came, in one write;
+	// out collects the feed only once it has a marker.
 	out := m.out[:0]
 	i := 0
 	if m.pem > 0 {
 		i = m.dropPEM(data)
 	}
-	for i < len(data) {
+	run, end := i, len(data) // data[run:end] is still to be written
+	for i < end {
 		j := m.rules.nextCandidate(data, i)
-		out = append(out, data[i:j]...)
-		if j == len(data) {
+		if j == end {
 			break
 		}
 		found := m.rules.matchAt(data, j, final)
 		switch {
 		case found.pending:
 			m.held = append([]byte(nil), data[j:]...)
-			i = len(data)
+			end = j
 		case found.end > j:
+			out = append(out, data[run:j]...)
 			out = append(out, marker(found.label)...)
 			i = found.end
 			if found.pem {
 				m.pem, m.pemTail = 1, nil
 				i += m.dropPEM(data[i:])
 			}
+			run = i
 		default:
-			out = append(out, data[j])
 			i = j + 1
 		}
 	}
-	if len(out) > 0 {
+	switch {
+	case len(out) == 0 && run < end:
+		_, _ = m.sink.Write(data[run:end])
+	case len(out) > 0:
+		out = append(out, data[run:end]...)
 		_, _ = m.sink.Write(out)
 	}
 	if cap(out) <= maskScratchBytes { // a read's worth and its markers: kept for the next
