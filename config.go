@@ -633,7 +633,8 @@ func loadConfig(environ []string) (*config, error) {
 			continue // a server run by a job sees the mark its job was given
 		}
 		if !slices.ContainsFunc(configVars, func(v configVar) bool { return v.name == name }) {
-			return nil, fmt.Errorf("unknown variable %s%s; mcp-exec --help lists all %d settings", name, nearestSettings(name), len(configVars))
+			// The list stays, as 1.0 printed it; the suggestion comes first.
+			return nil, fmt.Errorf("unknown variable %s%s; the valid ones are %s", name, nearestSettings(name), strings.Join(configNames(), ", "))
 		}
 		if value != "" { // set but empty: keep the default
 			s.given[name] = value

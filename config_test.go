@@ -347,15 +347,16 @@ func TestInputWaitSetting(t *testing.T) {
 }
 
 // TestMistypedSettingNamesTheNearest: a setting's name with a typo is
-// refused in one line that names the setting meant, not all of them.
+// refused in one line that names the setting meant before the list of
+// all of them (1.0's message).
 func TestMistypedSettingNamesTheNearest(t *testing.T) {
 	for given, want := range map[string]string{"MCP_EXEC_PROFIL": "MCP_EXEC_PROFILE", "MCP_EXEC_MAX_YEILD": "MCP_EXEC_MAX_YIELD", "MCP_EXEC_MASKS": "MCP_EXEC_MASK"} {
 		_, err := loadConfig([]string{given + "=1"})
-		if err == nil || !strings.Contains(err.Error(), "did you mean "+want) || strings.Contains(err.Error(), "\n") || len(err.Error()) > 200 {
+		if err == nil || !strings.Contains(err.Error(), "did you mean "+want) || strings.Contains(err.Error(), "\n") || !strings.Contains(err.Error(), "MCP_EXEC_DEFAULT_TIMEOUT") {
 			t.Errorf("%s: %v", given, err)
 		}
 	}
-	if _, err := loadConfig([]string{"MCP_EXEC_ZZZZZZZZZZZZZZZZ=1"}); err == nil || strings.Contains(err.Error(), "did you mean") || !strings.Contains(err.Error(), "--help") {
+	if _, err := loadConfig([]string{"MCP_EXEC_ZZZZZZZZZZZZZZZZ=1"}); err == nil || strings.Contains(err.Error(), "did you mean") || !strings.Contains(err.Error(), "the valid ones are") {
 		t.Errorf("nothing near: %v", err)
 	}
 }
