@@ -895,8 +895,10 @@ func appendLingering(b []byte, jobs []*job, room int) []byte {
 		}
 		b = append(b, `{"job_id":`...)
 		b = appendJSONString(b, j.id)
+		// Its processes are its tree as read now, as status says: on
+		// process groups the group alone misses a setsid daemon.
 		b = append(b, `,"procs":`...)
-		b = strconv.AppendInt(b, int64(j.procCount()), 10)
+		b = strconv.AppendInt(b, int64(len(left)), 10)
 		b = append(b, `,"survivors":`...)
 		b = strconv.AppendInt(b, int64(len(left)), 10)
 		if l := j.listeningJSON(); l != nil {

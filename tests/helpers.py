@@ -126,6 +126,8 @@ def server_argv(env, pid1=False, args=()):
         for key, value in sorted(env.items()):
             if value is not None:
                 argv += ["-e", "%s=%s" % (key, value)]
+            else:  # podman's own defaults (TERM=xterm) would otherwise reach the server
+                argv += ["--unsetenv", key]
         if pid1:
             argv += ["--entrypoint", "/usr/local/bin/mcp-exec"]
         return argv + [os.environ["MCP_EXEC_IMAGE"]] + list(args)
