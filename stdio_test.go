@@ -509,11 +509,16 @@ func TestPauseBegunDuringABlockedReadHoldsTheLine(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("no reply to the first ping")
 	}
-	// The reader now blocks reading the next line: pause under it.
+	// The reader now blocks reading the next line (or, on a loaded
+	// machine, is about to): pause under it. The write returns once the
+	// line was read, which a reader that saw the pause first does only
+	// after it; it must not hold the test, so it runs on its own.
 	g.pause()
-	if _, err := fmt.Fprintln(inW, `{"jsonrpc":"2.0","id":2,"method":"ping"}`); err != nil { // returns once the line was read
-		t.Fatal(err)
-	}
+	wrote := make(chan error, 1)
+	go func() {
+		_, err := fmt.Fprintln(inW, `{"jsonrpc":"2.0","id":2,"method":"ping"}`)
+		wrote <- err
+	}()
 	select {
 	case msg := <-g.sent:
 		t.Fatalf("a request read across the start of a pause was answered during it: %s", msg)
@@ -527,6 +532,9 @@ func TestPauseBegunDuringABlockedReadHoldsTheLine(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("the held request was not answered once the pause ended")
+	}
+	if err := <-wrote; err != nil {
+		t.Fatal(err)
 	}
 }
 
