@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -240,14 +241,28 @@ func (s *maskSpec) rulesFor(env []string) *maskRules {
 	if s == nil || (!s.values && !s.patterns) {
 		return nil
 	}
-	b := newRuleBuilder()
+	// What the rules are made of, as one key: consecutive jobs of a
+	// session mostly share it, so the trie is built once, not per spawn.
+	var key strings.Builder
+	fmt.Fprintf(&key, "%t %t %q", s.values, s.patterns, s.file)
+	var secrets [][2]string
 	if s.values {
 		for _, kv := range env {
 			name, value, _ := strings.Cut(kv, "=")
 			if len(value) >= maskMinValueBytes && s.secretName(name) {
-				b.addValue(value, name)
+				secrets = append(secrets, [2]string{value, name})
+				fmt.Fprintf(&key, " %q=%q", name, value)
 			}
 		}
+	}
+	if last := lastMaskRules.Load(); last != nil && last.key == key.String() {
+		return last.rules
+	}
+	b := newRuleBuilder()
+	for _, sv := range secrets {
+		b.addValue(sv[0], sv[1])
+	}
+	if s.values {
 		for _, l := range s.file {
 			b.addValue(l, "file")
 		}
@@ -260,8 +275,20 @@ func (s *maskSpec) rulesFor(env []string) *maskRules {
 			}
 		}
 	}
-	return b.rules()
+	rules := b.rules()
+	lastMaskRules.Store(&keyedMaskRules{key: key.String(), rules: rules})
+	return rules
 }
+
+// keyedMaskRules is compiled rules with the key of what made them.
+type keyedMaskRules struct {
+	key   string
+	rules *maskRules // immutable; nil: nothing to mask
+}
+
+// lastMaskRules is process-wide state: the rules rulesFor compiled last,
+// written by any spawn; rules are immutable, so sharing them is safe.
+var lastMaskRules atomic.Pointer[keyedMaskRules]
 
 // ruleBuilder collects literals once each.
 type ruleBuilder struct {
